@@ -1,0 +1,207 @@
+package metadata
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// PartitionInfo is what the cluster says about one partition.
+type PartitionInfo struct {
+	Partition int32
+	// Leader is the leader's node id, -1 when the partition has none right now.
+	Leader int32
+	// LeaderEpoch is the leader epoch the broker reported, -1 when unknown.
+	LeaderEpoch int32
+	// Err is the partition's error from the metadata response (kerr), nil when none.
+	Err error
+}
+
+// Cluster is an immutable snapshot of the cluster: brokers, topics, partitions and leaders.
+// Readers get it from Metadata.Fetch and may keep and share it freely.
+type Cluster struct {
+	nodes       []Node
+	nodesByID   map[int32]Node
+	topics      map[string][]PartitionInfo // sorted by partition
+	topicIDs    map[string][16]byte
+	topicErrors map[string]error
+	byNode      map[int32][]TopicPartition // sorted by topic, then partition
+	bootstrap   bool
+	clusterID   string
+	controller  int32
+}
+
+// emptyCluster returns a cluster with no brokers and no topics.
+func emptyCluster() *Cluster {
+	return &Cluster{
+		nodesByID:   map[int32]Node{},
+		topics:      map[string][]PartitionInfo{},
+		topicIDs:    map[string][16]byte{},
+		topicErrors: map[string]error{},
+		byNode:      map[int32][]TopicPartition{},
+		controller:  -1,
+	}
+}
+
+// bootstrapCluster turns bootstrap addresses into nodes with ids -1, -2, ... so the network
+// client can connect to them before any broker is known by id.
+func bootstrapCluster(nodes []Node) *Cluster {
+	c := emptyCluster()
+	c.bootstrap = true
+	c.nodes = nodes
+	for _, n := range nodes {
+		c.nodesByID[n.ID] = n
+	}
+	return c
+}
+
+// Nodes returns the brokers, in the order the metadata response listed them.
+func (c *Cluster) Nodes() []Node { return slices.Clone(c.nodes) }
+
+// Node returns the broker with the given id.
+func (c *Cluster) Node(id int32) (Node, bool) {
+	n, ok := c.nodesByID[id]
+	return n, ok
+}
+
+// IsBootstrap reports whether this cluster is made of the bootstrap addresses only, before any
+// metadata response.
+func (c *Cluster) IsBootstrap() bool { return c.bootstrap }
+
+// ClusterID returns the cluster id the brokers reported, "" when unknown.
+func (c *Cluster) ClusterID() string { return c.clusterID }
+
+// Controller returns the controller's node id, -1 when unknown.
+func (c *Cluster) Controller() int32 { return c.controller }
+
+// LeaderFor returns the leader of tp; ok is false when the partition is unknown or has no leader.
+func (c *Cluster) LeaderFor(tp TopicPartition) (node int32, ok bool) {
+	p, found := c.partition(tp)
+	if !found || p.Leader < 0 {
+		return -1, false
+	}
+	return p.Leader, true
+}
+
+// Partition returns everything known about tp.
+func (c *Cluster) Partition(tp TopicPartition) (PartitionInfo, bool) { return c.partition(tp) }
+
+func (c *Cluster) partition(tp TopicPartition) (PartitionInfo, bool) {
+	ps := c.topics[tp.Topic]
+	i, found := slices.BinarySearchFunc(ps, tp.Partition, func(p PartitionInfo, id int32) int {
+		return int(p.Partition) - int(id)
+	})
+	if !found {
+		return PartitionInfo{}, false
+	}
+	return ps[i], true
+}
+
+// PartitionsForNode returns the partitions node leads, sorted by topic then partition.
+func (c *Cluster) PartitionsForNode(node int32) []TopicPartition {
+	return slices.Clone(c.byNode[node])
+}
+
+// PartitionCount returns the number of partitions of topic, 0 when the topic is unknown.
+func (c *Cluster) PartitionCount(topic string) int { return len(c.topics[topic]) }
+
+// AvailablePartitions returns the partitions of topic that have a leader, in partition order.
+func (c *Cluster) AvailablePartitions(topic string) []int32 {
+	var ids []int32
+	for _, p := range c.topics[topic] {
+		if p.Leader >= 0 {
+			ids = append(ids, p.Partition)
+		}
+	}
+	return ids
+}
+
+// Topics returns the topics the snapshot knows partitions for, sorted.
+func (c *Cluster) Topics() []string {
+	ts := make([]string, 0, len(c.topics))
+	for t := range c.topics {
+		ts = append(ts, t)
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// TopicID returns the topic's id (Kafka 2.8+ brokers), ok false when unknown.
+func (c *Cluster) TopicID(topic string) (id [16]byte, ok bool) {
+	id, ok = c.topicIDs[topic]
+	return id, ok
+}
+
+// TopicError returns the error the last metadata response gave for topic (a kerr error such as
+// kerr.UnknownTopicOrPartition or kerr.TopicAuthorizationFailed), nil when none. The producer uses
+// it to fail fast on authorization errors instead of waiting for max.block.ms.
+func (c *Cluster) TopicError(topic string) error { return c.topicErrors[topic] }
+
+// clusterFromResponse builds the snapshot for resp. prev supplies leader epochs: a partition whose
+// reported epoch is older than the one already known keeps the known leader, as the Java client
+// does, because a lagging broker may answer with stale metadata.
+func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster) *Cluster {
+	c := emptyCluster()
+	if resp.ClusterID != nil {
+		c.clusterID = *resp.ClusterID
+	}
+	c.controller = resp.ControllerID
+	for _, b := range resp.Brokers {
+		n := Node{ID: b.NodeID, Host: b.Host, Port: b.Port}
+		if b.Rack != nil {
+			n.Rack = *b.Rack
+		}
+		c.nodes = append(c.nodes, n)
+		c.nodesByID[n.ID] = n
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue // a v10+ response to a request by topic id only; we request by name
+		}
+		name := *t.Topic
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			c.topicErrors[name] = err
+		}
+		if t.TopicID != ([16]byte{}) {
+			c.topicIDs[name] = t.TopicID
+		}
+		if len(t.Partitions) == 0 {
+			continue
+		}
+		ps := make([]PartitionInfo, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			info := PartitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Err: kerr.ErrorForCode(p.ErrorCode)}
+			if old, ok := prev.partition(TopicPartition{name, p.Partition}); ok &&
+				info.LeaderEpoch >= 0 && old.LeaderEpoch > info.LeaderEpoch {
+				info.Leader, info.LeaderEpoch = old.Leader, old.LeaderEpoch
+			}
+			ps = append(ps, info)
+		}
+		slices.SortFunc(ps, func(a, b PartitionInfo) int { return int(a.Partition) - int(b.Partition) })
+		c.topics[name] = ps
+		for _, p := range ps {
+			if p.Leader >= 0 {
+				c.byNode[p.Leader] = append(c.byNode[p.Leader], TopicPartition{name, p.Partition})
+			}
+		}
+	}
+	for _, tps := range c.byNode {
+		slices.SortFunc(tps, func(a, b TopicPartition) int {
+			if a.Topic != b.Topic {
+				if a.Topic < b.Topic {
+					return -1
+				}
+				return 1
+			}
+			return int(a.Partition) - int(b.Partition)
+		})
+	}
+	return c
+}
+
+// String summarises the snapshot for logs.
+func (c *Cluster) String() string {
+	return "cluster{nodes:" + strconv.Itoa(len(c.nodes)) + " topics:" + strconv.Itoa(len(c.topics)) + "}"
+}

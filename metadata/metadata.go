@@ -1,0 +1,279 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DefaultMaxIdle is how long a topic stays in metadata requests without being used
+// (the Java producer's metadata.max.idle.ms).
+const DefaultMaxIdle = 5 * time.Minute
+
+var (
+	// ErrAwaitTimeout is returned by AwaitUpdate when its deadline passes before an update.
+	ErrAwaitTimeout = errors.New("metadata: timed out waiting for a metadata update")
+	// ErrClosed is returned by AwaitUpdate once Close was called.
+	ErrClosed = errors.New("metadata: closed")
+)
+
+// Metadata is the producer's cluster view. The sender goroutine updates it; producing goroutines
+// read it and wait for updates.
+//
+// Metadata is safe for concurrent use: writers take a mutex, readers load an immutable *Cluster
+// through an atomic pointer and never block.
+type Metadata struct {
+	cluster atomic.Pointer[Cluster]
+
+	maxAge, refreshBackoff, maxIdle time.Duration
+	allowAutoCreate                 bool
+
+	mu                    sync.Mutex
+	version               int
+	needUpdate            bool
+	lastRefresh           time.Time            // last attempt, successful or not: refresh backoff runs from it
+	lastSuccessfulRefresh time.Time            // metadata.max.age.ms runs from it
+	topics                map[string]time.Time // topic -> when it expires unless used again
+	newTopics             map[string]struct{}  // added and not yet seen in a response
+	fatal                 error
+	closed                bool
+	// updated is closed and replaced at every version change, so AwaitUpdate can wait on a
+	// channel instead of polling.
+	updated chan struct{}
+}
+
+// New returns a Metadata whose cluster is the bootstrap addresses ("host:port"), as nodes -1, -2, ...
+// maxAge is metadata.max.age.ms, refreshBackoff retry.backoff.ms between refresh attempts, and
+// allowAutoCreate is sent in every metadata request.
+func New(bootstrap []string, maxAge, refreshBackoff time.Duration, allowAutoCreate bool) (*Metadata, error) {
+	if len(bootstrap) == 0 {
+		return nil, errors.New("metadata: bootstrap.servers: no address given")
+	}
+	nodes := make([]Node, 0, len(bootstrap))
+	for i, addr := range bootstrap {
+		host, portStr, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("metadata: bootstrap.servers: %q: %w", addr, err)
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("metadata: bootstrap.servers: %q: invalid host or port", addr)
+		}
+		nodes = append(nodes, Node{ID: int32(-1 - i), Host: host, Port: int32(port)})
+	}
+	m := &Metadata{
+		maxAge:          maxAge,
+		refreshBackoff:  refreshBackoff,
+		maxIdle:         DefaultMaxIdle,
+		allowAutoCreate: allowAutoCreate,
+		needUpdate:      true, // the bootstrap view knows no broker by id
+		topics:          map[string]time.Time{},
+		newTopics:       map[string]struct{}{},
+		updated:         make(chan struct{}),
+	}
+	m.cluster.Store(bootstrapCluster(nodes))
+	return m, nil
+}
+
+// Fetch returns the current cluster snapshot without blocking.
+func (m *Metadata) Fetch() *Cluster { return m.cluster.Load() }
+
+// AllowAutoCreate reports whether metadata requests ask the broker to create unknown topics.
+func (m *Metadata) AllowAutoCreate() bool { return m.allowAutoCreate }
+
+// Add keeps topic in metadata requests for metadata.max.idle.ms from now. A topic not seen before
+// requests an update at once, skipping the refresh backoff, as the Java producer does for new
+// topics: a Send is waiting for it.
+func (m *Metadata) Add(topic string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, known := m.topics[topic]
+	m.topics[topic] = now.Add(m.maxIdle)
+	if !known {
+		m.newTopics[topic] = struct{}{}
+		m.needUpdate = true
+		m.lastRefresh = time.Time{}
+	}
+}
+
+// Topics returns the topics the next metadata request asks for, sorted.
+func (m *Metadata) Topics() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ts := make([]string, 0, len(m.topics))
+	for t := range m.topics {
+		ts = append(ts, t)
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// RequestUpdate asks for an update at the next opportunity (after the refresh backoff) and
+// returns the current version, to pass to AwaitUpdate.
+func (m *Metadata) RequestUpdate() (version int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.needUpdate = true
+	return m.version
+}
+
+// UpdateRequested reports whether an update was asked for and has not happened yet.
+func (m *Metadata) UpdateRequested() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.needUpdate
+}
+
+// Version returns the number of successful updates so far.
+func (m *Metadata) Version() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.version
+}
+
+// TimeToNextUpdate returns how long until an update is due, 0 when it is due now: when one was
+// requested, or metadata.max.age.ms passed since the last success; either way no sooner than the
+// refresh backoff after the last attempt.
+func (m *Metadata) TimeToNextUpdate(now time.Time) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var toExpire time.Duration
+	if !m.needUpdate {
+		toExpire = max(m.lastSuccessfulRefresh.Add(m.maxAge).Sub(now), 0)
+	}
+	toAllow := max(m.lastRefresh.Add(m.refreshBackoff).Sub(now), 0)
+	return max(toExpire, toAllow)
+}
+
+// invalidMetadataErrors are the errors meaning "your view is stale, ask again", after the Java
+// client's InvalidMetadataException subclasses: an update is requested when a response holds one.
+var invalidMetadataErrors = []error{
+	kerr.LeaderNotAvailable, kerr.NotLeaderForPartition, kerr.UnknownTopicOrPartition,
+	kerr.UnknownTopicID, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.KafkaStorageError,
+	kerr.ReplicaNotAvailable,
+}
+
+func isInvalidMetadata(err error) bool {
+	for _, e := range invalidMetadataErrors {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Update installs the cluster described by resp, bumps the version and wakes AwaitUpdate callers.
+// A response without brokers is ignored as a failed attempt, as the Java client does.
+func (m *Metadata) Update(resp *kmsg.MetadataResponse, now time.Time) {
+	if len(resp.Brokers) == 0 {
+		m.FailedUpdate(now)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := clusterFromResponse(resp, m.cluster.Load())
+	m.needUpdate = false
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		delete(m.newTopics, *t.Topic)
+		if isInvalidMetadata(c.topicErrors[*t.Topic]) {
+			m.needUpdate = true
+		}
+		for _, p := range t.Partitions {
+			if isInvalidMetadata(kerr.ErrorForCode(p.ErrorCode)) {
+				m.needUpdate = true
+			}
+		}
+	}
+	for t, expires := range m.topics {
+		if _, isNew := m.newTopics[t]; !isNew && !now.Before(expires) {
+			delete(m.topics, t) // unused for metadata.max.idle.ms: stop asking for it
+		}
+	}
+	m.lastRefresh, m.lastSuccessfulRefresh = now, now
+	m.cluster.Store(c)
+	m.bumpVersionLocked()
+}
+
+func (m *Metadata) bumpVersionLocked() {
+	m.version++
+	close(m.updated)
+	m.updated = make(chan struct{})
+}
+
+// FailedUpdate records a failed attempt, so the next one waits out the refresh backoff.
+func (m *Metadata) FailedUpdate(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastRefresh = now
+}
+
+// FatalError records an error no retry will fix (authentication failed on every broker): the next
+// AwaitUpdate returns it once, like the Java client's Metadata.fatalError.
+func (m *Metadata) FatalError(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fatal = err
+	close(m.updated) // wake waiters so they see it; the version does not change
+	m.updated = make(chan struct{})
+}
+
+// AwaitUpdate waits until the version is greater than lastVersion, the context ends, the deadline
+// passes (ErrAwaitTimeout; a zero deadline waits without limit), a fatal error is recorded, or
+// Close is called (ErrClosed).
+func (m *Metadata) AwaitUpdate(ctx context.Context, lastVersion int, deadline time.Time) error {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		m.mu.Lock()
+		switch {
+		case m.fatal != nil:
+			err := m.fatal
+			m.fatal = nil
+			m.mu.Unlock()
+			return err
+		case m.closed:
+			m.mu.Unlock()
+			return ErrClosed
+		case m.version > lastVersion:
+			m.mu.Unlock()
+			return nil
+		}
+		updated := m.updated
+		m.mu.Unlock()
+		select {
+		case <-updated:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			return ErrAwaitTimeout
+		}
+	}
+}
+
+// Close wakes every AwaitUpdate caller with ErrClosed; later calls fail at once.
+func (m *Metadata) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	close(m.updated)
+	m.updated = make(chan struct{})
+}

@@ -1,0 +1,270 @@
+package network
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// FrameSizeError reports a response size prefix that is negative or above MaxReceiveBytes, the
+// Java client's InvalidReceiveException. The connection is closed: after a bad size the stream
+// cannot be resynchronised.
+type FrameSizeError struct {
+	Size, Max int32
+}
+
+func (e *FrameSizeError) Error() string {
+	return fmt.Sprintf("network: invalid receive size %d (max %d)", e.Size, e.Max)
+}
+
+// readFrame reads one size-prefixed frame and returns its payload (without the size). Sizes that
+// are negative or above maxSize fail with *FrameSizeError before anything is allocated.
+func readFrame(r io.Reader, maxSize int32) ([]byte, error) {
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 0 || size > maxSize {
+		return nil, &FrameSizeError{Size: size, Max: maxSize}
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // the peer closed in the middle of a frame
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+type eventKind uint8
+
+const (
+	eventConnected eventKind = iota
+	eventSendCompleted
+	eventReceive
+	eventDisconnected
+)
+
+// event is what a channel's goroutines report to the selector. ch identifies the connection (not
+// just the node), so the selector can drop events from a connection it already closed while a new
+// one to the same node is open.
+type event struct {
+	kind    eventKind
+	ch      *channel
+	payload []byte
+	err     error
+}
+
+// channel is one connection to a broker, the Java KafkaChannel: a connect goroutine that dials,
+// handshakes TLS and authenticates SASL, then becomes the writer; and a reader goroutine. Both
+// report to the selector through its one events channel.
+//
+// The channel's methods are safe for concurrent use: the selector calls send and close from the
+// sender goroutine while the channel's own goroutines run.
+type channel struct {
+	id     int32
+	addr   string
+	cfg    *Config
+	events chan<- event
+
+	// sendSlot holds at most one frame: the Java channel's single in-flight Send. The selector
+	// never offers a second frame before the first one's send completed, so offering never blocks.
+	sendSlot chan []byte
+
+	dead      chan struct{} // closed by kill: the connection is gone, goroutines exit
+	abandoned chan struct{} // closed by abandon: the selector stopped listening, emits give up
+	killOnce  sync.Once
+	abandonMu sync.Once
+
+	mu     sync.Mutex
+	conn   net.Conn
+	cancel context.CancelFunc // aborts the dial and TLS handshake
+	killed bool
+}
+
+func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channel {
+	return &channel{
+		id:        id,
+		addr:      addr,
+		cfg:       cfg,
+		events:    events,
+		sendSlot:  make(chan []byte, 1),
+		dead:      make(chan struct{}),
+		abandoned: make(chan struct{}),
+	}
+}
+
+// start launches the connect goroutine; wg lets the selector wait for every goroutine at shutdown.
+func (ch *channel) start(wg *sync.WaitGroup) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch.mu.Lock()
+	ch.cancel = cancel
+	ch.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		ch.connectAndWrite(ctx, wg)
+	}()
+}
+
+// emit hands ev to the selector. It blocks while the events channel is full, which is the
+// backpressure on a connection that reads faster than the sender goroutine polls; it gives up
+// once the selector abandoned this channel, so no goroutine outlives its connection.
+func (ch *channel) emit(ev event) bool {
+	ev.ch = ch
+	select {
+	case ch.events <- ev:
+		return true
+	case <-ch.abandoned:
+		return false
+	}
+}
+
+// kill closes the connection once. With notify, the cause is reported to the selector as a
+// Disconnected event; a close the selector asked for is not reported back.
+func (ch *channel) kill(err error, notify bool) {
+	ch.killOnce.Do(func() {
+		ch.mu.Lock()
+		ch.killed = true
+		if ch.conn != nil {
+			ch.conn.Close()
+		}
+		if ch.cancel != nil {
+			ch.cancel()
+		}
+		ch.mu.Unlock()
+		close(ch.dead)
+		if notify {
+			ch.emit(event{kind: eventDisconnected, err: err})
+		}
+	})
+}
+
+// abandon tells the channel's goroutines the selector will not read their events any more.
+func (ch *channel) abandon() { ch.abandonMu.Do(func() { close(ch.abandoned) }) }
+
+// close is the selector closing the connection: no Disconnected event follows.
+func (ch *channel) close() {
+	ch.abandon()
+	ch.kill(errors.New("network: connection closed locally"), false)
+}
+
+// send offers frame to the writer. The selector guarantees the slot is empty.
+func (ch *channel) send(frame []byte) {
+	select {
+	case ch.sendSlot <- frame:
+	case <-ch.dead:
+	}
+}
+
+func (ch *channel) connectAndWrite(ctx context.Context, wg *sync.WaitGroup) {
+	conn, err := ch.connect(ctx)
+	if err != nil {
+		ch.kill(err, true)
+		return
+	}
+	if !ch.emit(event{kind: eventConnected}) {
+		ch.kill(nil, false)
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ch.read(conn)
+	}()
+	ch.write(conn)
+}
+
+// connect dials, handshakes TLS and authenticates SASL. The connection is published to kill
+// before the handshakes, so that closing the channel (setup timeout, shutdown) unblocks them.
+func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
+	conn, err := ch.cfg.Dialer(ctx, "tcp", ch.addr)
+	if err != nil {
+		return nil, fmt.Errorf("network: dial %s: %w", ch.addr, err)
+	}
+	ch.mu.Lock()
+	if ch.killed {
+		ch.mu.Unlock()
+		conn.Close()
+		return nil, errors.New("network: connection closed while dialing")
+	}
+	ch.conn = conn
+	ch.mu.Unlock()
+
+	if ch.cfg.TLS != nil {
+		tlsCfg := ch.cfg.TLS.Clone()
+		if tlsCfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(ch.addr)
+			if err != nil {
+				return nil, fmt.Errorf("network: tls: %w", err)
+			}
+			tlsCfg.ServerName = host // hostname verification, as ssl.endpoint.identification.algorithm=https
+		}
+		tlsConn := tls.Client(conn, tlsCfg)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			return nil, fmt.Errorf("network: tls handshake with %s: %w", ch.addr, err)
+		}
+		ch.mu.Lock()
+		ch.conn = tlsConn
+		killed := ch.killed
+		ch.mu.Unlock()
+		if killed {
+			tlsConn.Close()
+			return nil, errors.New("network: connection closed during tls handshake")
+		}
+		conn = tlsConn
+	}
+	if ch.cfg.SASL != nil {
+		if err := authenticate(conn, ch.cfg.SASL, ch.cfg.ClientID, ch.cfg.MaxReceiveBytes); err != nil {
+			var authErr *AuthenticationError
+			if errors.As(err, &authErr) {
+				authErr.Node = ch.id
+			}
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+// read reads frames until the connection fails, reporting each as a receive. A bufio.Reader saves
+// a syscall per size prefix.
+func (ch *channel) read(conn net.Conn) {
+	br := bufio.NewReaderSize(conn, 32<<10)
+	for {
+		payload, err := readFrame(br, ch.cfg.MaxReceiveBytes)
+		if err != nil {
+			ch.kill(fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err), true)
+			return
+		}
+		if !ch.emit(event{kind: eventReceive, payload: payload}) {
+			return
+		}
+	}
+}
+
+// write writes one frame at a time from the send slot and reports each completed write.
+func (ch *channel) write(conn net.Conn) {
+	for {
+		select {
+		case frame := <-ch.sendSlot:
+			if _, err := conn.Write(frame); err != nil {
+				ch.kill(fmt.Errorf("network: write to node %d (%s): %w", ch.id, ch.addr, err), true)
+				return
+			}
+			if !ch.emit(event{kind: eventSendCompleted}) {
+				return
+			}
+		case <-ch.dead:
+			return
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package network
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// ConnectionState is the lifecycle state of the connection to one node.
+type ConnectionState int
+
+// The states of a node connection, as in the Java client's ConnectionState.
+const (
+	// Disconnected: no connection; a new one may start once the reconnect backoff has passed.
+	Disconnected ConnectionState = iota
+	// Connecting: dialing, TLS handshake or SASL authentication in progress.
+	Connecting
+	// CheckingAPIVersions: connected; the ApiVersions request is in flight.
+	CheckingAPIVersions
+	// Ready: versions negotiated; requests may be sent.
+	Ready
+	// AuthenticationFailed: SASL failed; the node is treated as disconnected and retried only
+	// after the reconnect backoff, so a wrong password does not become a retry storm.
+	AuthenticationFailed
+)
+
+// String returns the Java name of the state.
+func (s ConnectionState) String() string {
+	switch s {
+	case Disconnected:
+		return "DISCONNECTED"
+	case Connecting:
+		return "CONNECTING"
+	case CheckingAPIVersions:
+		return "CHECKING_API_VERSIONS"
+	case Ready:
+		return "READY"
+	case AuthenticationFailed:
+		return "AUTHENTICATION_FAILED"
+	}
+	return "UNKNOWN"
+}
+
+// isDisconnected reports the states in which a new connection may be attempted.
+func (s ConnectionState) isDisconnected() bool { return s == Disconnected || s == AuthenticationFailed }
+
+// isConnected reports the states with an established connection.
+func (s ConnectionState) isConnected() bool { return s == CheckingAPIVersions || s == Ready }
+
+type nodeConnectionState struct {
+	state              ConnectionState
+	lastConnectAttempt time.Time
+	// failedAttempts counts disconnections since the node was last READY; it drives the
+	// reconnect backoff.
+	failedAttempts   int
+	reconnectBackoff time.Duration
+	// failedConnectAttempts counts connection attempts that never completed; it drives the
+	// connection setup timeout.
+	failedConnectAttempts  int
+	connectionSetupTimeout time.Duration
+	authErr                error
+	addr                   string
+}
+
+// ClusterConnectionStates tracks each node's connection state, reconnect backoff and connection
+// setup timeout, after the Java class of the same name.
+//
+// ClusterConnectionStates is not safe for concurrent use: the sender goroutine owns it.
+type ClusterConnectionStates struct {
+	nodes                  map[int32]*nodeConnectionState
+	connecting             map[int32]struct{}
+	reconnectBackoff       *exponentialBackoff
+	connectionSetupTimeout *exponentialBackoff
+}
+
+// The Java client's constants for both backoffs.
+const (
+	backoffMultiplier = 2
+	backoffJitter     = 0.2
+)
+
+// NewClusterConnectionStates returns states with reconnect backoff growing from reconnectBackoff to
+// reconnectBackoffMax (reconnect.backoff.ms, reconnect.backoff.max.ms) and connection setup timeout
+// from setupTimeout to setupTimeoutMax (socket.connection.setup.timeout.ms and .max.ms), both
+// doubling with 20% jitter. rnd is the jitter's random source; nil means a randomly seeded one.
+func NewClusterConnectionStates(reconnectBackoff, reconnectBackoffMax, setupTimeout, setupTimeoutMax time.Duration, rnd *rand.Rand) *ClusterConnectionStates {
+	if rnd == nil {
+		rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return &ClusterConnectionStates{
+		nodes:                  map[int32]*nodeConnectionState{},
+		connecting:             map[int32]struct{}{},
+		reconnectBackoff:       newExponentialBackoff(reconnectBackoff, backoffMultiplier, reconnectBackoffMax, backoffJitter, rnd),
+		connectionSetupTimeout: newExponentialBackoff(setupTimeout, backoffMultiplier, setupTimeoutMax, backoffJitter, rnd),
+	}
+}
+
+// State returns node's state; a node never seen is Disconnected.
+func (s *ClusterConnectionStates) State(node int32) ConnectionState {
+	if n := s.nodes[node]; n != nil {
+		return n.state
+	}
+	return Disconnected
+}
+
+// CanConnect reports whether a connection to node may start now: never tried, or disconnected
+// and the reconnect backoff has passed since the last attempt.
+func (s *ClusterConnectionStates) CanConnect(node int32, now time.Time) bool {
+	n := s.nodes[node]
+	return n == nil || (n.state.isDisconnected() && now.Sub(n.lastConnectAttempt) >= n.reconnectBackoff)
+}
+
+// IsBlackedOut reports whether node is disconnected and still inside its reconnect backoff.
+func (s *ClusterConnectionStates) IsBlackedOut(node int32, now time.Time) bool {
+	n := s.nodes[node]
+	return n != nil && n.state.isDisconnected() && now.Sub(n.lastConnectAttempt) < n.reconnectBackoff
+}
+
+// ConnectionDelay returns how long until a connection to node may be attempted: the rest of the
+// backoff when disconnected, 0 for an unknown node, and a practically infinite wait while
+// connecting or connected, because then only a network event can change anything.
+func (s *ClusterConnectionStates) ConnectionDelay(node int32, now time.Time) time.Duration {
+	n := s.nodes[node]
+	if n == nil {
+		return 0
+	}
+	if n.state.isDisconnected() {
+		return max(n.reconnectBackoff-now.Sub(n.lastConnectAttempt), 0)
+	}
+	return maxDuration
+}
+
+// maxDuration stands for Java's Long.MAX_VALUE waits.
+const maxDuration = time.Duration(1<<63 - 1)
+
+// Connecting records that a connection to node (at addr) started at now.
+func (s *ClusterConnectionStates) Connecting(node int32, now time.Time, addr string) {
+	n := s.nodes[node]
+	if n == nil || n.addr != addr {
+		// A node whose address changed is a new broker behind an old id: its failures say
+		// nothing about the new address, so it starts from fresh backoffs.
+		n = &nodeConnectionState{
+			reconnectBackoff:       s.reconnectBackoff.backoff(0),
+			connectionSetupTimeout: s.connectionSetupTimeout.backoff(0),
+		}
+		s.nodes[node] = n
+	}
+	n.state = Connecting
+	n.lastConnectAttempt = now
+	n.addr = addr
+	n.authErr = nil
+	s.connecting[node] = struct{}{}
+}
+
+// CheckingAPIVersions records that node's connection is up and ApiVersions is in flight.
+func (s *ClusterConnectionStates) CheckingAPIVersions(node int32) {
+	n := s.nodeState(node)
+	n.state = CheckingAPIVersions
+	s.resetConnectionSetupTimeout(n)
+	delete(s.connecting, node)
+}
+
+// Ready records that node may take requests; its failure counts reset.
+func (s *ClusterConnectionStates) Ready(node int32) {
+	n := s.nodeState(node)
+	n.state = Ready
+	n.authErr = nil
+	n.failedAttempts = 0
+	n.reconnectBackoff = s.reconnectBackoff.backoff(0)
+	s.resetConnectionSetupTimeout(n)
+	delete(s.connecting, node)
+}
+
+// Disconnected records that node's connection closed (or failed to open) at now, and grows the
+// reconnect backoff; a failure while still connecting also grows the setup timeout.
+func (s *ClusterConnectionStates) Disconnected(node int32, now time.Time) {
+	n := s.nodeState(node)
+	n.lastConnectAttempt = now
+	s.updateReconnectBackoff(n)
+	if n.state == Connecting {
+		n.failedConnectAttempts++
+		n.connectionSetupTimeout = s.connectionSetupTimeout.backoff(n.failedConnectAttempts)
+		delete(s.connecting, node)
+	} else {
+		s.resetConnectionSetupTimeout(n)
+	}
+	n.state = Disconnected
+}
+
+// AuthenticationFailed records a SASL failure: the node counts as disconnected, keeps err for
+// AuthenticationError, and waits out a grown reconnect backoff before the next attempt. As in the
+// Java client it follows Disconnected, so an authentication failure grows the backoff twice.
+func (s *ClusterConnectionStates) AuthenticationFailed(node int32, now time.Time, err error) {
+	n := s.nodeState(node)
+	n.state = AuthenticationFailed
+	n.authErr = err
+	n.lastConnectAttempt = now
+	s.updateReconnectBackoff(n)
+	delete(s.connecting, node)
+}
+
+func (s *ClusterConnectionStates) updateReconnectBackoff(n *nodeConnectionState) {
+	n.reconnectBackoff = s.reconnectBackoff.backoff(n.failedAttempts)
+	n.failedAttempts++
+}
+
+func (s *ClusterConnectionStates) resetConnectionSetupTimeout(n *nodeConnectionState) {
+	n.failedConnectAttempts = 0
+	n.connectionSetupTimeout = s.connectionSetupTimeout.backoff(0)
+}
+
+// nodeState returns node's record, creating a Disconnected one for a node never seen so that
+// callers reacting to events need not care whether Connecting was recorded first.
+func (s *ClusterConnectionStates) nodeState(node int32) *nodeConnectionState {
+	n := s.nodes[node]
+	if n == nil {
+		n = &nodeConnectionState{
+			reconnectBackoff:       s.reconnectBackoff.backoff(0),
+			connectionSetupTimeout: s.connectionSetupTimeout.backoff(0),
+		}
+		s.nodes[node] = n
+	}
+	return n
+}
+
+// IsReady reports whether node is READY.
+func (s *ClusterConnectionStates) IsReady(node int32) bool { return s.State(node) == Ready }
+
+// IsConnecting reports whether node is CONNECTING.
+func (s *ClusterConnectionStates) IsConnecting(node int32) bool { return s.State(node) == Connecting }
+
+// IsPreparingConnection reports whether node is connecting or checking API versions.
+func (s *ClusterConnectionStates) IsPreparingConnection(node int32) bool {
+	st := s.State(node)
+	return st == Connecting || st == CheckingAPIVersions
+}
+
+// IsDisconnected reports whether node is DISCONNECTED or AUTHENTICATION_FAILED; a node never seen
+// is not (it was never tried, so it has not failed).
+func (s *ClusterConnectionStates) IsDisconnected(node int32) bool {
+	n := s.nodes[node]
+	return n != nil && n.state.isDisconnected()
+}
+
+// AuthenticationError returns the error of node's last SASL failure while it is in
+// AUTHENTICATION_FAILED, else nil.
+func (s *ClusterConnectionStates) AuthenticationError(node int32) error {
+	if n := s.nodes[node]; n != nil && n.state == AuthenticationFailed {
+		return n.authErr
+	}
+	return nil
+}
+
+// LastConnectAttempt returns when a connection to node was last attempted (zero if never).
+func (s *ClusterConnectionStates) LastConnectAttempt(node int32) time.Time {
+	if n := s.nodes[node]; n != nil {
+		return n.lastConnectAttempt
+	}
+	return time.Time{}
+}
+
+// ReconnectBackoff returns node's current reconnect backoff (0 if never seen).
+func (s *ClusterConnectionStates) ReconnectBackoff(node int32) time.Duration {
+	if n := s.nodes[node]; n != nil {
+		return n.reconnectBackoff
+	}
+	return 0
+}
+
+// ConnectionSetupTimeout returns node's current connection setup timeout.
+func (s *ClusterConnectionStates) ConnectionSetupTimeout(node int32) time.Duration {
+	return s.nodeState(node).connectionSetupTimeout
+}
+
+// IsConnectionSetupTimeout reports whether node has been CONNECTING longer than its setup timeout.
+func (s *ClusterConnectionStates) IsConnectionSetupTimeout(node int32, now time.Time) bool {
+	n := s.nodes[node]
+	return n != nil && n.state == Connecting && now.Sub(n.lastConnectAttempt) > n.connectionSetupTimeout
+}
+
+// ConnectingNodes returns the nodes currently CONNECTING.
+func (s *ClusterConnectionStates) ConnectingNodes() []int32 {
+	ids := make([]int32, 0, len(s.connecting))
+	for id := range s.connecting {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Remove forgets node, as when it leaves the cluster.
+func (s *ClusterConnectionStates) Remove(node int32) {
+	delete(s.nodes, node)
+	delete(s.connecting, node)
+}

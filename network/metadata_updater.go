@@ -1,0 +1,85 @@
+package network
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/metadata"
+)
+
+// defaultMetadataUpdater keeps Metadata fresh from inside NetworkClient.Poll, after the Java
+// NetworkClient.DefaultMetadataUpdater: when an update is due and none is in flight, it sends a
+// metadata request to the least loaded node, connecting to one first if needed.
+//
+// It is not safe for concurrent use: it belongs to the NetworkClient's goroutine.
+type defaultMetadataUpdater struct {
+	client     *NetworkClient
+	meta       *metadata.Metadata
+	inProgress bool
+}
+
+// isUpdateDue reports whether an update should be sent now; while one is due, nodes are not
+// ready for other requests, so the update goes first.
+func (u *defaultMetadataUpdater) isUpdateDue(now time.Time) bool {
+	return !u.inProgress && u.meta.TimeToNextUpdate(now) == 0
+}
+
+// maybeUpdate starts an update if one is due and returns how long Poll may wait before the
+// updater needs to run again.
+func (u *defaultMetadataUpdater) maybeUpdate(now time.Time) time.Duration {
+	timeout := u.meta.TimeToNextUpdate(now)
+	if u.inProgress {
+		timeout = max(timeout, u.client.cfg.RequestTimeout)
+	}
+	if timeout > 0 {
+		return timeout
+	}
+	node, ok := u.client.LeastLoadedNode(now)
+	if !ok {
+		return u.client.cfg.ReconnectBackoff
+	}
+	return u.maybeUpdateNode(node, now)
+}
+
+func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Time) time.Duration {
+	c := u.client
+	if c.canSendRequest(node.ID) {
+		req := metadata.NewRequest(u.meta.Topics(), u.meta.AllowAutoCreate())
+		if err := c.negotiateVersion(node.ID, req); err != nil {
+			u.meta.FailedUpdate(now)
+			return c.cfg.ReconnectBackoff
+		}
+		c.doSend(c.newRequest(node.ID, req, true, true, now, 0, nil, now))
+		u.inProgress = true
+		return c.cfg.RequestTimeout
+	}
+	if c.states.IsPreparingConnection(node.ID) {
+		// Poll wakes on the connection's events anyway; the backoff only bounds the wait.
+		return c.cfg.ReconnectBackoff
+	}
+	if c.states.CanConnect(node.ID, now) {
+		c.initiateConnect(node, now)
+		return c.cfg.ReconnectBackoff
+	}
+	return maxDuration
+}
+
+// handleResponse installs a metadata response; a decode failure counts as a failed attempt.
+func (u *defaultMetadataUpdater) handleResponse(body kmsg.Response, err error, now time.Time) {
+	u.inProgress = false
+	if err != nil {
+		u.meta.FailedUpdate(now)
+		return
+	}
+	u.meta.Update(body.(*kmsg.MetadataResponse), now)
+}
+
+// handleFailure records a metadata request lost to a disconnect or timeout.
+func (u *defaultMetadataUpdater) handleFailure(now time.Time) {
+	u.inProgress = false
+	u.meta.FailedUpdate(now)
+}
+
+// handleServerDisconnect asks for an update: the lost broker may lead partitions that moved.
+func (u *defaultMetadataUpdater) handleServerDisconnect(int32) { u.meta.RequestUpdate() }

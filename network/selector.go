@@ -1,0 +1,223 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrConnectionIdle is the cause of a disconnection the selector made because the connection was
+// idle longer than connections.max.idle.ms.
+var ErrConnectionIdle = errors.New("network: connection idle longer than connections.max.idle.ms")
+
+// eventQueueSize bounds the selector's events channel. Each connection has at most one send in
+// progress plus its connect and disconnect events, and receives are bounded by the requests in
+// flight, so a few events per connection are pending at most; 1024 leaves room for hundreds of
+// connections before a reader ever blocks.
+const eventQueueSize = 1024
+
+// Receive is one response frame read from a node: the payload after the size prefix.
+type Receive struct {
+	Node    int32
+	Payload []byte
+}
+
+// Disconnection is a connection the selector lost, with its cause.
+type Disconnection struct {
+	Node int32
+	Err  error
+}
+
+// PollResult is what one Selector.Poll observed, by kind, each in arrival order.
+type PollResult struct {
+	Connected         []int32
+	CompletedSends    []int32
+	CompletedReceives []Receive
+	Disconnected      []Disconnection
+}
+
+// selectorConn is the selector's record of one channel.
+type selectorConn struct {
+	ch             *channel
+	connected      bool
+	sendInProgress bool
+	lastActive     time.Time
+}
+
+// Selector multiplexes the connections, after the Java Selector: Connect, Send and Close act on a
+// node's channel; Poll waits for their goroutines' events.
+//
+// Selector is not safe for concurrent use: the sender goroutine owns it. Only Wakeup may be called
+// from other goroutines.
+//
+// Why the bounded events channel cannot deadlock: the channels' goroutines are the only senders
+// and block only on it (or give up once abandoned); the sender goroutine is the only receiver and
+// never waits for a channel goroutine while holding anything they need: Send offers to an empty
+// one-slot buffer, Close only closes. Poll drains everything queued each call, so a reader blocked
+// on a full queue is released by the next Poll.
+type Selector struct {
+	cfg      *Config
+	events   chan event
+	wakeup   chan struct{}
+	channels map[int32]*selectorConn
+	wg       sync.WaitGroup
+	now      func() time.Time
+}
+
+// NewSelector returns a selector whose connections use cfg (dialer, TLS, SASL, MaxReceiveBytes,
+// ConnectionsMaxIdle); zero fields take the defaults.
+func NewSelector(cfg Config) *Selector {
+	cfg = cfg.withDefaults()
+	return &Selector{
+		cfg:      &cfg,
+		events:   make(chan event, eventQueueSize),
+		wakeup:   make(chan struct{}, 1),
+		channels: map[int32]*selectorConn{},
+		now:      time.Now,
+	}
+}
+
+// Connect starts connecting to node at addr. The outcome arrives through Poll: Connected once TLS
+// and SASL are done, or Disconnected with the cause.
+func (s *Selector) Connect(node int32, addr string) error {
+	if _, ok := s.channels[node]; ok {
+		return fmt.Errorf("network: already connected or connecting to node %d", node)
+	}
+	ch := newChannel(node, addr, s.cfg, s.events)
+	s.channels[node] = &selectorConn{ch: ch, lastActive: s.now()}
+	ch.start(&s.wg)
+	return nil
+}
+
+// Send hands one size-prefixed frame to node's connection. It fails when the node is not
+// connected or its previous send has not completed: a connection writes one request at a time.
+func (s *Selector) Send(node int32, frame []byte) error {
+	c := s.channels[node]
+	switch {
+	case c == nil || !c.connected:
+		return fmt.Errorf("network: send to node %d: not connected", node)
+	case c.sendInProgress:
+		return fmt.Errorf("network: send to node %d: previous send still in progress", node)
+	}
+	c.sendInProgress = true
+	c.ch.send(frame)
+	return nil
+}
+
+// IsChannelReady reports whether node is connected (TLS and SASL done) and can take a send now.
+func (s *Selector) IsChannelReady(node int32) bool {
+	c := s.channels[node]
+	return c != nil && c.connected && !c.sendInProgress
+}
+
+// Has reports whether the selector holds a connection (or a connection attempt) to node.
+func (s *Selector) Has(node int32) bool { return s.channels[node] != nil }
+
+// Close closes node's connection. No Disconnected event follows: the caller knows.
+func (s *Selector) Close(node int32) {
+	if c := s.channels[node]; c != nil {
+		delete(s.channels, node)
+		c.ch.close()
+	}
+}
+
+// Wakeup makes a blocked or the next Poll return at once. Safe for concurrent use; it never blocks.
+func (s *Selector) Wakeup() {
+	select {
+	case s.wakeup <- struct{}{}:
+	default: // a wakeup is already pending; one is enough
+	}
+}
+
+// Poll waits up to timeout for the first event (or a Wakeup), then takes every event already
+// queued without waiting, and closes the longest-idle connection if it passed
+// connections.max.idle.ms.
+func (s *Selector) Poll(timeout time.Duration) PollResult {
+	var res PollResult
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		select {
+		case ev := <-s.events:
+			s.handle(ev, &res)
+		case <-s.wakeup:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	// Drain non-blockingly, at most a queue's worth, so a fast connection cannot keep Poll
+	// from returning.
+drain:
+	for range eventQueueSize {
+		select {
+		case ev := <-s.events:
+			s.handle(ev, &res)
+		default:
+			break drain
+		}
+	}
+	s.maybeCloseIdle(&res)
+	return res
+}
+
+func (s *Selector) handle(ev event, res *PollResult) {
+	node := ev.ch.id
+	c := s.channels[node]
+	if c == nil || c.ch != ev.ch {
+		return // from a connection already closed; a newer one may hold the node id
+	}
+	c.lastActive = s.now()
+	switch ev.kind {
+	case eventConnected:
+		c.connected = true
+		res.Connected = append(res.Connected, node)
+	case eventSendCompleted:
+		c.sendInProgress = false
+		res.CompletedSends = append(res.CompletedSends, node)
+	case eventReceive:
+		res.CompletedReceives = append(res.CompletedReceives, Receive{Node: node, Payload: ev.payload})
+	case eventDisconnected:
+		delete(s.channels, node)
+		c.ch.abandon()
+		res.Disconnected = append(res.Disconnected, Disconnection{Node: node, Err: ev.err})
+	}
+}
+
+// maybeCloseIdle closes the least recently active connection when it has been idle longer than
+// connections.max.idle.ms: one per Poll, as the Java Selector does.
+func (s *Selector) maybeCloseIdle(res *PollResult) {
+	if s.cfg.ConnectionsMaxIdle <= 0 {
+		return
+	}
+	var oldest *selectorConn
+	for _, c := range s.channels {
+		if c.connected && (oldest == nil || c.lastActive.Before(oldest.lastActive)) {
+			oldest = c
+		}
+	}
+	if oldest == nil || s.now().Sub(oldest.lastActive) <= s.cfg.ConnectionsMaxIdle {
+		return
+	}
+	node := oldest.ch.id
+	s.Close(node)
+	res.Disconnected = append(res.Disconnected, Disconnection{Node: node, Err: ErrConnectionIdle})
+}
+
+// CloseAll closes every connection and waits for their goroutines until ctx ends.
+func (s *Selector) CloseAll(ctx context.Context) error {
+	for node := range s.channels {
+		s.Close(node)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("network: waiting for connection goroutines: %w", ctx.Err())
+	}
+}

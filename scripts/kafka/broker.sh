@@ -191,7 +191,10 @@ cluster_id() {
 cmd_start() {
   local pid
   if pid=$(running_pid); then
-    die "already running (pid $pid); run: $0 stop"
+    # Every start is fresh (the state dir is wiped), so a broker left over from
+    # an earlier run on this state dir (e.g. an interrupted `make test`) goes first.
+    log "a broker from an earlier start is still running (pid $pid): stopping it"
+    cmd_stop
   fi
   rm -f "$PIDFILE"
   local p

@@ -1,0 +1,42 @@
+# kafkatrail: build and test entry points. `make test` installs what it needs
+# (scripts/deps.sh), starts a real Apache Kafka 4.4.0 broker on 127.0.0.1
+# (scripts/kafka/broker.sh), runs vet and every test against it, and always
+# stops the broker. See docs/testing.md.
+
+GO ?= go
+GOTEST_FLAGS ?= -race -count=1 -timeout 25m
+PKGS ?= ./...
+
+.PHONY: all deps broker-start broker-stop broker-status test test-short fmt vet
+
+all: vet test-short
+
+deps:
+	scripts/deps.sh
+
+broker-start: deps
+	scripts/kafka/broker.sh start
+
+broker-stop:
+	scripts/kafka/broker.sh stop
+
+broker-status:
+	scripts/kafka/broker.sh status
+
+# vet and the tests both run; the target fails if either failed.
+test: deps
+	scripts/kafka/with-broker.sh sh -c '\
+	  rc=0; \
+	  $(GO) vet $(PKGS) || rc=$$?; \
+	  $(GO) test $(GOTEST_FLAGS) $(PKGS) || rc=$$?; \
+	  exit $$rc'
+
+# Unit tests only: no broker (tests needing it skip themselves under -short).
+test-short:
+	$(GO) test -race -short $(PKGS)
+
+fmt:
+	$(GO) fmt $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)

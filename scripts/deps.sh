@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a Debian/Ubuntu machine, idempotently and quietly:
+#   - Debian packages: kcat (a librdkafka peer), a Java 17+ runtime, Maven, OpenSSL,
+#     gcc (go test -race needs cgo) -- apt-get runs only when one is missing;
+#   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
+# Go itself is a prerequisite (see go.mod for the version).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+missing=()
+command -v kcat >/dev/null || missing+=(kcat)
+command -v java >/dev/null || missing+=(default-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+[[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
+
+if ((${#missing[@]})); then
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "deps.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  command -v apt-get >/dev/null || { echo "deps.sh: no apt-get; install by hand: ${missing[*]}" >&2; exit 1; }
+  echo "deps.sh: installing ${missing[*]}" >&2
+  log=$(mktemp)
+  if ! { "${sudo[@]}" apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+    </dev/null >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "deps.sh: apt-get failed" >&2
+    exit 1
+  fi
+  rm -f "$log"
+fi
+
+java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+if [[ -z $java_major || ${java_major%%.*} -lt 17 ]]; then
+  echo "deps.sh: Kafka 4.x needs Java 17 or newer (found '${java_major:-none}')" >&2
+  exit 1
+fi
+command -v go >/dev/null || { echo "deps.sh: go not found on PATH (see go.mod for the version)" >&2; exit 1; }
+
+"$ROOT/scripts/kafka/fetch.sh" >/dev/null

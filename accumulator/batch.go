@@ -1,0 +1,531 @@
+package accumulator
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/metadata"
+)
+
+// Callback receives the outcome of one record: its metadata (offset and timestamp on success)
+// and nil, or the error that failed it. It runs on the goroutine that completes the batch (the
+// sender), so it must be quick and must not block on the producer.
+type Callback func(RecordMetadata, error)
+
+// RecordMetadata describes a record after the broker answered for it. On failure Offset is -1,
+// Timestamp is zero and the sizes are -1, as the Java client reports a failed record.
+type RecordMetadata struct {
+	Topic     string
+	Partition int32
+	// Offset is the record's offset in the partition, -1 when unknown.
+	Offset int64
+	// Timestamp is the broker's log append time when the topic uses it, else the record's
+	// create time.
+	Timestamp time.Time
+	// SerializedKeySize and SerializedValueSize are the key and value lengths, -1 for nil.
+	SerializedKeySize, SerializedValueSize int
+}
+
+// Wire constants of the v2 record batch (KIP-98).
+const (
+	// recordBatchOverhead is the v2 batch header: base offset (8), length (4), partition
+	// leader epoch (4), magic (1), crc (4), attributes (2), last offset delta (4), first and
+	// max timestamp (8+8), producer id (8), producer epoch (2), base sequence (4), count (4).
+	recordBatchOverhead = 61
+	// maxRecordOverhead bounds a record's framing whatever its deltas: length varint (5),
+	// attributes (1), timestamp delta varlong (10), offset delta varint (5). Java's
+	// DefaultRecord.MAX_RECORD_OVERHEAD.
+	maxRecordOverhead = 21
+
+	batchLengthOffset = 8  // the Length field: bytes after it
+	batchCRCOffset    = 17 // the CRC field
+	batchAttrsOffset  = 21 // CRC-32C covers attributes to the end
+
+	noProducerID    = -1
+	noProducerEpoch = -1
+	noSequence      = -1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Final states of a batch. A batch leaves stateOpen exactly once, which is what makes every
+// record callback run exactly once: success, failure, and a split (whose records' callbacks
+// move to the new batches) all race for the same compare-and-swap.
+const (
+	stateOpen int32 = iota
+	stateSucceeded
+	stateFailed
+	stateSplit
+)
+
+// thunk is what a batch keeps per record to complete it: no key or value, those live encoded in
+// the batch buffer. Keeping it a small value type lets a batch hold its thunks in one slice that
+// is reused across batches (thunkPool), so appending a record allocates nothing.
+type thunk struct {
+	cb        Callback
+	timestamp int64 // create time, ms
+	keySize   int32
+	valueSize int32
+}
+
+var thunkPool = sync.Pool{New: func() any { s := make([]thunk, 0, 64); return &s }}
+
+// ProducerBatch is a batch of records for one partition, the unit the accumulator queues and
+// the sender puts into produce requests. Records are encoded (kmsg.Record wire form) into a
+// buffer from the BufferPool as they are appended; Close compresses them once; AppendEncoded
+// writes the v2 record batch with the producer state current at that attempt.
+//
+// Appends happen under the partition deque's lock; once drained, a batch belongs to the sender
+// goroutine. The exported time fields are plain timestamps for telemetry and retry decisions.
+type ProducerBatch struct {
+	// TopicPartition is the partition every record in the batch goes to.
+	TopicPartition metadata.TopicPartition
+	// Created is when the batch was started; linger and delivery.timeout.ms count from it.
+	Created time.Time
+	// Drained is when the batch last left its deque for a request.
+	Drained time.Time
+	// Attempts counts re-enqueues for retry; 0 until the first retry.
+	Attempts int
+	// LastAttempt is Created, then the time of the latest re-enqueue; retry.backoff.ms counts
+	// from it.
+	LastAttempt time.Time
+
+	codec      Codec
+	buf        []byte // encoded records, uncompressed; cap is what was taken from the pool
+	poolBuf    []byte // buf as allocated, returned to the pool whole
+	writeLimit int    // header + records may not exceed this (the allocated size)
+	offPool    bool   // split batches are allocated outside the pool, as in Java
+
+	appendsClosed bool // no more records: the batch is full, drained, split or expired
+	closed        bool // compressed and ready to encode
+	attrCodec     Codec
+	payload       []byte       // the Records field once closed: buf or the compressed bytes
+	out           *sliceWriter // compressed output, returned to outputPool on deallocate
+
+	numRecords     int32
+	firstTimestamp int64
+	maxTimestamp   int64
+	lastAppend     time.Time
+	thunks         []thunk
+	thunkHolder    *[]thunk
+
+	producerID    int64
+	producerEpoch int16
+	baseSequence  int32
+	retry         bool
+
+	state       atomic.Int32
+	done        chan struct{} // closed when the batch reaches a final state
+	children    []*ProducerBatch
+	deallocated atomic.Bool
+}
+
+func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, now time.Time) *ProducerBatch {
+	holder := thunkPool.Get().(*[]thunk)
+	return &ProducerBatch{
+		TopicPartition: tp,
+		Created:        now,
+		LastAttempt:    now,
+		codec:          codec,
+		buf:            buf[:0],
+		poolBuf:        buf[:0],
+		writeLimit:     cap(buf),
+		lastAppend:     now,
+		thunks:         (*holder)[:0],
+		thunkHolder:    holder,
+		producerID:     noProducerID,
+		producerEpoch:  noProducerEpoch,
+		baseSequence:   noSequence,
+		done:           make(chan struct{}),
+	}
+}
+
+// bytesFieldSize is the wire size of a varint-length-prefixed nullable byte field.
+func bytesFieldSize(b []byte) int {
+	if b == nil {
+		return kbin.VarintLen(-1)
+	}
+	return kbin.VarintLen(int32(len(b))) + len(b)
+}
+
+// recordPayloadSize is the size of a record's key, value and headers on the wire.
+func recordPayloadSize(key, value []byte, headers []kmsg.Header) int {
+	n := bytesFieldSize(key) + bytesFieldSize(value) + kbin.VarintLen(int32(len(headers)))
+	for i := range headers {
+		n += kbin.VarintLen(int32(len(headers[i].Key))) + len(headers[i].Key) + bytesFieldSize(headers[i].Value)
+	}
+	return n
+}
+
+// recordBodySize is the exact size of what follows a record's length varint.
+func recordBodySize(timestampDelta int64, offsetDelta int32, key, value []byte, headers []kmsg.Header) int {
+	return 1 + kbin.VarlongLen(timestampDelta) + kbin.VarintLen(offsetDelta) + recordPayloadSize(key, value, headers)
+}
+
+// EstimateRecordSize returns the most bytes a batch holding only this record can take on the
+// wire, Java's AbstractRecords.estimateSizeInBytesUpperBound for magic v2. The producer checks
+// it against max.request.size and buffer.memory before appending; Append allocates it when the
+// record is larger than batch.size.
+func EstimateRecordSize(key, value []byte, headers []kmsg.Header) int {
+	return recordBatchOverhead + maxRecordOverhead + recordPayloadSize(key, value, headers)
+}
+
+// tryAppend encodes the record into the batch if it fits, and reports whether it did. The first
+// record always fits: the buffer was sized for it.
+func (b *ProducerBatch) tryAppend(ts int64, key, value []byte, headers []kmsg.Header, t thunk, now time.Time) bool {
+	if b.appendsClosed {
+		return false
+	}
+	var tsDelta int64
+	if b.numRecords > 0 {
+		tsDelta = ts - b.firstTimestamp
+	}
+	body := recordBodySize(tsDelta, b.numRecords, key, value, headers)
+	size := kbin.VarintLen(int32(body)) + body
+	if b.numRecords > 0 && recordBatchOverhead+len(b.buf)+size > b.writeLimit {
+		return false
+	}
+	rec := kmsg.Record{
+		Length:           int32(body),
+		TimestampDelta64: tsDelta,
+		OffsetDelta:      b.numRecords,
+		Key:              key,
+		Value:            value,
+		Headers:          headers,
+	}
+	b.buf = rec.AppendTo(b.buf)
+	if b.numRecords == 0 {
+		b.firstTimestamp, b.maxTimestamp = ts, ts
+	} else if ts > b.maxTimestamp {
+		b.maxTimestamp = ts
+	}
+	b.thunks = append(b.thunks, t)
+	b.numRecords++
+	if now.After(b.lastAppend) {
+		b.lastAppend = now
+	}
+	return true
+}
+
+// closeForAppends stops further records; Java's closeForRecordAppends. A batch that refused a
+// record is full from then on, even if a smaller record would still fit, which keeps records of
+// one partition in append order.
+func (b *ProducerBatch) closeForAppends() { b.appendsClosed = true }
+
+// RecordCount returns the number of records in the batch.
+func (b *ProducerBatch) RecordCount() int { return int(b.numRecords) }
+
+// EstimatedSize returns the batch's size on the wire: header plus uncompressed records while it
+// is open, the exact encoded size once closed. Drain compares it with max.request.size.
+func (b *ProducerBatch) EstimatedSize() int {
+	if b.closed {
+		return recordBatchOverhead + len(b.payload)
+	}
+	return recordBatchOverhead + len(b.buf)
+}
+
+// IsFull reports whether the batch takes no more records: its buffer is full, a record did not
+// fit, or it has been closed. A full batch is ready to send without waiting for linger.ms.
+func (b *ProducerBatch) IsFull() bool {
+	return b.appendsClosed || recordBatchOverhead+len(b.buf) >= b.writeLimit
+}
+
+// InRetry reports whether the batch has been re-enqueued after a failed attempt.
+func (b *ProducerBatch) InRetry() bool { return b.retry }
+
+// HasSequence reports whether an idempotent producer has assigned the batch its sequence.
+func (b *ProducerBatch) HasSequence() bool { return b.baseSequence != noSequence }
+
+// BaseSequence returns the sequence of the first record, -1 when none is assigned.
+func (b *ProducerBatch) BaseSequence() int32 { return b.baseSequence }
+
+// LastSequence returns the sequence of the last record, -1 when none is assigned.
+func (b *ProducerBatch) LastSequence() int32 {
+	if !b.HasSequence() {
+		return noSequence
+	}
+	return b.baseSequence + b.numRecords - 1
+}
+
+// ProducerID returns the producer id written in the header, -1 when not idempotent.
+func (b *ProducerBatch) ProducerID() int64 { return b.producerID }
+
+// ProducerEpoch returns the producer epoch written in the header, -1 when not idempotent.
+func (b *ProducerBatch) ProducerEpoch() int16 { return b.producerEpoch }
+
+// IsSplit reports whether the batch came from splitting a batch the broker found too large.
+func (b *ProducerBatch) IsSplit() bool { return b.offPool }
+
+// IsDone reports whether the batch has completed, failed or been split.
+func (b *ProducerBatch) IsDone() bool { return b.state.Load() != stateOpen }
+
+// Codec returns the codec the batch's records are (or will be) compressed with.
+func (b *ProducerBatch) Codec() Codec { return b.codec }
+
+// UncompressedSize returns the size of the encoded records before compression, for the
+// compression-rate metric.
+func (b *ProducerBatch) UncompressedSize() int { return len(b.buf) }
+
+// SetProducerState sets the producer id, epoch and base sequence written at the next
+// AppendEncoded. Called at drain for a batch's first send, and again when the producer's epoch
+// is bumped and unacknowledged batches get new sequences (Java resetProducerState): since the
+// header is rebuilt on every encode, a reset needs no reopening of the records.
+func (b *ProducerBatch) SetProducerState(id int64, epoch int16, baseSequence int32) {
+	b.producerID, b.producerEpoch, b.baseSequence = id, epoch, baseSequence
+}
+
+// Close stops appends and compresses the records, once; later calls do nothing. Drain calls it
+// outside the deque lock, because compressing is the expensive part of sending. If compression
+// fails the records go uncompressed, which every broker accepts, rather than failing the batch.
+func (b *ProducerBatch) Close() {
+	if b.closed {
+		return
+	}
+	b.appendsClosed = true
+	b.closed = true
+	b.attrCodec, b.payload = CodecNone, b.buf
+	if b.codec == CodecNone {
+		return
+	}
+	w := outputPool.Get().(*sliceWriter)
+	out, err := compress(b.codec, w, b.buf)
+	if err != nil {
+		outputPool.Put(w)
+		return
+	}
+	b.out, b.attrCodec, b.payload = w, b.codec, out
+}
+
+// AppendEncoded appends the batch as a v2 record batch to dst, ready to be the Records of a
+// kmsg.ProduceRequestTopicPartition. The header is built at every call, so a retry carries the
+// producer state set since. It closes the batch if Drain has not; it must not be called after
+// Deallocate, when the buffers belong to other batches.
+func (b *ProducerBatch) AppendEncoded(dst []byte) []byte {
+	if b.deallocated.Load() {
+		panic(fmt.Sprintf("accumulator: AppendEncoded on a deallocated batch for %s", b.TopicPartition))
+	}
+	b.Close()
+	start := len(dst)
+	rb := kmsg.RecordBatch{
+		FirstOffset:          0,
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           int16(b.attrCodec), // CreateTime, not transactional, not control
+		LastOffsetDelta:      b.numRecords - 1,
+		FirstTimestamp:       b.firstTimestamp,
+		MaxTimestamp:         b.maxTimestamp,
+		ProducerID:           b.producerID,
+		ProducerEpoch:        b.producerEpoch,
+		FirstSequence:        b.baseSequence,
+		NumRecords:           b.numRecords,
+		Records:              b.payload,
+	}
+	dst = rb.AppendTo(dst)
+	enc := dst[start:]
+	binary.BigEndian.PutUint32(enc[batchLengthOffset:], uint32(len(enc)-batchLengthOffset-4))
+	binary.BigEndian.PutUint32(enc[batchCRCOffset:], crc32.Checksum(enc[batchAttrsOffset:], castagnoli))
+	return dst
+}
+
+// Complete runs every record's callback with its offset (baseOffset plus its index) and
+// timestamp (logAppendTime in ms, or the record's create time when logAppendTime is -1). It
+// returns false, running nothing, if the batch was already completed, failed or split.
+func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
+	if !b.state.CompareAndSwap(stateOpen, stateSucceeded) {
+		return false
+	}
+	for i := range b.thunks {
+		t := &b.thunks[i]
+		if t.cb == nil {
+			continue
+		}
+		md := RecordMetadata{
+			Topic:               b.TopicPartition.Topic,
+			Partition:           b.TopicPartition.Partition,
+			Offset:              -1,
+			SerializedKeySize:   int(t.keySize),
+			SerializedValueSize: int(t.valueSize),
+		}
+		if baseOffset >= 0 {
+			md.Offset = baseOffset + int64(i)
+		}
+		if logAppendTime >= 0 {
+			md.Timestamp = time.UnixMilli(logAppendTime)
+		} else {
+			md.Timestamp = time.UnixMilli(t.timestamp)
+		}
+		t.cb(md, nil)
+	}
+	close(b.done)
+	return true
+}
+
+// CompleteExceptionally fails every record: with recordErrs[i] when the broker named an error
+// for record i, else with topErr. It returns false, running nothing, if the batch was already
+// completed, failed or split.
+func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]error) bool {
+	if topErr == nil {
+		panic("accumulator: CompleteExceptionally with a nil error")
+	}
+	if !b.state.CompareAndSwap(stateOpen, stateFailed) {
+		return false
+	}
+	for i := range b.thunks {
+		t := &b.thunks[i]
+		if t.cb == nil {
+			continue
+		}
+		err := topErr
+		if e, ok := recordErrs[i]; ok && e != nil {
+			err = e
+		}
+		t.cb(RecordMetadata{
+			Topic:               b.TopicPartition.Topic,
+			Partition:           b.TopicPartition.Partition,
+			Offset:              -1,
+			SerializedKeySize:   -1,
+			SerializedValueSize: -1,
+		}, err)
+	}
+	close(b.done)
+	return true
+}
+
+// split moves the batch's records, with their callbacks, into new batches of at most batchSize
+// bytes and at most about half the batch (a record larger than that gets a batch of its own).
+// Halving is our addition to Java's split: our batches never exceed batch.size uncompressed, so
+// when the broker's limit is below batch.size, splitting at batch.size alone would rebuild the
+// same batch and be refused again until the delivery timeout; halving always makes progress,
+// down to one record per batch. The records are read back from the uncompressed buffer, which
+// Close leaves intact. New batches keep the original creation time,
+// so delivery.timeout.ms still counts from the first append, and, when the batch had a
+// sequence, take consecutive sequences from its base (Java assignProducerStateToBatches).
+// It returns nil if the batch had already reached a final state.
+func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
+	if !b.state.CompareAndSwap(stateOpen, stateSplit) {
+		return nil
+	}
+	limit := min(batchSize, recordBatchOverhead+(len(b.buf)+1)/2)
+	var out []*ProducerBatch
+	var cur *ProducerBatch
+	raw := b.buf
+	for i := 0; len(raw) > 0; i++ {
+		length, n := kbin.Varint(raw)
+		end := n + int(length)
+		var rec kmsg.Record
+		if n == 0 || length < 0 || end > len(raw) || rec.ReadFrom(raw[:end]) != nil {
+			// We encoded these bytes ourselves; failing to read them back is memory corruption.
+			panic(fmt.Sprintf("accumulator: cannot re-read record %d of a batch for %s", i, b.TopicPartition))
+		}
+		raw = raw[end:]
+		ts := b.firstTimestamp + rec.TimestampDelta64
+		t := b.thunks[i]
+		if cur == nil || !cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, b.lastAppend) {
+			if cur != nil {
+				cur.closeForAppends()
+				out = append(out, cur)
+			}
+			size := max(limit, EstimateRecordSize(rec.Key, rec.Value, rec.Headers))
+			cur = newBatch(b.TopicPartition, make([]byte, 0, size), b.codec, b.Created)
+			cur.offPool = true
+			cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, b.lastAppend)
+		}
+	}
+	if cur != nil {
+		cur.closeForAppends()
+		out = append(out, cur)
+	}
+	if b.HasSequence() {
+		seq := b.baseSequence
+		for _, nb := range out {
+			nb.SetProducerState(b.producerID, b.producerEpoch, seq)
+			seq += nb.numRecords
+		}
+	}
+	// Publish the children before done closes, so a flush waiting on this batch then waits on
+	// them (the channel close orders the write before the waiter's read).
+	b.children = out
+	close(b.done)
+	return out
+}
+
+// await blocks until the batch and, if it was split, every batch split from it are done.
+func (b *ProducerBatch) await(ctx context.Context) error {
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, c := range b.children {
+		if err := c.await(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reenqueued records a retry; Java's ProducerBatch.reenqueued.
+func (b *ProducerBatch) reenqueued(now time.Time) {
+	b.Attempts++
+	if now.After(b.lastAppend) {
+		b.lastAppend = now
+	}
+	b.LastAttempt = b.lastAppend
+	b.retry = true
+}
+
+// drained records that the batch left its deque.
+func (b *ProducerBatch) drained(now time.Time) {
+	if now.After(b.Drained) {
+		b.Drained = now
+	}
+}
+
+// callbacksRan reports whether the goroutine that won the final state has finished with the
+// thunks. IsDone is not enough: a batch failed by AbortIncompleteBatches may still be running
+// callbacks when the sender, whose Complete lost the race, deallocates it.
+func (b *ProducerBatch) callbacksRan() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// release hands the batch's pooled memory back: the compressed output always, the thunks only
+// once every callback has run (otherwise they are left to the GC).
+// It returns the pool buffer to give back to the BufferPool, nil for a split batch.
+func (b *ProducerBatch) release() []byte {
+	if b.out != nil {
+		b.out.b = b.out.b[:0]
+		outputPool.Put(b.out)
+		b.out = nil
+	}
+	b.payload = nil
+	if b.thunkHolder != nil && b.callbacksRan() {
+		clear(b.thunks) // drop callbacks so the pool does not keep user closures alive
+		*b.thunkHolder = b.thunks[:0]
+		thunkPool.Put(b.thunkHolder)
+		b.thunks, b.thunkHolder = nil, nil
+	}
+	buf := b.poolBuf
+	b.buf, b.poolBuf = nil, nil
+	if b.offPool {
+		return nil
+	}
+	return buf
+}
+
+// String names the batch the way the Java client logs one.
+func (b *ProducerBatch) String() string {
+	return fmt.Sprintf("ProducerBatch(topicPartition=%s, recordCount=%d)", b.TopicPartition, b.numRecords)
+}

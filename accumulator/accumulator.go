@@ -1,0 +1,701 @@
+// Package accumulator holds the producer's RecordAccumulator: per-partition deques of
+// ProducerBatches filled by producing goroutines, bounded by a BufferPool, and drained by the
+// sender goroutine into produce requests. It follows the Java producer's RecordAccumulator,
+// ProducerBatch and BufferPool, names included.
+package accumulator
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/metadata"
+)
+
+// Java client defaults, used for zero Config fields that have no meaningful zero.
+const (
+	defaultBatchSize       = 16384
+	defaultBufferMemory    = 32 << 20
+	defaultDeliveryTimeout = 120 * time.Second
+)
+
+// Config is the accumulator's share of the producer configuration.
+type Config struct {
+	// BatchSize is batch.size: the buffer size of a batch, and of the buffers the pool recycles.
+	// Zero means 16384.
+	BatchSize int
+	// BufferMemory is buffer.memory: the most memory batches may hold. Zero means 32 MiB.
+	BufferMemory int64
+	// Linger is linger.ms: how long a batch that is not full waits for more records.
+	Linger time.Duration
+	// RetryBackoff is retry.backoff.ms: how long a re-enqueued batch waits before it is sent again.
+	RetryBackoff time.Duration
+	// DeliveryTimeout is delivery.timeout.ms: ExpiredBatches returns batches older than this.
+	// Zero means 120s.
+	DeliveryTimeout time.Duration
+	// Compression is compression.type.
+	Compression Codec
+	// Idempotent is enable.idempotence: Drain assigns producer id, epoch and sequence numbers
+	// from the SequenceSource, and drains nothing until one is set and has a producer id.
+	Idempotent bool
+	// Now reads the clock after a blocking allocation and times BufferPool waits. Nil means
+	// time.Now. Everything else takes now as a parameter.
+	Now func() time.Time
+}
+
+// AppendResult tells the producer whether to wake the sender: when a batch was created (the
+// sender's poll timeout may need to shrink to its linger) or a batch is full (it can go now).
+type AppendResult struct {
+	// BatchIsFull is true when the partition's deque holds more than one batch or its last batch
+	// is full: something is sendable without waiting for linger.ms.
+	BatchIsFull bool
+	// NewBatchCreated is true when this record started a batch.
+	NewBatchCreated bool
+	// Batch is the batch the record went into, for stage timestamps (telemetry).
+	Batch *ProducerBatch
+}
+
+// ClusterView is what the accumulator needs from cluster metadata; *metadata.Cluster has it.
+type ClusterView interface {
+	LeaderFor(tp metadata.TopicPartition) (node int32, ok bool)
+	PartitionsForNode(node int32) []metadata.TopicPartition
+}
+
+// ReadyResult is what Ready found.
+type ReadyResult struct {
+	// ReadyNodes are the leaders with at least one sendable partition.
+	ReadyNodes []int32
+	// NextReadyCheckDelay is the longest the sender may sleep before some partition becomes
+	// sendable by time alone (linger or retry backoff); math.MaxInt64 when none is waiting.
+	NextReadyCheckDelay time.Duration
+	// UnknownLeaderTopics are topics with batches waiting for a partition whose leader is
+	// unknown; the sender requests a metadata update for them.
+	UnknownLeaderTopics []string
+}
+
+// SequenceSource is the idempotent producer's state (the producer's TransactionManager), which
+// Drain consults to stamp batches. It is called on the sender goroutine only.
+type SequenceSource interface {
+	// ProducerIDAndEpoch returns the current producer id and epoch; ok is false until
+	// InitProducerId has succeeded, and then Drain sends nothing.
+	ProducerIDAndEpoch() (id int64, epoch int16, ok bool)
+	// NextSequence returns the sequence the next new batch for tp starts at.
+	NextSequence(tp metadata.TopicPartition) int32
+	// IncrementSequence advances tp's next sequence by n records.
+	IncrementSequence(tp metadata.TopicPartition, n int32)
+	// ShouldStopDrain reports whether first, tp's first batch, must not be sent now: for
+	// example a retried batch that is not the oldest in flight, or a partition whose earlier
+	// sequences are unresolved. Drain skips the partition this round.
+	ShouldStopDrain(tp metadata.TopicPartition, first *ProducerBatch) bool
+}
+
+// InFlightTracker may also be implemented by the SequenceSource. Drain reports every batch it
+// assigns a sequence, and SplitAndReenqueue every batch it creates with one, as the Java
+// accumulator calls TransactionManager.addInFlightBatch.
+type InFlightTracker interface {
+	AddInFlightBatch(b *ProducerBatch)
+}
+
+// RecordAccumulator queues records into per-partition batches for the sender.
+//
+// Append, BeginFlush, AwaitFlushCompletion, HasIncomplete, HasUndrained and Close are safe
+// for concurrent use. Ready, Drain, MutePartition, UnmutePartition, Reenqueue,
+// SplitAndReenqueue, ExpiredBatches, Deallocate and AbortIncompleteBatches belong to the sender
+// goroutine, as in the Java client: the muted set and drain indexes are its alone and unlocked.
+type RecordAccumulator struct {
+	cfg  Config
+	pool *BufferPool
+
+	// deques is copy-on-write (Java's CopyOnWriteMap): Append looks its partition up without a
+	// lock, and partitions are added rarely.
+	deques   atomic.Pointer[dequeTable]
+	dequesMu sync.Mutex // serialises writers of deques
+
+	closed            atomic.Bool
+	flushesInProgress atomic.Int32
+	appendsInProgress atomic.Int32
+	incomplete        incompleteBatches
+
+	// Sender goroutine only.
+	seq            SequenceSource
+	muted          map[metadata.TopicPartition]struct{}
+	drainIndex     map[int32]int
+	nextExpiryTime time.Time
+}
+
+// partitionDeque is one partition's queue of batches, oldest first. Its mutex is the lock per
+// deque the design speaks of: producing goroutines append under it, the sender peeks and polls
+// under it.
+type partitionDeque struct {
+	mu      sync.Mutex
+	tp      metadata.TopicPartition
+	batches []*ProducerBatch
+}
+
+type dequeTable struct {
+	byTP map[metadata.TopicPartition]*partitionDeque
+	all  []*partitionDeque // creation order, so Ready and expiry walk partitions stably
+}
+
+// New returns an accumulator with its own BufferPool of cfg.BufferMemory bytes.
+func New(cfg Config) *RecordAccumulator {
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = defaultBatchSize
+	}
+	if cfg.BufferMemory <= 0 {
+		cfg.BufferMemory = defaultBufferMemory
+	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = defaultDeliveryTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &RecordAccumulator{
+		cfg:        cfg,
+		pool:       NewBufferPool(cfg.BufferMemory, cfg.BatchSize, cfg.Now),
+		muted:      make(map[metadata.TopicPartition]struct{}),
+		drainIndex: make(map[int32]int),
+	}
+	a.deques.Store(&dequeTable{byTP: map[metadata.TopicPartition]*partitionDeque{}})
+	a.incomplete.set = make(map[*ProducerBatch]struct{})
+	return a
+}
+
+// BufferPool returns the accumulator's pool, for its metrics.
+func (a *RecordAccumulator) BufferPool() *BufferPool { return a.pool }
+
+// SetSequenceSource installs the idempotent producer's state. Call it before the sender starts.
+func (a *RecordAccumulator) SetSequenceSource(s SequenceSource) { a.seq = s }
+
+func (a *RecordAccumulator) getDeque(tp metadata.TopicPartition) *partitionDeque {
+	return a.deques.Load().byTP[tp]
+}
+
+func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partitionDeque {
+	if dq := a.getDeque(tp); dq != nil {
+		return dq
+	}
+	a.dequesMu.Lock()
+	defer a.dequesMu.Unlock()
+	old := a.deques.Load()
+	if dq := old.byTP[tp]; dq != nil {
+		return dq
+	}
+	dq := &partitionDeque{tp: tp}
+	next := &dequeTable{
+		byTP: make(map[metadata.TopicPartition]*partitionDeque, len(old.byTP)+1),
+		all:  make([]*partitionDeque, len(old.all), len(old.all)+1),
+	}
+	for k, v := range old.byTP {
+		next.byTP[k] = v
+	}
+	copy(next.all, old.all)
+	next.byTP[tp] = dq
+	next.all = append(next.all, dq)
+	a.deques.Store(next)
+	return dq
+}
+
+// Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
+// waiting for it until maxBlockDeadline (now + max.block.ms, from the caller) or until ctx ends.
+// A zero timestamp means now. Key, value and headers are copied into the batch, so the caller
+// may reuse them. cb runs exactly once, on the sender goroutine, unless Append returns an error,
+// in which case it never runs.
+func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
+	key, value []byte, headers []kmsg.Header, cb Callback, maxBlockDeadline time.Time, now time.Time,
+) (AppendResult, error) {
+	// Counted so AbortIncompleteBatches can wait out appends that passed the closed check.
+	a.appendsInProgress.Add(1)
+	defer a.appendsInProgress.Add(-1)
+	if a.closed.Load() {
+		return AppendResult{}, ErrClosed
+	}
+	if timestamp.IsZero() {
+		timestamp = now
+	}
+	ts := timestamp.UnixMilli()
+	t := thunk{cb: cb, timestamp: ts, keySize: -1, valueSize: -1}
+	if key != nil {
+		t.keySize = int32(len(key))
+	}
+	if value != nil {
+		t.valueSize = int32(len(value))
+	}
+
+	dq := a.getOrCreateDeque(tp)
+	dq.mu.Lock()
+	res, ok, err := a.tryAppendLocked(dq, ts, key, value, headers, t, now)
+	dq.mu.Unlock()
+	if ok || err != nil {
+		return res, err
+	}
+
+	// No room: allocate outside the deque lock, since this may block for max.block.ms.
+	size := max(a.cfg.BatchSize, EstimateRecordSize(key, value, headers))
+	buf, waited, err := a.pool.allocate(ctx, size, maxBlockDeadline)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if waited {
+		// The caller's now is stale after blocking; linger and delivery.timeout.ms should
+		// count from when the batch really starts.
+		now = a.cfg.Now()
+	}
+
+	dq.mu.Lock()
+	defer dq.mu.Unlock()
+	res, ok, err = a.tryAppendLocked(dq, ts, key, value, headers, t, now)
+	if ok || err != nil {
+		// Another goroutine started a batch while we waited for memory: use it, return ours.
+		a.pool.Deallocate(buf)
+		return res, err
+	}
+	b := newBatch(tp, buf, a.cfg.Compression, now)
+	b.tryAppend(ts, key, value, headers, t, now) // a fresh batch always takes its first record
+	dq.batches = append(dq.batches, b)
+	a.incomplete.add(b)
+	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b}, nil
+}
+
+// tryAppendLocked appends to the deque's last batch if it has room. A last batch without room
+// is closed for appends, so it reads as full from now on.
+func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, value []byte,
+	headers []kmsg.Header, t thunk, now time.Time,
+) (AppendResult, bool, error) {
+	if a.closed.Load() {
+		return AppendResult{}, false, ErrClosed
+	}
+	n := len(dq.batches)
+	if n == 0 {
+		return AppendResult{}, false, nil
+	}
+	last := dq.batches[n-1]
+	if !last.tryAppend(ts, key, value, headers, t, now) {
+		last.closeForAppends()
+		return AppendResult{}, false, nil
+	}
+	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last}, true, nil
+}
+
+func (a *RecordAccumulator) isMuted(tp metadata.TopicPartition) bool {
+	_, ok := a.muted[tp]
+	return ok
+}
+
+// backingOff reports whether a retried batch is still inside retry.backoff.ms.
+func (a *RecordAccumulator) backingOff(b *ProducerBatch, now time.Time) bool {
+	return b.Attempts > 0 && now.Sub(b.LastAttempt) < a.cfg.RetryBackoff
+}
+
+// Ready returns the nodes that lead a partition with a sendable first batch: full, waited
+// linger.ms (retry.backoff.ms when retried), or sendable at once because the BufferPool has
+// waiters, a flush is in progress or the accumulator is closed. A retried batch inside its
+// backoff is never sendable. Muted partitions are skipped; partitions with batches and no known
+// leader name their topic in UnknownLeaderTopics.
+func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
+	res := ReadyResult{NextReadyCheckDelay: time.Duration(math.MaxInt64)}
+	exhausted := a.pool.QueuedWaiters() > 0
+	forced := exhausted || a.closed.Load() || a.flushInProgress()
+	for _, dq := range a.deques.Load().all {
+		dq.mu.Lock()
+		if len(dq.batches) == 0 {
+			dq.mu.Unlock()
+			continue
+		}
+		first := dq.batches[0]
+		waited := max(now.Sub(first.LastAttempt), 0)
+		backingOff := a.backingOff(first, now)
+		full := len(dq.batches) > 1 || first.IsFull()
+		dq.mu.Unlock()
+
+		leader, ok := c.LeaderFor(dq.tp)
+		if !ok {
+			res.UnknownLeaderTopics = appendUnique(res.UnknownLeaderTopics, dq.tp.Topic)
+			continue
+		}
+		if containsNode(res.ReadyNodes, leader) || a.isMuted(dq.tp) {
+			continue
+		}
+		timeToWait := a.cfg.Linger
+		if backingOff {
+			timeToWait = a.cfg.RetryBackoff
+		}
+		sendable := full || waited >= timeToWait || forced
+		if sendable && !backingOff {
+			res.ReadyNodes = append(res.ReadyNodes, leader)
+			continue
+		}
+		// Conservative: this partition's leader may turn out ready through another partition,
+		// in which case the sender just wakes and sleeps again.
+		res.NextReadyCheckDelay = min(res.NextReadyCheckDelay, max(timeToWait-waited, 0))
+	}
+	return res
+}
+
+func containsNode(nodes []int32, n int32) bool {
+	for _, x := range nodes {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// Drain takes, for each node, the first batch of each of its partitions, round robin from where
+// the node's previous drain stopped, while the request stays within maxRequestSize (the first
+// batch always goes, however large). It skips muted partitions and batches in retry backoff;
+// for an idempotent producer it skips partitions the SequenceSource holds back and stamps each
+// batch's first send with producer id, epoch and sequence. Drained batches are closed
+// (compressed) and stamped Drained. Nodes with nothing to send are absent from the map.
+func (a *RecordAccumulator) Drain(c ClusterView, nodes []int32, maxRequestSize int, now time.Time) map[int32][]*ProducerBatch {
+	out := make(map[int32][]*ProducerBatch, len(nodes))
+	var pid int64 = noProducerID
+	var epoch int16 = noProducerEpoch
+	if a.cfg.Idempotent {
+		var ok bool
+		if a.seq != nil {
+			pid, epoch, ok = a.seq.ProducerIDAndEpoch()
+		}
+		if !ok {
+			return out // without a producer id no batch may be sent, retried ones included
+		}
+	}
+	for _, node := range nodes {
+		if ready := a.drainBatchesForOneNode(c, node, maxRequestSize, now, pid, epoch); len(ready) > 0 {
+			out[node] = ready
+		}
+	}
+	return out
+}
+
+func (a *RecordAccumulator) drainBatchesForOneNode(c ClusterView, node int32, maxSize int, now time.Time,
+	pid int64, epoch int16,
+) []*ProducerBatch {
+	parts := c.PartitionsForNode(node)
+	if len(parts) == 0 {
+		return nil
+	}
+	var ready []*ProducerBatch
+	size := 0
+	// Each node keeps its own index, so that a partition cut off by max.request.size is the
+	// first considered next time and no partition starves.
+	i := a.drainIndex[node] % len(parts)
+	start := i
+	for {
+		tp := parts[i]
+		a.drainIndex[node] = i
+		i = (i + 1) % len(parts)
+
+		b, stop := a.pollDrainable(tp, size, len(ready) == 0, maxSize, now, pid, epoch)
+		if stop {
+			break
+		}
+		if b != nil {
+			// Compress outside the deque lock: it is the slow part, and appends to the
+			// partition's newer batches need not wait for it.
+			b.Close()
+			size += b.EstimatedSize()
+			b.drained(now)
+			ready = append(ready, b)
+		}
+		if i == start {
+			break
+		}
+	}
+	return ready
+}
+
+// pollDrainable removes tp's first batch if it may go in this request. stop reports that the
+// request is full.
+func (a *RecordAccumulator) pollDrainable(tp metadata.TopicPartition, size int, firstInRequest bool, maxSize int,
+	now time.Time, pid int64, epoch int16,
+) (b *ProducerBatch, stop bool) {
+	if a.isMuted(tp) {
+		return nil, false
+	}
+	dq := a.getDeque(tp)
+	if dq == nil {
+		return nil, false
+	}
+	dq.mu.Lock()
+	defer dq.mu.Unlock()
+	if len(dq.batches) == 0 {
+		return nil, false
+	}
+	first := dq.batches[0]
+	if a.backingOff(first, now) {
+		return nil, false
+	}
+	if size+first.EstimatedSize() > maxSize && !firstInRequest {
+		// A batch larger than the request limit on its own (possible after compression
+		// estimates, or a huge record) still goes, alone, at the head of a request.
+		return nil, true
+	}
+	if a.cfg.Idempotent && a.seq.ShouldStopDrain(tp, first) {
+		return nil, false
+	}
+	dq.batches = popFront(dq.batches)
+	first.closeForAppends()
+	if a.cfg.Idempotent && !first.HasSequence() {
+		// A batch that already has a sequence is a retry and keeps it: the previous attempt
+		// may have been written, and a new sequence would write it twice.
+		first.SetProducerState(pid, epoch, a.seq.NextSequence(tp))
+		a.seq.IncrementSequence(tp, first.numRecords)
+		if tr, ok := a.seq.(InFlightTracker); ok {
+			tr.AddInFlightBatch(first)
+		}
+	}
+	return first, false
+}
+
+func popFront(s []*ProducerBatch) []*ProducerBatch {
+	copy(s, s[1:])
+	s[len(s)-1] = nil
+	return s[:len(s)-1]
+}
+
+func pushFront(s []*ProducerBatch, b *ProducerBatch) []*ProducerBatch {
+	return insertAt(s, 0, b)
+}
+
+func insertAt(s []*ProducerBatch, i int, b *ProducerBatch) []*ProducerBatch {
+	s = append(s, nil)
+	copy(s[i+1:], s[i:])
+	s[i] = b
+	return s
+}
+
+func removeBatch(s []*ProducerBatch, b *ProducerBatch) []*ProducerBatch {
+	for i, x := range s {
+		if x == b {
+			copy(s[i:], s[i+1:])
+			s[len(s)-1] = nil
+			return s[:len(s)-1]
+		}
+	}
+	return s
+}
+
+// insertInSequenceOrder puts a batch that has a sequence back in front of every batch with a
+// higher sequence or none. With several requests in flight for a partition, retried batches
+// come back in any order, and the broker accepts them only in sequence order.
+func insertInSequenceOrder(s []*ProducerBatch, b *ProducerBatch) []*ProducerBatch {
+	i := 0
+	for i < len(s) && s[i].HasSequence() && s[i].BaseSequence() < b.BaseSequence() {
+		i++
+	}
+	return insertAt(s, i, b)
+}
+
+// MutePartition stops Ready and Drain from considering tp, so that with
+// max.in.flight.requests.per.connection=1 a partition has one request in flight at a time.
+func (a *RecordAccumulator) MutePartition(tp metadata.TopicPartition) { a.muted[tp] = struct{}{} }
+
+// UnmutePartition undoes MutePartition once tp's request has completed.
+func (a *RecordAccumulator) UnmutePartition(tp metadata.TopicPartition) { delete(a.muted, tp) }
+
+// Reenqueue puts a batch back for retry: at the head of its deque, or, if it has a sequence, in
+// sequence order among the batches there (Java insertInSequenceOrder). Its retry.backoff.ms
+// counts from now. The delivery timeout is the sender's to check before calling.
+func (a *RecordAccumulator) Reenqueue(b *ProducerBatch, now time.Time) {
+	b.reenqueued(now)
+	dq := a.getOrCreateDeque(b.TopicPartition)
+	dq.mu.Lock()
+	defer dq.mu.Unlock()
+	b.closeForAppends() // it may end up last in the deque; new records must not join a retry
+	if b.HasSequence() {
+		dq.batches = insertInSequenceOrder(dq.batches, b)
+	} else {
+		dq.batches = pushFront(dq.batches, b)
+	}
+}
+
+// SplitAndReenqueue handles MESSAGE_TOO_LARGE: it splits b into batches of at most batch.size
+// and about half of b (at least one record each), which keep the records' callbacks and b's
+// creation time, and puts them at the head of the deque as if never tried. b itself completes no callback; the caller
+// still deallocates it. It returns the number of new batches, 0 if b was already done.
+func (a *RecordAccumulator) SplitAndReenqueue(b *ProducerBatch) int {
+	parts := b.split(a.cfg.BatchSize)
+	if len(parts) == 0 {
+		return 0
+	}
+	dq := a.getOrCreateDeque(b.TopicPartition)
+	tracker, _ := a.seq.(InFlightTracker)
+	for i := len(parts) - 1; i >= 0; i-- {
+		nb := parts[i]
+		a.incomplete.add(nb)
+		dq.mu.Lock()
+		if nb.HasSequence() {
+			if tracker != nil {
+				tracker.AddInFlightBatch(nb)
+			}
+			dq.batches = insertInSequenceOrder(dq.batches, nb)
+		} else {
+			dq.batches = pushFront(dq.batches, nb)
+		}
+		dq.mu.Unlock()
+	}
+	return len(parts)
+}
+
+// ExpiredBatches removes and returns the queued batches that have reached delivery.timeout.ms,
+// oldest first per partition. Batches in flight are not in the deques and are the sender's to
+// expire. The caller fails and deallocates them.
+func (a *RecordAccumulator) ExpiredBatches(now time.Time) []*ProducerBatch {
+	var expired []*ProducerBatch
+	a.nextExpiryTime = time.Time{}
+	for _, dq := range a.deques.Load().all {
+		dq.mu.Lock()
+		for len(dq.batches) > 0 {
+			first := dq.batches[0]
+			deadline := first.Created.Add(a.cfg.DeliveryTimeout)
+			if now.Before(deadline) {
+				if a.nextExpiryTime.IsZero() || deadline.Before(a.nextExpiryTime) {
+					a.nextExpiryTime = deadline
+				}
+				break
+			}
+			dq.batches = popFront(dq.batches)
+			first.closeForAppends()
+			expired = append(expired, first)
+		}
+		dq.mu.Unlock()
+	}
+	return expired
+}
+
+// NextExpiryTime returns the earliest delivery deadline of the batches ExpiredBatches last left
+// queued, zero if none, so the sender can bound its poll timeout.
+func (a *RecordAccumulator) NextExpiryTime() time.Time { return a.nextExpiryTime }
+
+// Deallocate returns a finished batch's buffer to the pool (split batches were allocated outside
+// it) and forgets the batch. Calling it again is harmless. The batch must not be encoded again.
+func (a *RecordAccumulator) Deallocate(b *ProducerBatch) {
+	a.incomplete.remove(b)
+	if !b.deallocated.CompareAndSwap(false, true) {
+		return
+	}
+	if buf := b.release(); buf != nil {
+		a.pool.Deallocate(buf)
+	}
+}
+
+func (a *RecordAccumulator) flushInProgress() bool { return a.flushesInProgress.Load() > 0 }
+
+// BeginFlush makes every partition ready at once, until the matching AwaitFlushCompletion.
+func (a *RecordAccumulator) BeginFlush() { a.flushesInProgress.Add(1) }
+
+// AwaitFlushCompletion waits until every batch incomplete when it was called has completed
+// (a split batch: every batch split from it), or until ctx ends. It ends the flush that
+// BeginFlush started either way.
+func (a *RecordAccumulator) AwaitFlushCompletion(ctx context.Context) error {
+	defer a.flushesInProgress.Add(-1)
+	for _, b := range a.incomplete.snapshot() {
+		if err := b.await(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HasIncomplete reports whether any batch is queued or in flight.
+func (a *RecordAccumulator) HasIncomplete() bool { return a.incomplete.len() > 0 }
+
+// HasUndrained reports whether any batch is still queued.
+func (a *RecordAccumulator) HasUndrained() bool {
+	for _, dq := range a.deques.Load().all {
+		dq.mu.Lock()
+		n := len(dq.batches)
+		dq.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops accepting records: Append and appends waiting for memory fail with ErrClosed.
+// Queued batches become ready at once, so the sender can send them before it stops.
+func (a *RecordAccumulator) Close() {
+	a.closed.Store(true)
+	a.pool.Close()
+}
+
+// AbortIncompleteBatches fails every incomplete batch, queued or in flight, with err (non-nil;
+// each record's callback runs once with it) and frees its memory. The sender calls it when a
+// forced close gives up on what is left, or on a fatal error; batches in flight at that moment
+// are failed too, and their later responses change nothing.
+func (a *RecordAccumulator) AbortIncompleteBatches(err error) {
+	// Once closed, an append that passed the closed check may still add a batch: keep aborting
+	// until none is in progress (appends blocked on memory were woken by the pool's close), then
+	// once more for the batch the last one may have added. While open, appends never stop, so a
+	// single pass is all that can be promised; later batches meet the next abort.
+	for a.closed.Load() && a.appendsInProgress.Load() > 0 {
+		a.abortBatches(err)
+		runtime.Gosched()
+	}
+	a.abortBatches(err)
+}
+
+func (a *RecordAccumulator) abortBatches(err error) {
+	for _, b := range a.incomplete.snapshot() {
+		if dq := a.getDeque(b.TopicPartition); dq != nil {
+			dq.mu.Lock()
+			b.closeForAppends()
+			dq.batches = removeBatch(dq.batches, b)
+			dq.mu.Unlock()
+		}
+		b.CompleteExceptionally(err, nil)
+		a.Deallocate(b)
+	}
+}
+
+// incompleteBatches are the batches created and not yet deallocated (Java IncompleteBatches):
+// what a flush waits for and a forced close aborts.
+type incompleteBatches struct {
+	mu  sync.Mutex
+	set map[*ProducerBatch]struct{}
+}
+
+func (ib *incompleteBatches) add(b *ProducerBatch) {
+	ib.mu.Lock()
+	ib.set[b] = struct{}{}
+	ib.mu.Unlock()
+}
+
+func (ib *incompleteBatches) remove(b *ProducerBatch) {
+	ib.mu.Lock()
+	delete(ib.set, b)
+	ib.mu.Unlock()
+}
+
+func (ib *incompleteBatches) len() int {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return len(ib.set)
+}
+
+func (ib *incompleteBatches) snapshot() []*ProducerBatch {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	out := make([]*ProducerBatch, 0, len(ib.set))
+	for b := range ib.set {
+		out = append(out, b)
+	}
+	return out
+}

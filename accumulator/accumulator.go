@@ -451,9 +451,11 @@ func (a *RecordAccumulator) pollDrainable(tp metadata.TopicPartition, size int, 
 	}
 	dq.batches = popFront(dq.batches)
 	first.closeForAppends()
-	if a.cfg.Idempotent && !first.HasSequence() {
-		// A batch that already has a sequence is a retry and keeps it: the previous attempt
-		// may have been written, and a new sequence would write it twice.
+	if a.cfg.Idempotent && (!first.HasSequence() || first.ProducerID() != pid || first.ProducerEpoch() != epoch) {
+		// A batch that already has a sequence under the current producer id and epoch is a
+		// retry and keeps it: the previous attempt may have been written, and a new sequence
+		// would write it twice. Under a new epoch (after a bump) the broker starts a new
+		// sequence space, so the retry is stamped again in its turn.
 		first.SetProducerState(pid, epoch, a.seq.NextSequence(tp))
 		a.seq.IncrementSequence(tp, first.numRecords)
 		if tr, ok := a.seq.(InFlightTracker); ok {

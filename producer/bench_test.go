@@ -1,0 +1,114 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+)
+
+// BenchmarkSendToAck measures Send-to-acknowledgement throughput of 100-byte records against the
+// real broker, for this producer and for franz-go's kgo with the same settings (acks=all,
+// idempotence, linger 5 ms, batch.size 16384, no compression), in the same run:
+//
+//	make broker-start; eval "$(scripts/kafka/broker.sh env)"
+//	go test -run '^$' -bench SendToAck -benchtime 500000x -count 3 ./producer/
+//
+// Compare the records/s of the two sub-benchmarks of one invocation; absolute figures on a shared
+// machine mean little.
+func BenchmarkSendToAck(b *testing.B) {
+	bootstrap := kafkatest.Bootstrap(b)
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+
+	b.Run("kafkatrail", func(b *testing.B) {
+		topic := kafkatest.NewTopic(b, 6)
+		cfg := DefaultConfig()
+		cfg.BootstrapServers = []string{bootstrap}
+		p, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close(context.Background())
+		ctx := context.Background()
+		// Warm up: metadata and producer id.
+		if err := p.Send(ctx, &Record{Topic: topic, Partition: PartitionAny, Value: value}, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var failed error
+		var mu sync.Mutex
+		cb := func(_ RecordMetadata, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+			wg.Done()
+		}
+		rec := &Record{Topic: topic, Partition: PartitionAny, Value: value}
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		wg.Add(b.N)
+		for i := 0; i < b.N; i++ {
+			_ = p.Send(ctx, rec, cb)
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		if failed != nil {
+			b.Fatal(failed)
+		}
+	})
+
+	b.Run("kgo", func(b *testing.B) {
+		topic := kafkatest.NewTopic(b, 6)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+			kgo.ProducerBatchMaxBytes(16384), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.MaxBufferedBytes(32<<20))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		ctx := context.Background()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var failed error
+		var mu sync.Mutex
+		cb := func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+			wg.Done()
+		}
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		wg.Add(b.N)
+		for i := 0; i < b.N; i++ {
+			// kgo takes ownership of the record until its promise runs: one per Send.
+			cl.Produce(ctx, &kgo.Record{Value: value}, cb)
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		if failed != nil {
+			b.Fatal(failed)
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+)
+
+// Config is the producer's configuration. Field tags carry the Java client's property names, so
+// the same keys work in config files, in `-X key=value` and in this struct; defaults follow the
+// Java client (DefaultConfig).
+type Config struct {
+	BootstrapServers []string `koanf:"bootstrap.servers" doc:"host:port pairs used to discover the cluster"`
+	ClientID         string   `koanf:"client.id" doc:"name sent with every request and used in metrics"`
+
+	Acks              string `koanf:"acks" doc:"acknowledgements the leader waits for: 0, 1 or all (-1)"`
+	EnableIdempotence bool   `koanf:"enable.idempotence" doc:"exactly one copy of each record per partition, in order; requires acks=all"`
+	CompressionType   string `koanf:"compression.type" doc:"none, gzip, snappy, lz4 or zstd"`
+
+	BatchSize    int   `koanf:"batch.size" doc:"upper bound in bytes of one partition's batch"`
+	LingerMs     int   `koanf:"linger.ms" doc:"how long a batch waits for more records before it is sendable"`
+	BufferMemory int64 `koanf:"buffer.memory" doc:"bytes of records buffered before Send blocks"`
+
+	MaxInFlightRequestsPerConnection int   `koanf:"max.in.flight.requests.per.connection" doc:"unacknowledged requests per broker connection; at most 5 with idempotence"`
+	Retries                          int   `koanf:"retries" doc:"how often a batch is retried after a retriable error"`
+	DeliveryTimeoutMs                int   `koanf:"delivery.timeout.ms" doc:"upper bound from Send to success or failure; >= linger.ms + request.timeout.ms"`
+	RequestTimeoutMs                 int   `koanf:"request.timeout.ms" doc:"how long a request waits for its response before the connection is closed and it is retried"`
+	MaxBlockMs                       int   `koanf:"max.block.ms" doc:"how long Send blocks for metadata and buffer memory"`
+	MaxRequestSize                   int   `koanf:"max.request.size" doc:"largest request, and so largest record, in bytes"`
+	RetryBackoffMs                   int   `koanf:"retry.backoff.ms" doc:"wait before a failed request or metadata fetch is retried"`
+	ReconnectBackoffMs               int   `koanf:"reconnect.backoff.ms" doc:"initial wait before reconnecting to a broker"`
+	ReconnectBackoffMaxMs            int   `koanf:"reconnect.backoff.max.ms" doc:"upper bound of the exponential, jittered reconnect backoff"`
+	MetadataMaxAgeMs                 int   `koanf:"metadata.max.age.ms" doc:"metadata is refreshed at least this often"`
+	ConnectionsMaxIdleMs             int   `koanf:"connections.max.idle.ms" doc:"idle connections are closed after this long"`
+	SocketConnectionSetupTimeoutMs   int   `koanf:"socket.connection.setup.timeout.ms" doc:"how long a connection (TCP, TLS, SASL) may take to set up"`
+	AllowAutoCreateTopics            bool  `koanf:"allow.auto.create.topics" doc:"ask the broker to create a missing topic (if the broker allows it)"`
+	PartitionerIgnoreKeys            bool  `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
+	MaxReceiveBytes                  int32 `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
+
+	SecurityProtocol                   string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
+	SASLMechanism                      string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"`
+	SASLUsername                       string `koanf:"sasl.username" doc:"SASL user name"`
+	SASLPassword                       string `koanf:"sasl.password" doc:"SASL password (never logged)" secret:"true"`
+	SSLCALocation                      string `koanf:"ssl.ca.location" doc:"PEM file of CAs to trust; empty: the system roots"`
+	SSLCertificateLocation             string `koanf:"ssl.certificate.location" doc:"PEM client certificate for mutual TLS"`
+	SSLKeyLocation                     string `koanf:"ssl.key.location" doc:"PEM private key of the client certificate"`
+	SSLEndpointIdentificationAlgorithm string `koanf:"ssl.endpoint.identification.algorithm" doc:"https verifies the broker's host name; empty turns the check off"`
+}
+
+// DefaultConfig returns the Java client's defaults.
+func DefaultConfig() Config {
+	return Config{
+		ClientID:                           "kafkatrail",
+		Acks:                               "all",
+		EnableIdempotence:                  true,
+		CompressionType:                    "none",
+		BatchSize:                          16384,
+		LingerMs:                           5,
+		BufferMemory:                       32 << 20,
+		MaxInFlightRequestsPerConnection:   5,
+		Retries:                            math.MaxInt32,
+		DeliveryTimeoutMs:                  120000,
+		RequestTimeoutMs:                   30000,
+		MaxBlockMs:                         60000,
+		MaxRequestSize:                     1 << 20,
+		RetryBackoffMs:                     100,
+		ReconnectBackoffMs:                 50,
+		ReconnectBackoffMaxMs:              1000,
+		MetadataMaxAgeMs:                   300000,
+		ConnectionsMaxIdleMs:               540000,
+		SocketConnectionSetupTimeoutMs:     10000,
+		AllowAutoCreateTopics:              true,
+		MaxReceiveBytes:                    100 << 20,
+		SecurityProtocol:                   "PLAINTEXT",
+		SSLEndpointIdentificationAlgorithm: "https",
+	}
+}
+
+// ConfigError names the property that is wrong, so a user can find it in their file.
+type ConfigError struct {
+	Key    string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Reason }
+
+// Validate checks every property and returns all problems joined, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)})
+	}
+	if len(c.BootstrapServers) == 0 {
+		bad("bootstrap.servers", "at least one host:port is required")
+	}
+	for _, s := range c.BootstrapServers {
+		if i := strings.LastIndexByte(s, ':'); i <= 0 || i == len(s)-1 {
+			bad("bootstrap.servers", "%q is not host:port", s)
+		}
+	}
+	acks, err := parseAcks(c.Acks)
+	if err != nil {
+		bad("acks", "%v", err)
+	}
+	if _, err := accumulator.ParseCodec(c.CompressionType); err != nil {
+		bad("compression.type", "%v", err)
+	}
+	positive := []struct {
+		key string
+		v   int64
+	}{
+		{"batch.size", int64(c.BatchSize)},
+		{"buffer.memory", c.BufferMemory},
+		{"max.in.flight.requests.per.connection", int64(c.MaxInFlightRequestsPerConnection)},
+		{"delivery.timeout.ms", int64(c.DeliveryTimeoutMs)},
+		{"request.timeout.ms", int64(c.RequestTimeoutMs)},
+		{"max.request.size", int64(c.MaxRequestSize)},
+		{"metadata.max.age.ms", int64(c.MetadataMaxAgeMs)},
+		{"connections.max.idle.ms", int64(c.ConnectionsMaxIdleMs)},
+		{"socket.connection.setup.timeout.ms", int64(c.SocketConnectionSetupTimeoutMs)},
+		{"max.receive.bytes", int64(c.MaxReceiveBytes)},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			bad(p.key, "must be positive, got %d", p.v)
+		}
+	}
+	nonNegative := []struct {
+		key string
+		v   int
+	}{
+		{"linger.ms", c.LingerMs},
+		{"retries", c.Retries},
+		{"max.block.ms", c.MaxBlockMs},
+		{"retry.backoff.ms", c.RetryBackoffMs},
+		{"reconnect.backoff.ms", c.ReconnectBackoffMs},
+		{"reconnect.backoff.max.ms", c.ReconnectBackoffMaxMs},
+	}
+	for _, p := range nonNegative {
+		if p.v < 0 {
+			bad(p.key, "must not be negative, got %d", p.v)
+		}
+	}
+	if c.DeliveryTimeoutMs > 0 && c.DeliveryTimeoutMs < c.LingerMs+c.RequestTimeoutMs {
+		bad("delivery.timeout.ms", "must be at least linger.ms + request.timeout.ms (%d), got %d",
+			c.LingerMs+c.RequestTimeoutMs, c.DeliveryTimeoutMs)
+	}
+	if c.EnableIdempotence {
+		if err == nil && acks != -1 {
+			bad("enable.idempotence", "enable.idempotence=true requires acks=all")
+		}
+		if c.MaxInFlightRequestsPerConnection > 5 {
+			bad("enable.idempotence", "enable.idempotence=true requires max.in.flight.requests.per.connection <= 5, got %d",
+				c.MaxInFlightRequestsPerConnection)
+		}
+		if c.Retries == 0 {
+			bad("enable.idempotence", "enable.idempotence=true requires retries > 0")
+		}
+	}
+	switch strings.ToUpper(c.SecurityProtocol) {
+	case "PLAINTEXT", "SSL":
+	case "SASL_PLAINTEXT", "SASL_SSL":
+		switch strings.ToUpper(c.SASLMechanism) {
+		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		default:
+			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with security.protocol=%s, got %q",
+				c.SecurityProtocol, c.SASLMechanism)
+		}
+		if c.SASLUsername == "" {
+			bad("sasl.username", "required with security.protocol=%s", c.SecurityProtocol)
+		}
+	default:
+		bad("security.protocol", "must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got %q", c.SecurityProtocol)
+	}
+	if (c.SSLCertificateLocation == "") != (c.SSLKeyLocation == "") {
+		bad("ssl.certificate.location", "ssl.certificate.location and ssl.key.location must be set together")
+	}
+	switch c.SSLEndpointIdentificationAlgorithm {
+	case "", "https":
+	default:
+		bad("ssl.endpoint.identification.algorithm", "must be https or empty, got %q", c.SSLEndpointIdentificationAlgorithm)
+	}
+	return errors.Join(errs...)
+}
+
+// parseAcks maps the Java spellings to the wire value: "all" and "-1" are -1.
+func parseAcks(s string) (int16, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "all", "-1":
+		return -1, nil
+	case "1":
+		return 1, nil
+	case "0":
+		return 0, nil
+	}
+	return 0, fmt.Errorf("must be 0, 1, all or -1, got %q", s)
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,0 +1,104 @@
+package producer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDefaultConfigMatchesJavaClient(t *testing.T) {
+	c := DefaultConfig()
+	want := map[string][2]any{
+		"acks":                                  {c.Acks, "all"},
+		"enable.idempotence":                    {c.EnableIdempotence, true},
+		"linger.ms":                             {c.LingerMs, 5},
+		"batch.size":                            {c.BatchSize, 16384},
+		"buffer.memory":                         {c.BufferMemory, int64(33554432)},
+		"max.in.flight.requests.per.connection": {c.MaxInFlightRequestsPerConnection, 5},
+		"retries":                               {c.Retries, 2147483647},
+		"delivery.timeout.ms":                   {c.DeliveryTimeoutMs, 120000},
+		"request.timeout.ms":                    {c.RequestTimeoutMs, 30000},
+		"max.block.ms":                          {c.MaxBlockMs, 60000},
+		"max.request.size":                      {c.MaxRequestSize, 1048576},
+		"retry.backoff.ms":                      {c.RetryBackoffMs, 100},
+		"reconnect.backoff.ms":                  {c.ReconnectBackoffMs, 50},
+		"reconnect.backoff.max.ms":              {c.ReconnectBackoffMaxMs, 1000},
+		"metadata.max.age.ms":                   {c.MetadataMaxAgeMs, 300000},
+		"connections.max.idle.ms":               {c.ConnectionsMaxIdleMs, 540000},
+		"compression.type":                      {c.CompressionType, "none"},
+	}
+	for key, v := range want {
+		if v[0] != v[1] {
+			t.Errorf("default %s = %v, the Java client's is %v", key, v[0], v[1])
+		}
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		key    string
+		text   string
+	}{
+		{"no bootstrap", func(c *Config) { c.BootstrapServers = nil }, "bootstrap.servers", "required"},
+		{"bad bootstrap", func(c *Config) { c.BootstrapServers = []string{"nohost"} }, "bootstrap.servers", "host:port"},
+		{"idempotence needs acks=all", func(c *Config) { c.Acks = "1" }, "enable.idempotence", "enable.idempotence=true requires acks=all"},
+		{"idempotence in flight", func(c *Config) { c.MaxInFlightRequestsPerConnection = 6 }, "enable.idempotence", "<= 5"},
+		{"acks", func(c *Config) { c.Acks = "two" }, "acks", "0, 1, all"},
+		{"codec", func(c *Config) { c.CompressionType = "brotli" }, "compression.type", "brotli"},
+		{"batch.size", func(c *Config) { c.BatchSize = 0 }, "batch.size", "positive"},
+		{"linger", func(c *Config) { c.LingerMs = -1 }, "linger.ms", "negative"},
+		{"delivery timeout", func(c *Config) { c.DeliveryTimeoutMs = 1000 }, "delivery.timeout.ms", "linger.ms + request.timeout.ms"},
+		{"protocol", func(c *Config) { c.SecurityProtocol = "TLS" }, "security.protocol", "SASL_SSL"},
+		{"mechanism", func(c *Config) {
+			c.SecurityProtocol = "SASL_PLAINTEXT"
+			c.SASLUsername = "u"
+			c.SASLMechanism = "GSSAPI"
+		}, "sasl.mechanism", "SCRAM-SHA-512"},
+		{"sasl user", func(c *Config) { c.SecurityProtocol = "SASL_SSL"; c.SASLMechanism = "PLAIN" }, "sasl.username", "required"},
+		{"cert without key", func(c *Config) { c.SSLCertificateLocation = "/c.pem" }, "ssl.certificate.location", "together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.BootstrapServers = []string{"127.0.0.1:9092"}
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate accepted a broken config")
+			}
+			var ce *ConfigError
+			found := false
+			for _, e := range unjoin(err) {
+				if errors.As(e, &ce) && ce.Key == tc.key && strings.Contains(ce.Error(), tc.text) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("error %q does not name %s with %q", err, tc.key, tc.text)
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsDefaultsAndNonIdempotentAcks(t *testing.T) {
+	c := DefaultConfig()
+	c.BootstrapServers = []string{"127.0.0.1:9092", "[::1]:9093"}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults rejected: %v", err)
+	}
+	c.EnableIdempotence = false
+	for _, acks := range []string{"0", "1", "all", "-1"} {
+		c.Acks = acks
+		if err := c.Validate(); err != nil {
+			t.Fatalf("acks=%s rejected: %v", acks, err)
+		}
+	}
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

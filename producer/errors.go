@@ -1,0 +1,99 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ErrProducerClosed is returned (and passed to callbacks) for records sent after Close began, and
+// for records still buffered when Close's deadline passed.
+var ErrProducerClosed = errors.New("producer closed")
+
+// RecordTooLargeError says a record can never be sent with the current configuration. Only that
+// record fails; nothing else is affected.
+type RecordTooLargeError struct {
+	Size  int    // estimated serialized size of the record, in bytes
+	Limit int64  // the configured limit
+	Key   string // the property that sets Limit: max.request.size or buffer.memory
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("record of %d bytes is larger than %s (%d bytes)", e.Size, e.Key, e.Limit)
+}
+
+// DeliveryTimeoutError is the callback's error for a record that was neither acknowledged nor
+// failed by a broker within delivery.timeout.ms of its batch's creation. Cause is the last
+// retriable error the batch met, when there was one.
+type DeliveryTimeoutError struct {
+	Partition string
+	Records   int
+	Elapsed   time.Duration
+	Cause     error
+}
+
+func (e *DeliveryTimeoutError) Error() string {
+	msg := fmt.Sprintf("expiring %d record(s) for %s: %d ms has passed since batch creation (delivery.timeout.ms)",
+		e.Records, e.Partition, e.Elapsed.Milliseconds())
+	if e.Cause != nil {
+		msg += "; last error: " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *DeliveryTimeoutError) Unwrap() error { return e.Cause }
+
+// isRetriable reports whether a produce attempt that failed with err may be tried again:
+// the broker's retriable error codes (kerr's table, which mirrors the Java client's
+// RetriableException classes) and the client-side network errors.
+func isRetriable(err error) bool {
+	var ne *networkError
+	if errors.As(err, &ne) {
+		return true
+	}
+	return kerr.IsRetriable(err)
+}
+
+// needsMetadataRefresh is the Java InvalidMetadataException family: errors that mean our idea of
+// the partition's leader is stale.
+func needsMetadataRefresh(err error) bool {
+	var ne *networkError
+	if errors.As(err, &ne) {
+		return true
+	}
+	switch {
+	case errors.Is(err, kerr.NotLeaderForPartition),
+		errors.Is(err, kerr.UnknownTopicOrPartition),
+		errors.Is(err, kerr.LeaderNotAvailable),
+		errors.Is(err, kerr.FencedLeaderEpoch),
+		errors.Is(err, kerr.UnknownLeaderEpoch),
+		errors.Is(err, kerr.KafkaStorageError),
+		errors.Is(err, kerr.NotEnoughReplicas):
+		return true
+	}
+	return false
+}
+
+// networkError is a request that got no response: the connection closed or the request timed out.
+// It is always retriable (within delivery.timeout.ms).
+type networkError struct {
+	Node     int32
+	TimedOut bool
+	Cause    error
+}
+
+func (e *networkError) Error() string {
+	what := "disconnected"
+	if e.TimedOut {
+		what = "request timed out (request.timeout.ms)"
+	}
+	msg := fmt.Sprintf("NETWORK_EXCEPTION: broker %d %s", e.Node, what)
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *networkError) Unwrap() error { return e.Cause }

@@ -1,0 +1,115 @@
+package producer
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// murmur2 is the Java client's Utils.murmur2, bit for bit: the hash every Kafka client that
+// wants to agree with the Java producer on key placement must use. Go's int32 arithmetic wraps
+// like Java's int, and >>> becomes a shift of the uint32 value.
+func murmur2(data []byte) int32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	length := len(data)
+	h := seed ^ uint32(length)
+	for i := 0; i+4 <= length; i += 4 {
+		k := uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16 | uint32(data[i+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	tail := length &^ 3
+	switch length % 4 {
+	case 3:
+		h ^= uint32(data[tail+2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[tail+1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[tail])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+// toPositive is Utils.toPositive: clears the sign bit rather than taking the absolute value, so
+// math.MinInt32 maps to 0 like in Java.
+func toPositive(n int32) int32 { return n & 0x7fffffff }
+
+// keyPartition is BuiltInPartitioner.partitionForKey: positive(murmur2(key)) % partitions, over
+// all partitions (available or not), so a key always lands where the Java client puts it.
+func keyPartition(key []byte, numPartitions int) int32 {
+	return toPositive(murmur2(key)) % int32(numPartitions)
+}
+
+// stickyPartitioner is the uniform sticky partitioner (KIP-480, refined by KIP-794) for records
+// without a key: all such records of a topic go to one partition until about batch.size bytes
+// have been produced to it, then a new partition is drawn at random among those with a leader.
+// Sticking fills batches, so fewer and larger requests reach the brokers than with round robin.
+// Safe for concurrent use.
+type stickyPartitioner struct {
+	batchSize int
+
+	mu     sync.Mutex
+	topics map[string]*stickyTopic
+}
+
+type stickyTopic struct {
+	partition int32
+	produced  int // bytes sent to partition since it was chosen
+}
+
+func newStickyPartitioner(batchSize int) *stickyPartitioner {
+	return &stickyPartitioner{batchSize: batchSize, topics: make(map[string]*stickyTopic)}
+}
+
+// partition returns the sticky partition for topic and accounts size bytes to it. available lists
+// partitions with a known leader; when empty, any of numPartitions is used.
+func (s *stickyPartitioner) partition(topic string, size int, available []int32, numPartitions int) int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.topics[topic]
+	if st == nil {
+		st = &stickyTopic{partition: -1}
+		s.topics[topic] = st
+	}
+	if st.partition < 0 || st.produced >= s.batchSize || int(st.partition) >= numPartitions {
+		st.partition = nextStickyPartition(st.partition, available, numPartitions)
+		st.produced = 0
+	}
+	st.produced += size
+	return st.partition
+}
+
+// nextStickyPartition draws a partition other than prev when there is a choice, so a switch is
+// a real switch.
+func nextStickyPartition(prev int32, available []int32, numPartitions int) int32 {
+	if len(available) == 0 {
+		if numPartitions <= 1 {
+			return 0
+		}
+		p := rand.Int32N(int32(numPartitions))
+		if p == prev {
+			p = (p + 1) % int32(numPartitions)
+		}
+		return p
+	}
+	if len(available) == 1 {
+		return available[0]
+	}
+	i := rand.IntN(len(available))
+	if available[i] == prev {
+		i = (i + 1) % len(available)
+	}
+	return available[i]
+}

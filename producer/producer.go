@@ -1,0 +1,377 @@
+// Package producer is kafkatrail's Kafka producer: the public API (New, Send, Flush, Close), its
+// configuration, the partitioner, the Sender loop and the idempotent producer's state. It follows
+// the Apache Kafka Java producer's design, defaults and property names.
+//
+// Every record handed to Send gets its callback called exactly once: with the record's offset
+// when the broker acknowledged it, or with an error that names why it failed (the broker's error
+// code, delivery.timeout.ms, max.block.ms, a record too large, or a close).
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/metadata"
+	"github.com/kafkatrail/kafkatrail/network"
+)
+
+// PartitionAny lets the partitioner choose: by key when there is one, else sticky.
+const PartitionAny int32 = -1
+
+// Header is a record header.
+type Header = kmsg.Header
+
+// RecordMetadata describes an acknowledged record: where it was written.
+type RecordMetadata = accumulator.RecordMetadata
+
+// Callback receives a record's outcome. It runs on the sender goroutine: keep it short, and
+// never call Flush or Close from it.
+type Callback = accumulator.Callback
+
+// Record is one message to produce.
+type Record struct {
+	Topic     string
+	Partition int32 // PartitionAny (-1) unless the caller chooses
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time // CreateTime; zero means now
+}
+
+// Producer sends records to Kafka. It is safe for concurrent use by many goroutines.
+type Producer struct {
+	cfg    Config
+	acks   int16
+	log    *slog.Logger
+	meta   *metadata.Metadata
+	acc    *accumulator.RecordAccumulator
+	client KafkaClient
+	sender *Sender
+	sticky *stickyPartitioner
+	clock  func() time.Time
+
+	maxBlock time.Duration
+
+	closeOnce  sync.Once
+	closing    chan struct{} // closed when Close begins
+	senderDone chan struct{} // closed when the sender goroutine returns
+}
+
+// Option adjusts how a Producer is built (not what it does: that is Config).
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+	dialer func(ctx context.Context, netw, addr string) (net.Conn, error)
+	clock  func() time.Time
+	client func(network.Config, *metadata.Metadata) KafkaClient
+}
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithDialer replaces how connections are opened (for proxies and tests).
+func WithDialer(d func(ctx context.Context, netw, addr string) (net.Conn, error)) Option {
+	return func(o *options) { o.dialer = d }
+}
+
+// New validates cfg and starts a producer: its sender goroutine and, lazily, its connections.
+// The configuration error, if any, names every wrong key.
+func New(cfg Config, opts ...Option) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("producer config: %w", err)
+	}
+	o := options{clock: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	acks, _ := parseAcks(cfg.Acks)
+
+	meta, err := metadata.New(cfg.BootstrapServers, ms(cfg.MetadataMaxAgeMs), ms(cfg.RetryBackoffMs), cfg.AllowAutoCreateTopics)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap.servers: %w", err)
+	}
+	netCfg, err := cfg.networkConfig()
+	if err != nil {
+		return nil, err
+	}
+	netCfg.Dialer = o.dialer
+	var client KafkaClient
+	if o.client != nil {
+		client = o.client(netCfg, meta)
+	} else {
+		client = network.NewClient(netCfg, meta)
+	}
+
+	acc := accumulator.New(cfg.accumulatorConfig(o.clock))
+	p := &Producer{
+		cfg:        cfg,
+		acks:       acks,
+		log:        o.logger,
+		meta:       meta,
+		acc:        acc,
+		client:     client,
+		sticky:     newStickyPartitioner(cfg.BatchSize),
+		clock:      o.clock,
+		maxBlock:   ms(cfg.MaxBlockMs),
+		closing:    make(chan struct{}),
+		senderDone: make(chan struct{}),
+	}
+	p.sender = newSender(cfg, acks, client, acc, meta, o.logger, o.clock)
+	p.sender.running.Store(true)
+	go func() {
+		defer close(p.senderDone)
+		p.sender.run()
+	}()
+	return p, nil
+}
+
+// accumulatorConfig is the accumulator's share of the configuration.
+func (c *Config) accumulatorConfig(clock func() time.Time) accumulator.Config {
+	codec, _ := accumulator.ParseCodec(c.CompressionType)
+	return accumulator.Config{
+		BatchSize:       c.BatchSize,
+		BufferMemory:    c.BufferMemory,
+		Linger:          ms(c.LingerMs),
+		RetryBackoff:    ms(c.RetryBackoffMs),
+		DeliveryTimeout: ms(c.DeliveryTimeoutMs),
+		Compression:     codec,
+		Idempotent:      c.EnableIdempotence,
+		Now:             clock,
+	}
+}
+
+// newSender wires a Sender; New and the Sender tests share it.
+func newSender(cfg Config, acks int16, client KafkaClient, acc *accumulator.RecordAccumulator,
+	meta *metadata.Metadata, log *slog.Logger, clock func() time.Time) *Sender {
+	s := &Sender{
+		client:                client,
+		acc:                   acc,
+		meta:                  meta,
+		log:                   log,
+		acks:                  acks,
+		maxRequestSize:        cfg.MaxRequestSize,
+		retries:               cfg.Retries,
+		requestTimeout:        ms(cfg.RequestTimeoutMs),
+		deliveryTimeout:       ms(cfg.DeliveryTimeoutMs),
+		retryBackoff:          ms(cfg.RetryBackoffMs),
+		guaranteeMessageOrder: cfg.MaxInFlightRequestsPerConnection == 1,
+		inFlightBatches:       make(map[metadata.TopicPartition][]*accumulator.ProducerBatch),
+		clock:                 clock,
+	}
+	if cfg.EnableIdempotence {
+		s.txn = newTransactionManager()
+		acc.SetSequenceSource(s.txn)
+	}
+	return s
+}
+
+// networkConfig turns the security and connection properties into the network layer's config.
+func (c *Config) networkConfig() (network.Config, error) {
+	nc := network.Config{
+		ClientID:                     c.ClientID,
+		RequestTimeout:               ms(c.RequestTimeoutMs),
+		ConnectionsMaxIdle:           ms(c.ConnectionsMaxIdleMs),
+		ReconnectBackoff:             ms(c.ReconnectBackoffMs),
+		ReconnectBackoffMax:          ms(c.ReconnectBackoffMaxMs),
+		SocketConnectionSetupTimeout: ms(c.SocketConnectionSetupTimeoutMs),
+		MaxInFlight:                  c.MaxInFlightRequestsPerConnection,
+		MaxReceiveBytes:              c.MaxReceiveBytes,
+	}
+	proto := strings.ToUpper(c.SecurityProtocol)
+	if proto == "SSL" || proto == "SASL_SSL" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.SSLCALocation != "" {
+			pem, err := os.ReadFile(c.SSLCALocation)
+			if err != nil {
+				return nc, &ConfigError{Key: "ssl.ca.location", Reason: err.Error()}
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nc, &ConfigError{Key: "ssl.ca.location", Reason: "no PEM certificate in " + c.SSLCALocation}
+			}
+			tc.RootCAs = pool
+		}
+		if c.SSLCertificateLocation != "" {
+			cert, err := tls.LoadX509KeyPair(c.SSLCertificateLocation, c.SSLKeyLocation)
+			if err != nil {
+				return nc, &ConfigError{Key: "ssl.certificate.location", Reason: err.Error()}
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		if c.SSLEndpointIdentificationAlgorithm == "" {
+			// The user turned host name verification off, as ssl.endpoint.identification.algorithm=""
+			// does in Java; the chain is still verified against the CAs.
+			tc.InsecureSkipVerify = true
+			tc.VerifyPeerCertificate = verifyChainOnly(tc)
+		}
+		nc.TLS = tc
+	}
+	if proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" {
+		nc.SASL = &network.SASLConfig{
+			Mechanism: strings.ToUpper(c.SASLMechanism),
+			Username:  c.SASLUsername,
+			Password:  c.SASLPassword,
+		}
+	}
+	return nc, nil
+}
+
+// verifyChainOnly checks the broker's chain against the configured roots without the host name.
+func verifyChainOnly(tc *tls.Config) func([][]byte, [][]*x509.Certificate) error {
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("tls: broker sent no certificate")
+		}
+		certs := make([]*x509.Certificate, len(raw))
+		for i, r := range raw {
+			c, err := x509.ParseCertificate(r)
+			if err != nil {
+				return err
+			}
+			certs[i] = c
+		}
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: tc.RootCAs, Intermediates: inter})
+		return err
+	}
+}
+
+// Send hands a record to the producer. It blocks only while it waits for the topic's metadata or
+// for buffer memory, together at most max.block.ms and never past ctx. cb (which may be nil) is
+// called exactly once with the outcome. When the record could not be buffered at all, Send also
+// returns that error (the same one cb gets), so a caller can stop early.
+func (p *Producer) Send(ctx context.Context, r *Record, cb Callback) error {
+	err := p.send(ctx, r, cb)
+	if err != nil && cb != nil {
+		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}, err)
+	}
+	return err
+}
+
+func (p *Producer) send(ctx context.Context, r *Record, cb Callback) error {
+	select {
+	case <-p.closing:
+		return ErrProducerClosed
+	default:
+	}
+	if r.Topic == "" {
+		return errors.New("record has no topic")
+	}
+	now := p.clock()
+	deadline := now.Add(p.maxBlock)
+	cluster, err := p.waitOnMetadata(ctx, r.Topic, r.Partition, now, deadline)
+	if err != nil {
+		return err
+	}
+	size := accumulator.EstimateRecordSize(r.Key, r.Value, r.Headers)
+	if size > p.cfg.MaxRequestSize {
+		return &RecordTooLargeError{Size: size, Limit: int64(p.cfg.MaxRequestSize), Key: "max.request.size"}
+	}
+	if int64(size) > p.cfg.BufferMemory {
+		return &RecordTooLargeError{Size: size, Limit: p.cfg.BufferMemory, Key: "buffer.memory"}
+	}
+	partition := r.Partition
+	if partition < 0 {
+		n := cluster.PartitionCount(r.Topic)
+		if len(r.Key) > 0 && !p.cfg.PartitionerIgnoreKeys {
+			partition = keyPartition(r.Key, n)
+		} else {
+			partition = p.sticky.partition(r.Topic, size, cluster.AvailablePartitions(r.Topic), n)
+		}
+	}
+	ts := r.Timestamp
+	if ts.IsZero() {
+		ts = now
+	}
+	tp := metadata.TopicPartition{Topic: r.Topic, Partition: partition}
+	res, err := p.acc.Append(ctx, tp, ts, r.Key, r.Value, r.Headers, cb, deadline, now)
+	if err != nil {
+		return err
+	}
+	if res.BatchIsFull || res.NewBatchCreated {
+		p.client.Wakeup()
+	}
+	return nil
+}
+
+// waitOnMetadata is KafkaProducer.waitOnMetadata: the topic's partition count, fetching it first
+// if needed, for at most max.block.ms.
+func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*metadata.Cluster, error) {
+	cluster := p.meta.Fetch()
+	if n := cluster.PartitionCount(topic); n > 0 && partition < int32(n) {
+		return cluster, nil
+	}
+	p.meta.Add(topic, now)
+	for {
+		cluster = p.meta.Fetch()
+		n := cluster.PartitionCount(topic)
+		if n > 0 {
+			if partition >= int32(n) {
+				return nil, fmt.Errorf("partition %d of topic %q does not exist: the topic has %d partitions", partition, topic, n)
+			}
+			return cluster, nil
+		}
+		topicErr := cluster.TopicError(topic)
+		if errors.Is(topicErr, kerr.TopicAuthorizationFailed) || errors.Is(topicErr, kerr.InvalidTopicException) {
+			return nil, fmt.Errorf("topic %q: %w", topic, topicErr)
+		}
+		version := p.meta.RequestUpdate()
+		p.client.Wakeup()
+		if err := p.meta.AwaitUpdate(ctx, version, deadline); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			msg := fmt.Sprintf("topic %q not present in metadata after %d ms (max.block.ms)", topic, p.maxBlock.Milliseconds())
+			if topicErr != nil {
+				return nil, fmt.Errorf("%s: %w", msg, topicErr)
+			}
+			return nil, errors.New(msg)
+		}
+	}
+}
+
+// Flush makes every buffered record sendable at once and waits until each has completed
+// (acknowledged or failed), or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.acc.BeginFlush()
+	p.client.Wakeup()
+	return p.acc.AwaitFlushCompletion(ctx)
+}
+
+// Close stops accepting records, sends everything buffered and waits for the acknowledgements.
+// When ctx ends first, what is left fails with ErrProducerClosed through its callbacks, and
+// Close returns ctx's error. Nothing is dropped silently.
+func (p *Producer) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		close(p.closing)
+		p.sender.initiateClose()
+	})
+	select {
+	case <-p.senderDone:
+		return nil
+	case <-ctx.Done():
+	}
+	p.sender.forceClose()
+	<-p.senderDone
+	return fmt.Errorf("close: %w; buffered records failed with %w", ctx.Err(), ErrProducerClosed)
+}

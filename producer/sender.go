@@ -1,0 +1,485 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/inflight"
+	"github.com/kafkatrail/kafkatrail/metadata"
+	"github.com/kafkatrail/kafkatrail/network"
+)
+
+// KafkaClient is what the Sender needs of the network layer. *network.NetworkClient implements
+// it; tests substitute a mock that answers requests synchronously, the way the Java client's
+// SenderTest uses MockClient.
+type KafkaClient interface {
+	Ready(node metadata.Node, now time.Time) bool
+	ConnectionDelay(node int32, now time.Time) time.Duration
+	Send(req *network.ClientRequest, now time.Time)
+	Poll(timeout time.Duration, now time.Time) []*inflight.Response
+	LeastLoadedNode(now time.Time) (metadata.Node, bool)
+	InFlightRequestCount() int
+	Wakeup()
+	Close() error
+}
+
+var _ KafkaClient = (*network.NetworkClient)(nil)
+
+// Sender is the producer's I/O loop, after the Java Sender: it moves ready batches from the
+// accumulator to the brokers and handles the responses. Its goroutine owns the KafkaClient, the
+// in-flight batch lists and the transaction manager; nothing here is safe for concurrent use
+// except initiateClose, forceClose and wakeup.
+type Sender struct {
+	client KafkaClient
+	acc    *accumulator.RecordAccumulator
+	meta   *metadata.Metadata
+	txn    *transactionManager // nil without idempotence
+	log    *slog.Logger
+
+	acks            int16
+	maxRequestSize  int
+	retries         int
+	requestTimeout  time.Duration
+	deliveryTimeout time.Duration
+	retryBackoff    time.Duration
+	// guaranteeMessageOrder mutes a partition while it has a request in flight
+	// (max.in.flight.requests.per.connection=1 without idempotence), as the Java Sender does.
+	guaranteeMessageOrder bool
+
+	// inFlightBatches lists, per partition, the batches in requests that have not completed, so
+	// that they too expire at delivery.timeout.ms.
+	inFlightBatches map[metadata.TopicPartition][]*accumulator.ProducerBatch
+	// nextInitAttempt delays InitProducerId after a failure by retry.backoff.ms.
+	nextInitAttempt time.Time
+
+	running   atomic.Bool
+	forced    atomic.Bool
+	clock     func() time.Time
+	onRequest func() // test hook: called after every request handed to the client
+}
+
+// run is the sender goroutine's body. It returns when Close is done: after a graceful close has
+// drained everything, or at once after forceClose (remaining records failed with
+// ErrProducerClosed).
+func (s *Sender) run() {
+	for s.running.Load() {
+		s.runOnce(s.clock())
+	}
+	// Graceful close: keep going while there is buffered data or a response to wait for.
+	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0) {
+		s.runOnce(s.clock())
+	}
+	if s.forced.Load() {
+		s.failInFlight(ErrProducerClosed)
+		s.acc.AbortIncompleteBatches(fmt.Errorf("%w before the record was acknowledged", ErrProducerClosed))
+	}
+	if err := s.client.Close(); err != nil {
+		s.log.Warn("closing network client", "error", err)
+	}
+}
+
+func (s *Sender) initiateClose() {
+	s.acc.Close()
+	s.running.Store(false)
+	s.client.Wakeup()
+}
+
+func (s *Sender) forceClose() {
+	s.forced.Store(true)
+	s.initiateClose()
+}
+
+// runOnce is one iteration of the loop: make sure an idempotent producer has its id, send what
+// is ready, then poll the network.
+func (s *Sender) runOnce(now time.Time) {
+	if s.txn != nil {
+		if err := s.txn.fatal; err != nil {
+			s.acc.AbortIncompleteBatches(err)
+			s.client.Poll(s.retryBackoff, now)
+			return
+		}
+		if !s.txn.hasProducerID() {
+			s.maybeInitProducerID(now)
+			s.client.Poll(s.pollTimeoutWithoutData(now), now)
+			return
+		}
+	}
+	timeout := s.sendProducerData(now)
+	s.client.Poll(timeout, now)
+}
+
+// pollTimeoutWithoutData bounds the poll while we wait for a producer id: short enough to retry.
+func (s *Sender) pollTimeoutWithoutData(now time.Time) time.Duration {
+	if d := s.nextInitAttempt.Sub(now); d > 0 {
+		return d
+	}
+	return s.retryBackoff
+}
+
+// sendProducerData is Sender.sendProducerData: ready nodes, drain, expire, build requests.
+// It returns how long the following poll may block.
+func (s *Sender) sendProducerData(now time.Time) time.Duration {
+	cluster := s.meta.Fetch()
+	result := s.acc.Ready(cluster, now)
+	if len(result.UnknownLeaderTopics) > 0 {
+		// Partitions without a leader: ask for metadata now rather than at its next refresh.
+		for _, topic := range result.UnknownLeaderTopics {
+			s.meta.Add(topic, now)
+		}
+		s.meta.RequestUpdate()
+	}
+
+	notReadyTimeout := time.Duration(1<<63 - 1)
+	ready := result.ReadyNodes[:0:0]
+	for _, id := range result.ReadyNodes {
+		node, ok := cluster.Node(id)
+		if !ok {
+			continue
+		}
+		if !s.client.Ready(node, now) {
+			notReadyTimeout = min(notReadyTimeout, s.client.ConnectionDelay(id, now))
+			continue
+		}
+		ready = append(ready, id)
+	}
+
+	batches := s.acc.Drain(cluster, ready, s.maxRequestSize, now)
+	for _, list := range batches {
+		for _, b := range list {
+			s.inFlightBatches[b.TopicPartition] = append(s.inFlightBatches[b.TopicPartition], b)
+			if s.txn != nil {
+				s.txn.addInFlight(b)
+			}
+			if s.guaranteeMessageOrder {
+				s.acc.MutePartition(b.TopicPartition)
+			}
+		}
+	}
+
+	s.expireBatches(now)
+
+	for node, list := range batches {
+		if len(list) > 0 {
+			s.sendProduceRequest(node, list, now)
+		}
+	}
+
+	timeout := min(result.NextReadyCheckDelay, notReadyTimeout)
+	if len(ready) > 0 {
+		// Data went out: loop at once in case more is sendable (Java does the same).
+		timeout = 0
+	}
+	return max(timeout, 0)
+}
+
+// expireBatches fails batches older than delivery.timeout.ms: those still queued, and those
+// whose request is in flight (the Java Sender's getExpiredInflightBatches). An in-flight batch's
+// callbacks run now; its memory is released when its request completes.
+func (s *Sender) expireBatches(now time.Time) {
+	for _, b := range s.acc.ExpiredBatches(now) {
+		s.failBatch(b, s.timeoutError(b, now, nil))
+		s.acc.Deallocate(b)
+	}
+	for _, list := range s.inFlightBatches {
+		for _, b := range list {
+			if !b.IsDone() && now.Sub(b.Created) >= s.deliveryTimeout {
+				s.failBatch(b, s.timeoutError(b, now, nil))
+			}
+		}
+	}
+}
+
+func (s *Sender) timeoutError(b *accumulator.ProducerBatch, now time.Time, cause error) error {
+	return &DeliveryTimeoutError{
+		Partition: b.TopicPartition.String(),
+		Records:   b.RecordCount(),
+		Elapsed:   now.Sub(b.Created),
+		Cause:     cause,
+	}
+}
+
+// sendProduceRequest builds one ProduceRequest for a node's drained batches.
+func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerBatch, now time.Time) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = s.acks
+	req.TimeoutMillis = int32(s.requestTimeout.Milliseconds())
+	byTP := make(map[metadata.TopicPartition]*accumulator.ProducerBatch, len(batches))
+	topicIndex := make(map[string]int)
+	for _, b := range batches {
+		tp := b.TopicPartition
+		byTP[tp] = b
+		i, ok := topicIndex[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topicIndex[tp.Topic] = i
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewProduceRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.Records = b.AppendEncoded(nil)
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	s.client.Send(&network.ClientRequest{
+		Destination:    node,
+		Body:           req,
+		ExpectResponse: s.acks != 0,
+		Created:        now,
+		Timeout:        s.requestTimeout,
+		Callback: func(resp *inflight.Response) {
+			s.handleProduceResponse(resp, byTP)
+		},
+	}, now)
+	if s.onRequest != nil {
+		s.onRequest()
+	}
+}
+
+// handleProduceResponse is Sender.handleProduceResponse: every batch of the request is completed,
+// retried, split or failed.
+func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
+	now := resp.Received
+	if now.IsZero() {
+		now = s.clock()
+	}
+	node := resp.Request.Destination
+	switch {
+	case resp.Disconnected || resp.TimedOut:
+		err := &networkError{Node: node, TimedOut: resp.TimedOut, Cause: resp.Err}
+		for _, b := range batches {
+			s.completeBatch(b, err, -1, -1, now)
+		}
+	case resp.Err != nil:
+		for _, b := range batches {
+			s.completeBatch(b, fmt.Errorf("produce to broker %d: %w", node, resp.Err), -1, -1, now)
+		}
+	case !resp.Request.ExpectResponse:
+		// acks=0: the broker sends nothing back; the write leaving the socket is all we learn.
+		for _, b := range batches {
+			s.completeBatch(b, nil, -1, -1, now)
+		}
+	default:
+		pr, ok := resp.Body.(*kmsg.ProduceResponse)
+		if !ok {
+			for _, b := range batches {
+				s.completeBatch(b, fmt.Errorf("broker %d answered a produce request with %T", node, resp.Body), -1, -1, now)
+			}
+			return
+		}
+		for _, t := range pr.Topics {
+			for _, p := range t.Partitions {
+				tp := metadata.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+				b := batches[tp]
+				if b == nil {
+					continue
+				}
+				delete(batches, tp)
+				err := kerr.ErrorForCode(p.ErrorCode)
+				if err != nil {
+					err = brokerError(err, p.ErrorMessage, p.ErrorRecords)
+				}
+				s.completeBatch(b, err, p.BaseOffset, p.LogAppendTime, now)
+			}
+		}
+		// A partition the broker did not mention is a broker bug; do not leave it hanging.
+		for _, b := range batches {
+			s.completeBatch(b, fmt.Errorf("broker %d returned no result for %s", node, b.TopicPartition), -1, -1, now)
+		}
+	}
+}
+
+// brokerError keeps the broker's error (kerr, so errors.Is works and its name is in the message)
+// and adds the broker's own message and the first per-record error when there are any.
+func brokerError(err error, msg *string, recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord) error {
+	extra := ""
+	if msg != nil && *msg != "" {
+		extra = *msg
+	}
+	if len(recordErrs) > 0 && recordErrs[0].ErrorMessage != nil {
+		if extra != "" {
+			extra += "; "
+		}
+		extra += fmt.Sprintf("record %d: %s", recordErrs[0].RelativeOffset, *recordErrs[0].ErrorMessage)
+	}
+	if extra == "" {
+		return err
+	}
+	return fmt.Errorf("%w (broker says: %s)", err, extra)
+}
+
+// completeBatch decides a batch's fate after an attempt, after Sender.completeBatch.
+func (s *Sender) completeBatch(b *accumulator.ProducerBatch, err error, baseOffset, logAppendTime int64, now time.Time) {
+	s.removeInFlightBatch(b)
+	if s.guaranteeMessageOrder {
+		s.acc.UnmutePartition(b.TopicPartition)
+	}
+	switch {
+	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
+		// A duplicate means the broker already has this batch from an earlier attempt whose
+		// response we lost: it is delivered.
+		b.Complete(baseOffset, logAppendTime)
+		s.acc.Deallocate(b)
+
+	case errors.Is(err, kerr.MessageTooLarge) && b.RecordCount() > 1 && !b.IsDone():
+		n := s.acc.SplitAndReenqueue(b)
+		s.log.Info("batch too large for the broker: split", "partition", b.TopicPartition.String(),
+			"records", b.RecordCount(), "new_batches", n)
+		if s.txn != nil {
+			// The split batches need fresh sequences; a new epoch gives them a clean space.
+			s.txn.requestEpochBump()
+		}
+		s.acc.Deallocate(b)
+
+	case s.txn != nil && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
+		errors.Is(err, kerr.InvalidProducerEpoch)) && s.canRetryTime(b, now):
+		// The broker's sequence state and ours disagree. Bump the epoch, which starts every
+		// partition at sequence 0, and send the batch again: losing nothing beats ordering here.
+		s.log.Warn("idempotent sequence broken: bumping the producer epoch", "partition", b.TopicPartition.String(),
+			"error", err)
+		s.txn.requestEpochBump()
+		s.reenqueue(b, now)
+
+	case s.canRetry(b, err, now):
+		s.log.Debug("retrying batch", "partition", b.TopicPartition.String(), "attempt", b.Attempts+1, "error", err)
+		if needsMetadataRefresh(err) {
+			s.meta.RequestUpdate()
+		}
+		s.reenqueue(b, now)
+
+	default:
+		if !b.IsDone() && isRetriable(err) && now.Sub(b.Created) >= s.deliveryTimeout {
+			err = s.timeoutError(b, now, err)
+		}
+		s.failBatch(b, err)
+		s.acc.Deallocate(b)
+	}
+}
+
+func (s *Sender) reenqueue(b *accumulator.ProducerBatch, now time.Time) {
+	if b.IsDone() {
+		// Expired while in flight: its callbacks already ran.
+		s.acc.Deallocate(b)
+		return
+	}
+	s.acc.Reenqueue(b, now)
+}
+
+// canRetry is Sender.canRetry: within delivery.timeout.ms, under retries, and a retriable error.
+func (s *Sender) canRetry(b *accumulator.ProducerBatch, err error, now time.Time) bool {
+	return s.canRetryTime(b, now) && b.Attempts < s.retries && isRetriable(err)
+}
+
+func (s *Sender) canRetryTime(b *accumulator.ProducerBatch, now time.Time) bool {
+	return !b.IsDone() && now.Sub(b.Created) < s.deliveryTimeout
+}
+
+// failBatch runs every record's callback with err (once; a batch already done is left alone).
+func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error) {
+	if b.CompleteExceptionally(err, nil) {
+		s.log.Debug("batch failed", "partition", b.TopicPartition.String(), "records", b.RecordCount(), "error", err)
+	}
+}
+
+func (s *Sender) removeInFlightBatch(b *accumulator.ProducerBatch) {
+	if s.txn != nil {
+		s.txn.removeInFlight(b)
+	}
+	list := s.inFlightBatches[b.TopicPartition]
+	for i, x := range list {
+		if x == b {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.inFlightBatches, b.TopicPartition)
+	} else {
+		s.inFlightBatches[b.TopicPartition] = list
+	}
+}
+
+// failInFlight fails the batches of requests that will never complete (forced close).
+func (s *Sender) failInFlight(err error) {
+	for _, list := range s.inFlightBatches {
+		for _, b := range list {
+			s.failBatch(b, err)
+		}
+	}
+}
+
+// maybeInitProducerID sends InitProducerId (a new id, or with the current id and epoch to bump
+// the epoch, KIP-360) once nothing is in flight.
+func (s *Sender) maybeInitProducerID(now time.Time) {
+	t := s.txn
+	if t.initInFlight || now.Before(s.nextInitAttempt) || t.inFlight > 0 {
+		return
+	}
+	node, ok := s.client.LeastLoadedNode(now)
+	if !ok || !s.client.Ready(node, now) {
+		return
+	}
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = int32(60000)
+	if t.producerID >= 0 {
+		req.ProducerID = t.producerID
+		req.ProducerEpoch = t.producerEpoch
+	}
+	t.initInFlight = true
+	s.client.Send(&network.ClientRequest{
+		Destination:    node.ID,
+		Body:           req,
+		ExpectResponse: true,
+		Created:        now,
+		Timeout:        s.requestTimeout,
+		Callback:       s.handleInitProducerID,
+	}, now)
+	if s.onRequest != nil {
+		s.onRequest()
+	}
+}
+
+func (s *Sender) handleInitProducerID(resp *inflight.Response) {
+	t := s.txn
+	t.initInFlight = false
+	now := resp.Received
+	if now.IsZero() {
+		now = s.clock()
+	}
+	var err error
+	switch {
+	case resp.Disconnected || resp.TimedOut:
+		err = &networkError{Node: resp.Request.Destination, TimedOut: resp.TimedOut, Cause: resp.Err}
+	case resp.Err != nil:
+		err = resp.Err
+	default:
+		r, ok := resp.Body.(*kmsg.InitProducerIDResponse)
+		if !ok {
+			err = fmt.Errorf("unexpected InitProducerId response %T", resp.Body)
+			break
+		}
+		if err = kerr.ErrorForCode(r.ErrorCode); err == nil {
+			s.log.Debug("producer id", "id", r.ProducerID, "epoch", r.ProducerEpoch)
+			t.setProducerIDAndEpoch(r.ProducerID, r.ProducerEpoch)
+			return
+		}
+	}
+	if isRetriable(err) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+		s.log.Debug("InitProducerId failed; retrying", "error", err)
+		if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+			// Our epoch is not the broker's: ask for a fresh producer id instead of a bump.
+			t.producerID, t.producerEpoch = -1, -1
+		}
+		s.nextInitAttempt = now.Add(s.retryBackoff)
+		return
+	}
+	t.fatal = fmt.Errorf("idempotent producer cannot get a producer id: %w", err)
+	s.log.Error("idempotent producer disabled by a fatal error", "error", err)
+}

@@ -1,0 +1,142 @@
+package producer
+
+import (
+	"math"
+	"slices"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/metadata"
+)
+
+// transactionManager is the idempotent producer's state, after the Java TransactionManager:
+// the producer id and epoch from InitProducerId, and per partition the next sequence number and
+// the batches in flight in sequence order. It is owned by the sender goroutine (Drain, which calls
+// it through accumulator.SequenceSource, runs there too) and takes no locks.
+//
+// Recovery from a broken sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, a split
+// batch) is by epoch bump (KIP-360): drain stops, in-flight requests finish, InitProducerId is
+// sent with the current id and epoch, and every partition starts again at sequence 0 under the
+// new epoch. Batches queued for retry keep their order in the deques and get new sequences at
+// their next drain, because their epoch no longer matches.
+type transactionManager struct {
+	producerID    int64
+	producerEpoch int16
+
+	// bumpNeeded stops draining until a new epoch is in place.
+	bumpNeeded bool
+	// initInFlight is set while an InitProducerId request is outstanding.
+	initInFlight bool
+	// fatal is set when the broker refuses us a producer id for good; every record fails with it.
+	fatal error
+
+	partitions map[metadata.TopicPartition]*partitionSequences
+	inFlight   int // batches in flight over all partitions
+}
+
+type partitionSequences struct {
+	next     int32
+	inFlight []*accumulator.ProducerBatch // ascending base sequence
+}
+
+var _ accumulator.SequenceSource = (*transactionManager)(nil)
+
+func newTransactionManager() *transactionManager {
+	return &transactionManager{
+		producerID:    -1,
+		producerEpoch: -1,
+		partitions:    make(map[metadata.TopicPartition]*partitionSequences),
+	}
+}
+
+func (t *transactionManager) partition(tp metadata.TopicPartition) *partitionSequences {
+	p := t.partitions[tp]
+	if p == nil {
+		p = &partitionSequences{}
+		t.partitions[tp] = p
+	}
+	return p
+}
+
+// hasProducerID reports whether batches can be stamped: an id is known and no bump is pending.
+func (t *transactionManager) hasProducerID() bool {
+	return t.producerID >= 0 && !t.bumpNeeded
+}
+
+// ProducerIDAndEpoch implements accumulator.SequenceSource.
+func (t *transactionManager) ProducerIDAndEpoch() (int64, int16, bool) {
+	return t.producerID, t.producerEpoch, t.hasProducerID()
+}
+
+// NextSequence implements accumulator.SequenceSource.
+func (t *transactionManager) NextSequence(tp metadata.TopicPartition) int32 {
+	return t.partition(tp).next
+}
+
+// IncrementSequence implements accumulator.SequenceSource. Sequences wrap to 0 after
+// math.MaxInt32, as DefaultRecordBatch.incrementSequence does.
+func (t *transactionManager) IncrementSequence(tp metadata.TopicPartition, n int32) {
+	p := t.partition(tp)
+	if p.next > math.MaxInt32-n {
+		p.next = n - (math.MaxInt32 - p.next) - 1
+		return
+	}
+	p.next += n
+}
+
+// ShouldStopDrain implements accumulator.SequenceSource: a retried batch (one that already has a
+// sequence under the current epoch) is sent only when it is the oldest in flight for its
+// partition, which in effect lowers max.in.flight to 1 while a partition recovers, so the broker
+// sees sequences in order.
+func (t *transactionManager) ShouldStopDrain(tp metadata.TopicPartition, first *accumulator.ProducerBatch) bool {
+	if !t.hasProducerID() {
+		return true
+	}
+	p := t.partitions[tp]
+	if p == nil || len(p.inFlight) == 0 {
+		return false
+	}
+	if !t.stampedNow(first) {
+		return false
+	}
+	return first.BaseSequence() != p.inFlight[0].BaseSequence()
+}
+
+// stampedNow reports whether b carries a sequence under the current producer id and epoch.
+func (t *transactionManager) stampedNow(b *accumulator.ProducerBatch) bool {
+	return b.HasSequence() && b.ProducerID() == t.producerID && b.ProducerEpoch() == t.producerEpoch
+}
+
+// addInFlight records drained batches, keeping each partition's list in sequence order.
+func (t *transactionManager) addInFlight(b *accumulator.ProducerBatch) {
+	p := t.partition(b.TopicPartition)
+	i, _ := slices.BinarySearchFunc(p.inFlight, b.BaseSequence(), func(x *accumulator.ProducerBatch, seq int32) int {
+		return int(x.BaseSequence()) - int(seq)
+	})
+	p.inFlight = slices.Insert(p.inFlight, i, b)
+	t.inFlight++
+}
+
+// removeInFlight forgets a batch whose request finished (acknowledged, failed or to be retried).
+func (t *transactionManager) removeInFlight(b *accumulator.ProducerBatch) {
+	p := t.partitions[b.TopicPartition]
+	if p == nil {
+		return
+	}
+	if i := slices.Index(p.inFlight, b); i >= 0 {
+		p.inFlight = slices.Delete(p.inFlight, i, i+1)
+		t.inFlight--
+	}
+}
+
+// requestEpochBump stops draining; the sender bumps once nothing is in flight.
+func (t *transactionManager) requestEpochBump() { t.bumpNeeded = true }
+
+// setProducerIDAndEpoch installs the result of InitProducerId and starts every partition's
+// sequence at 0: a new epoch is a new sequence space on the broker. Called only when no batch
+// is in flight.
+func (t *transactionManager) setProducerIDAndEpoch(id int64, epoch int16) {
+	t.producerID, t.producerEpoch = id, epoch
+	t.bumpNeeded = false
+	// The sender only asks for a new epoch when nothing is in flight, so no batch is tracked here.
+	clear(t.partitions)
+}

@@ -138,6 +138,9 @@ func newClient(cfg Config, meta *metadata.Metadata, rnd *rand.Rand) *NetworkClie
 // Ready reports whether node can take a request now. If not, and the node is disconnected with its
 // reconnect backoff passed, it starts connecting.
 func (c *NetworkClient) Ready(node metadata.Node, now time.Time) bool {
+	if c.closed {
+		return false
+	}
 	if c.IsReady(node.ID, now) {
 		return true
 	}
@@ -354,15 +357,28 @@ func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, nod
 // handleCompletedReceives matches each response to its node's oldest request, checks the
 // correlation id and decodes it. A mismatch closes the connection.
 func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, receives []Receive, now time.Time) []*inflight.Response {
+	// closed holds nodes this loop closed for a protocol error: their later receives belong to
+	// requests already failed. (A node the selector reports disconnected in this same Poll still
+	// has its earlier receives handled here, before handleDisconnections, as in the Java client.)
+	var closed map[int32]bool
+	closeNode := func(node int32, cause error, failed *inflight.Request) {
+		if closed == nil {
+			closed = map[int32]bool{}
+		}
+		closed[node] = true
+		c.selector.Close(node)
+		if failed != nil {
+			responses = c.failRequest(responses, failed, now, fmt.Errorf("%w: %w", ErrDisconnected, cause), false)
+		}
+		responses = c.processDisconnection(responses, node, now, cause, false)
+	}
 	for _, recv := range receives {
-		if !c.selector.Has(recv.Node) {
-			continue // closed earlier in this Poll (correlation mismatch); its requests failed
+		if closed[recv.Node] {
+			continue
 		}
 		r := c.inFlight.CompleteNext(recv.Node)
 		if r == nil {
-			c.selector.Close(recv.Node)
-			responses = c.processDisconnection(responses, recv.Node, now,
-				fmt.Errorf("network: node %d sent a response with no request in flight", recv.Node), false)
+			closeNode(recv.Node, fmt.Errorf("network: node %d sent a response with no request in flight", recv.Node), nil)
 			continue
 		}
 		if c.sending[recv.Node] == r {
@@ -375,9 +391,7 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 		body, err := parseResponse(recv.Node, r.Body, r.CorrelationID, recv.Payload)
 		var mismatch *CorrelationIDMismatchError
 		if errors.As(err, &mismatch) {
-			c.selector.Close(recv.Node)
-			responses = c.failRequest(responses, r, now, fmt.Errorf("%w: %w", ErrDisconnected, err), false)
-			responses = c.processDisconnection(responses, recv.Node, now, err, false)
+			closeNode(recv.Node, err, r)
 			continue
 		}
 		switch {

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"time"
 )
@@ -26,6 +27,9 @@ const (
 	// default), so a corrupt or hostile size prefix cannot make us allocate gigabytes.
 	DefaultMaxReceiveBytes = 104857600
 )
+
+// maxProduceVersion is the default cap on Produce: v13 (KIP-516) names topics by id only.
+const maxProduceVersion = 12
 
 // SASL mechanisms the channel can authenticate with.
 const (
@@ -65,8 +69,9 @@ type Config struct {
 	SASL *SASLConfig
 	// Dialer opens the TCP connection; nil uses a net.Dialer.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
-	// MaxVersions caps the version used per API key below what kmsg and the broker support. By
-	// default Produce is capped at v12: v13 names topics by id, which the producer does not use.
+	// MaxVersions caps the version used per API key below what kmsg and the broker support.
+	// Produce is capped at v12 unless the map sets key 0: v13 names topics by id only, and the
+	// producer names them.
 	MaxVersions map[int16]int16
 }
 
@@ -88,8 +93,13 @@ func (c Config) withDefaults() Config {
 	if c.MaxReceiveBytes <= 0 {
 		c.MaxReceiveBytes = DefaultMaxReceiveBytes
 	}
-	if c.MaxVersions == nil {
-		c.MaxVersions = map[int16]int16{0: 12}
+	if _, ok := c.MaxVersions[0]; !ok {
+		caps := maps.Clone(c.MaxVersions)
+		if caps == nil {
+			caps = map[int16]int16{}
+		}
+		caps[0] = maxProduceVersion
+		c.MaxVersions = caps
 	}
 	if c.Dialer == nil {
 		var d net.Dialer

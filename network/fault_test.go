@@ -166,3 +166,23 @@ func TestClientCloseFailsInFlight(t *testing.T) {
 		t.Fatalf("response = %+v, want ErrClientClosed", got)
 	}
 }
+
+// TestClientResponseThenCloseInOnePoll pins that a response read just before the broker closed
+// the connection is delivered, not failed as disconnected, when both land in the same Poll.
+func TestClientResponseThenCloseInOnePoll(t *testing.T) {
+	b := startFakeBroker(t, 0, func(w io.Writer, req fakeRequest) {
+		writeResponse(w, req, req.correlation, req.body.ResponseKind())
+		w.(io.Closer).Close()
+	})
+	c, node := readyFakeNode(t, b, Config{})
+	var got *inflight.Response
+	c.Send(&ClientRequest{Destination: node.ID, Body: produceRequest("events", 0, nil, -1), ExpectResponse: true,
+		Callback: func(r *inflight.Response) { got = r }}, time.Now())
+	time.Sleep(200 * time.Millisecond) // let the response and the close both queue up
+	c.Poll(0, time.Now())
+	pollUntil(t, c, 5*time.Second, "response", func() bool { return got != nil })
+	if got.Err != nil || got.Disconnected || got.Body == nil {
+		t.Fatalf("response = %+v, want the broker's answer", got)
+	}
+	pollUntil(t, c, 5*time.Second, "disconnect", func() bool { return c.ConnectionFailed(node.ID) })
+}

@@ -1,0 +1,309 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var t0 = time.Unix(1_000_000, 0)
+
+func newTestMetadata(t *testing.T) *Metadata {
+	t.Helper()
+	m, err := New([]string{"127.0.0.1:9092", "localhost:9093"}, 5*time.Minute, 100*time.Millisecond, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+type partitionSpec struct {
+	partition, leader, epoch int32
+	err                      int16
+}
+
+func response(topics map[string][]partitionSpec, topicErrors map[string]int16) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	for _, id := range []int32{1, 2} {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = id, "broker", 9090+id
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	for name, ps := range topics {
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		rt.ErrorCode = topicErrors[name]
+		for _, p := range ps {
+			rp := kmsg.NewMetadataResponseTopicPartition()
+			rp.Partition, rp.Leader, rp.LeaderEpoch, rp.ErrorCode = p.partition, p.leader, p.epoch, p.err
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for name, code := range topicErrors {
+		if _, ok := topics[name]; !ok {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			rt.ErrorCode = code
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	return resp
+}
+
+func TestNewBootstrap(t *testing.T) {
+	m := newTestMetadata(t)
+	c := m.Fetch()
+	if !c.IsBootstrap() {
+		t.Fatal("not a bootstrap cluster")
+	}
+	want := []Node{{ID: -1, Host: "127.0.0.1", Port: 9092}, {ID: -2, Host: "localhost", Port: 9093}}
+	if !slices.Equal(c.Nodes(), want) {
+		t.Fatalf("nodes = %v, want %v", c.Nodes(), want)
+	}
+	if m.TimeToNextUpdate(t0) != 0 {
+		t.Fatal("first update not due at once")
+	}
+	for _, bad := range [][]string{nil, {"nohost"}, {"h:notaport"}, {":9092"}, {"h:70000"}} {
+		if _, err := New(bad, time.Minute, time.Second, false); err == nil {
+			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+}
+
+func TestUpdateBuildsCluster(t *testing.T) {
+	m := newTestMetadata(t)
+	m.Update(response(map[string][]partitionSpec{
+		"a": {{2, 2, 5, 0}, {0, 1, 3, 0}, {1, -1, -1, kerr.LeaderNotAvailable.Code}},
+		"b": {{0, 2, 1, 0}},
+	}, map[string]int16{"denied": kerr.TopicAuthorizationFailed.Code, "missing": kerr.UnknownTopicOrPartition.Code}), t0)
+
+	c := m.Fetch()
+	if c.IsBootstrap() || m.Version() != 1 {
+		t.Fatalf("bootstrap %v, version %d", c.IsBootstrap(), m.Version())
+	}
+	if n, ok := c.Node(2); !ok || n.Addr() != "broker:9092" {
+		t.Fatalf("node 2 = %v, %v", n, ok)
+	}
+	if got := c.PartitionCount("a"); got != 3 {
+		t.Fatalf("partitions of a = %d", got)
+	}
+	if got := c.AvailablePartitions("a"); !slices.Equal(got, []int32{0, 2}) {
+		t.Fatalf("available partitions of a = %v (partition 1 has no leader)", got)
+	}
+	if leader, ok := c.LeaderFor(TopicPartition{"a", 2}); !ok || leader != 2 {
+		t.Fatalf("leader a-2 = %d %v", leader, ok)
+	}
+	if _, ok := c.LeaderFor(TopicPartition{"a", 1}); ok {
+		t.Fatal("a-1 has a leader")
+	}
+	if _, ok := c.LeaderFor(TopicPartition{"a", 9}); ok {
+		t.Fatal("a-9 exists")
+	}
+	want := []TopicPartition{{"a", 2}, {"b", 0}}
+	if got := c.PartitionsForNode(2); !slices.Equal(got, want) {
+		t.Fatalf("partitions for node 2 = %v, want %v", got, want)
+	}
+	if !errors.Is(c.TopicError("denied"), kerr.TopicAuthorizationFailed) || !errors.Is(c.TopicError("missing"), kerr.UnknownTopicOrPartition) {
+		t.Fatalf("topic errors: %v, %v", c.TopicError("denied"), c.TopicError("missing"))
+	}
+	if c.TopicError("a") != nil || c.PartitionCount("denied") != 0 {
+		t.Fatal("healthy topic has an error, or denied topic has partitions")
+	}
+	if p, _ := c.Partition(TopicPartition{"a", 1}); !errors.Is(p.Err, kerr.LeaderNotAvailable) {
+		t.Fatalf("partition error %v", p.Err)
+	}
+	// Invalid-metadata errors (LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION) ask again.
+	if !m.UpdateRequested() {
+		t.Fatal("no update requested after invalid metadata errors")
+	}
+}
+
+func TestUpdateKeepsNewerLeaderEpoch(t *testing.T) {
+	m := newTestMetadata(t)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 7, 0}}}, nil), t0)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 2, 6, 0}}}, nil), t0.Add(time.Second))
+	if leader, _ := m.Fetch().LeaderFor(TopicPartition{"a", 0}); leader != 1 {
+		t.Fatalf("leader %d from a stale epoch replaced the newer one", leader)
+	}
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 2, 8, 0}}}, nil), t0.Add(2*time.Second))
+	if leader, _ := m.Fetch().LeaderFor(TopicPartition{"a", 0}); leader != 2 {
+		t.Fatalf("leader %d, want 2 at the newer epoch", leader)
+	}
+}
+
+func TestUpdateWithoutBrokersIsAFailure(t *testing.T) {
+	m := newTestMetadata(t)
+	m.Update(kmsg.NewPtrMetadataResponse(), t0)
+	if m.Version() != 0 || !m.Fetch().IsBootstrap() {
+		t.Fatal("an empty response was installed")
+	}
+	if d := m.TimeToNextUpdate(t0); d != 100*time.Millisecond {
+		t.Fatalf("next update in %v, want the refresh backoff", d)
+	}
+}
+
+func TestTimeToNextUpdate(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(m *Metadata)
+		at    time.Time
+		want  time.Duration
+	}{
+		{"fresh metadata waits for max age", func(m *Metadata) { m.Update(response(nil, nil), t0) }, t0.Add(time.Minute), 4 * time.Minute},
+		{"max age passed", func(m *Metadata) { m.Update(response(nil, nil), t0) }, t0.Add(6 * time.Minute), 0},
+		{"requested, inside backoff", func(m *Metadata) { m.Update(response(nil, nil), t0); m.RequestUpdate() }, t0.Add(30 * time.Millisecond), 70 * time.Millisecond},
+		{"requested, backoff passed", func(m *Metadata) { m.Update(response(nil, nil), t0); m.RequestUpdate() }, t0.Add(time.Second), 0},
+		{"failed attempt backs off", func(m *Metadata) { m.FailedUpdate(t0) }, t0.Add(40 * time.Millisecond), 60 * time.Millisecond},
+		{"new topic skips the backoff", func(m *Metadata) { m.Update(response(nil, nil), t0); m.Add("t", t0) }, t0, 0},
+		{"known topic does not", func(m *Metadata) {
+			m.Add("t", t0)
+			m.Update(response(map[string][]partitionSpec{"t": {{0, 1, 0, 0}}}, nil), t0)
+			m.Add("t", t0)
+		}, t0.Add(time.Minute), 4 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newTestMetadata(t)
+			tt.setup(m)
+			if got := m.TimeToNextUpdate(tt.at); got != tt.want {
+				t.Fatalf("TimeToNextUpdate = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTopicsExpireWhenIdle(t *testing.T) {
+	m := newTestMetadata(t)
+	m.Add("kept", t0)
+	m.Add("idle", t0)
+	m.Update(response(map[string][]partitionSpec{"kept": {{0, 1, 0, 0}}, "idle": {{0, 1, 0, 0}}}, nil), t0)
+	later := t0.Add(DefaultMaxIdle + time.Second)
+	m.Add("kept", later.Add(-time.Minute))
+	m.Update(response(map[string][]partitionSpec{"kept": {{0, 1, 0, 0}}, "idle": {{0, 1, 0, 0}}}, nil), later)
+	if got := m.Topics(); !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("topics = %v, want the idle one dropped", got)
+	}
+	// A new topic is kept until a response mentions it, however long that takes.
+	m.Add("slow", later)
+	m.Update(response(nil, nil), later.Add(DefaultMaxIdle+time.Hour))
+	if !slices.Contains(m.Topics(), "slow") {
+		t.Fatal("a new topic expired before any response named it")
+	}
+}
+
+func TestNewRequest(t *testing.T) {
+	req := NewRequest(nil, false)
+	if req.Topics == nil || len(req.Topics) != 0 {
+		t.Fatal("no topics must be an empty list, not null (null means all topics)")
+	}
+	req = NewRequest([]string{"a", "b"}, true)
+	if len(req.Topics) != 2 || *req.Topics[1].Topic != "b" || !req.AllowAutoTopicCreation {
+		t.Fatalf("request = %+v", req)
+	}
+}
+
+func TestAwaitUpdate(t *testing.T) {
+	t.Run("wakes on update", func(t *testing.T) {
+		m := newTestMetadata(t)
+		v := m.RequestUpdate()
+		done := make(chan error, 1)
+		go func() { done <- m.AwaitUpdate(context.Background(), v, time.Time{}) }()
+		time.Sleep(10 * time.Millisecond)
+		m.Update(response(nil, nil), t0)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("AwaitUpdate did not wake")
+		}
+	})
+	t.Run("already newer", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Update(response(nil, nil), t0)
+		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		m := newTestMetadata(t)
+		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(20*time.Millisecond)); !errors.Is(err, ErrAwaitTimeout) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		m := newTestMetadata(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := m.AwaitUpdate(ctx, 0, time.Time{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("failed update does not wake", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.FailedUpdate(t0)
+		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(20*time.Millisecond)); !errors.Is(err, ErrAwaitTimeout) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("fatal error once", func(t *testing.T) {
+		m := newTestMetadata(t)
+		fatal := errors.New("authentication failed")
+		m.FatalError(fatal)
+		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(time.Second)); err != fatal {
+			t.Fatalf("err = %v", err)
+		}
+		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(10*time.Millisecond)); !errors.Is(err, ErrAwaitTimeout) {
+			t.Fatalf("second wait err = %v", err)
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		m := newTestMetadata(t)
+		done := make(chan error, 1)
+		go func() { done <- m.AwaitUpdate(context.Background(), 0, time.Time{}) }()
+		m.Close()
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestConcurrentReadersAndWriter(t *testing.T) {
+	m := newTestMetadata(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := m.Fetch()
+				_ = c.PartitionCount("a")
+				_ = c.AvailablePartitions("a")
+				m.Add("a", t0)
+				_ = m.TimeToNextUpdate(t0)
+			}
+		}()
+	}
+	for i := range 200 {
+		m.Update(response(map[string][]partitionSpec{"a": {{0, 1, int32(i), 0}}}, nil), t0)
+	}
+	close(stop)
+	for range 4 {
+		<-done
+	}
+	if m.Version() != 200 {
+		t.Fatalf("version %d", m.Version())
+	}
+}

@@ -1,0 +1,208 @@
+package network
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestExponentialBackoffRanges(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	b := newExponentialBackoff(50*time.Millisecond, 2, time.Second, 0.2, rnd)
+	tests := []struct {
+		attempts int
+		term     time.Duration // before jitter
+	}{
+		{0, 50 * time.Millisecond},
+		{1, 100 * time.Millisecond},
+		{2, 200 * time.Millisecond},
+		{3, 400 * time.Millisecond},
+		{4, 800 * time.Millisecond},
+		{5, time.Second}, // 1600ms, capped
+		{30, time.Second},
+	}
+	for _, tt := range tests {
+		lo, hi := time.Duration(float64(tt.term)*0.8), time.Duration(float64(tt.term)*1.2)
+		hi = min(hi, time.Second)
+		if tt.attempts >= 5 {
+			// The term stops growing at max, jitter applies to max and the result is capped.
+			lo = 800 * time.Millisecond
+		}
+		seenLow, seenHigh := false, false
+		for range 2000 {
+			d := b.backoff(tt.attempts)
+			if d < lo || d > hi {
+				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", tt.attempts, d, lo, hi)
+			}
+			mid := (lo + hi) / 2
+			seenLow = seenLow || d < mid
+			seenHigh = seenHigh || d > mid
+		}
+		if tt.attempts < 5 && (!seenLow || !seenHigh) {
+			t.Fatalf("backoff(%d) shows no jitter", tt.attempts)
+		}
+	}
+}
+
+func TestExponentialBackoffWithoutRoom(t *testing.T) {
+	// max <= initial: the Java class returns initial, without jitter.
+	b := newExponentialBackoff(time.Second, 2, time.Second, 0.2, rand.New(rand.NewPCG(1, 1)))
+	for i := range 5 {
+		if d := b.backoff(i); d != time.Second {
+			t.Fatalf("backoff(%d) = %v", i, d)
+		}
+	}
+}
+
+func newTestStates() *ClusterConnectionStates {
+	return NewClusterConnectionStates(100*time.Millisecond, 10*time.Second, 10*time.Second, 30*time.Second, rand.New(rand.NewPCG(3, 4)))
+}
+
+func within(d, center time.Duration) bool {
+	return d >= time.Duration(float64(center)*0.8) && d <= time.Duration(float64(center)*1.2)
+}
+
+func TestConnectionStatesLifecycle(t *testing.T) {
+	s := newTestStates()
+	now := time.Unix(100, 0)
+	const node = 1
+	if !s.CanConnect(node, now) || s.IsDisconnected(node) || s.ConnectionDelay(node, now) != 0 {
+		t.Fatal("an unknown node must be connectable and not count as failed")
+	}
+	s.Connecting(node, now, "b:9092")
+	if s.State(node) != Connecting || s.CanConnect(node, now) || !s.IsPreparingConnection(node) {
+		t.Fatalf("state %v after Connecting", s.State(node))
+	}
+	if d := s.ConnectionDelay(node, now); d != maxDuration {
+		t.Fatalf("delay while connecting = %v", d)
+	}
+	if ids := s.ConnectingNodes(); len(ids) != 1 || ids[0] != node {
+		t.Fatalf("connecting nodes %v", ids)
+	}
+	s.CheckingAPIVersions(node)
+	if s.State(node) != CheckingAPIVersions || len(s.ConnectingNodes()) != 0 || !s.IsPreparingConnection(node) {
+		t.Fatalf("state %v", s.State(node))
+	}
+	s.Ready(node)
+	if !s.IsReady(node) || s.IsPreparingConnection(node) {
+		t.Fatal("not ready")
+	}
+	s.Disconnected(node, now)
+	if s.State(node) != Disconnected || !s.IsDisconnected(node) || !s.IsBlackedOut(node, now) {
+		t.Fatal("not disconnected")
+	}
+	if d := s.ConnectionDelay(node, now); !within(d, 100*time.Millisecond) {
+		t.Fatalf("first backoff %v, want 100ms ± 20%%", d)
+	}
+	if d := s.ConnectionDelay(node, now.Add(50*time.Millisecond)); !within(d+50*time.Millisecond, 100*time.Millisecond) {
+		t.Fatalf("remaining backoff %v", d)
+	}
+	if !s.CanConnect(node, now.Add(120*time.Millisecond)) {
+		t.Fatal("still blacked out after the longest jittered backoff")
+	}
+}
+
+func TestConnectionStatesBackoffGrowsAndResets(t *testing.T) {
+	s := newTestStates()
+	now := time.Unix(100, 0)
+	const node = 2
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
+	for i, w := range want {
+		s.Connecting(node, now, "b:9092")
+		s.Disconnected(node, now)
+		if d := s.ReconnectBackoff(node); !within(d, w) {
+			t.Fatalf("failure %d: backoff %v, want %v ± 20%%", i+1, d, w)
+		}
+	}
+	// Reaching READY resets the failure count.
+	s.Connecting(node, now, "b:9092")
+	s.CheckingAPIVersions(node)
+	s.Ready(node)
+	s.Disconnected(node, now)
+	if d := s.ReconnectBackoff(node); !within(d, 100*time.Millisecond) {
+		t.Fatalf("backoff after READY %v, want reset to 100ms", d)
+	}
+}
+
+func TestConnectionStatesSetupTimeout(t *testing.T) {
+	s := newTestStates()
+	now := time.Unix(100, 0)
+	const node = 3
+	s.Connecting(node, now, "b:9092")
+	if d := s.ConnectionSetupTimeout(node); !within(d, 10*time.Second) {
+		t.Fatalf("setup timeout %v", d)
+	}
+	if s.IsConnectionSetupTimeout(node, now.Add(7*time.Second)) {
+		t.Fatal("timed out before the shortest jittered setup timeout")
+	}
+	if !s.IsConnectionSetupTimeout(node, now.Add(13*time.Second)) {
+		t.Fatal("not timed out after the longest jittered setup timeout")
+	}
+	// A failed attempt doubles the setup timeout, up to the max.
+	s.Disconnected(node, now)
+	if d := s.ConnectionSetupTimeout(node); !within(d, 20*time.Second) {
+		t.Fatalf("setup timeout after a failure %v, want 20s ± 20%%", d)
+	}
+	s.Connecting(node, now, "b:9092")
+	s.Disconnected(node, now)
+	if d := s.ConnectionSetupTimeout(node); d > 30*time.Second || d < 24*time.Second {
+		t.Fatalf("setup timeout after two failures %v, want capped near 30s", d)
+	}
+	// Connected resets it.
+	s.Connecting(node, now, "b:9092")
+	s.CheckingAPIVersions(node)
+	if d := s.ConnectionSetupTimeout(node); !within(d, 10*time.Second) {
+		t.Fatalf("setup timeout after connecting %v", d)
+	}
+}
+
+func TestConnectionStatesAuthenticationFailed(t *testing.T) {
+	s := newTestStates()
+	now := time.Unix(100, 0)
+	const node = 4
+	s.Connecting(node, now, "b:9092")
+	s.Disconnected(node, now)
+	s.AuthenticationFailed(node, now, errTest)
+	if s.State(node) != AuthenticationFailed || !s.IsDisconnected(node) || s.AuthenticationError(node) != errTest {
+		t.Fatalf("state %v, err %v", s.State(node), s.AuthenticationError(node))
+	}
+	// Two failures' worth of backoff, as in the Java client.
+	if d := s.ConnectionDelay(node, now); !within(d, 200*time.Millisecond) {
+		t.Fatalf("backoff after authentication failure %v, want 200ms ± 20%%", d)
+	}
+	s.Connecting(node, now.Add(time.Second), "b:9092")
+	if s.AuthenticationError(node) != nil {
+		t.Fatal("authentication error outlived a new attempt")
+	}
+}
+
+func TestConnectionStatesAddressChangeResets(t *testing.T) {
+	s := newTestStates()
+	now := time.Unix(100, 0)
+	for range 4 {
+		s.Connecting(5, now, "old:9092")
+		s.Disconnected(5, now)
+	}
+	s.Connecting(5, now, "new:9092")
+	s.Disconnected(5, now)
+	if d := s.ReconnectBackoff(5); !within(d, 100*time.Millisecond) {
+		t.Fatalf("backoff %v for a new address, want the initial one", d)
+	}
+}
+
+func TestConnectionStateString(t *testing.T) {
+	for st, want := range map[ConnectionState]string{
+		Disconnected: "DISCONNECTED", Connecting: "CONNECTING", CheckingAPIVersions: "CHECKING_API_VERSIONS",
+		Ready: "READY", AuthenticationFailed: "AUTHENTICATION_FAILED",
+	} {
+		if st.String() != want {
+			t.Errorf("%d.String() = %q, want %q", st, st.String(), want)
+		}
+	}
+}
+
+type testError string
+
+func (e testError) Error() string { return string(e) }
+
+const errTest = testError("test")

@@ -37,9 +37,12 @@ type Metadata struct {
 	maxAge, refreshBackoff, maxIdle time.Duration
 	allowAutoCreate                 bool
 
-	mu                    sync.Mutex
-	version               int
-	needUpdate            bool
+	mu         sync.Mutex
+	version    int
+	needUpdate bool
+	// requestVersion counts update requests, so a response to a request built before the
+	// latest RequestUpdate does not satisfy it (the Java client's requestVersion).
+	requestVersion        int
 	lastRefresh           time.Time            // last attempt, successful or not: refresh backoff runs from it
 	lastSuccessfulRefresh time.Time            // metadata.max.age.ms runs from it
 	topics                map[string]time.Time // topic -> when it expires unless used again
@@ -101,6 +104,7 @@ func (m *Metadata) Add(topic string, now time.Time) {
 	if !known {
 		m.newTopics[topic] = struct{}{}
 		m.needUpdate = true
+		m.requestVersion++
 		m.lastRefresh = time.Time{}
 	}
 }
@@ -123,7 +127,21 @@ func (m *Metadata) RequestUpdate() (version int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.needUpdate = true
+	m.requestVersion++
 	return m.version
+}
+
+// NewRequestAndVersion returns the metadata request for the topics of interest and the request
+// version to hand back to UpdateFor with its response.
+func (m *Metadata) NewRequestAndVersion() (*kmsg.MetadataRequest, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	topics := make([]string, 0, len(m.topics))
+	for t := range m.topics {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	return NewRequest(topics, m.allowAutoCreate), m.requestVersion
 }
 
 // UpdateRequested reports whether an update was asked for and has not happened yet.
@@ -172,8 +190,19 @@ func isInvalidMetadata(err error) bool {
 }
 
 // Update installs the cluster described by resp, bumps the version and wakes AwaitUpdate callers.
-// A response without brokers is ignored as a failed attempt, as the Java client does.
+// It satisfies every update requested so far; see UpdateFor. A response without brokers is
+// ignored as a failed attempt, as the Java client does.
 func (m *Metadata) Update(resp *kmsg.MetadataResponse, now time.Time) {
+	m.mu.Lock()
+	requestVersion := m.requestVersion
+	m.mu.Unlock()
+	m.UpdateFor(requestVersion, resp, now)
+}
+
+// UpdateFor is Update for the response to a request built at requestVersion (from
+// NewRequestAndVersion): an update requested after that request went out stays requested,
+// because the response may predate what prompted it (a leader change seen by the producer).
+func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, now time.Time) {
 	if len(resp.Brokers) == 0 {
 		m.FailedUpdate(now)
 		return
@@ -181,7 +210,8 @@ func (m *Metadata) Update(resp *kmsg.MetadataResponse, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := clusterFromResponse(resp, m.cluster.Load())
-	m.needUpdate = false
+	m.needUpdate = requestVersion < m.requestVersion
+	m.fatal = nil // a broker answered: whatever failed before is no longer fatal
 	for _, t := range resp.Topics {
 		if t.Topic == nil {
 			continue
@@ -219,8 +249,9 @@ func (m *Metadata) FailedUpdate(now time.Time) {
 	m.lastRefresh = now
 }
 
-// FatalError records an error no retry will fix (authentication failed on every broker): the next
-// AwaitUpdate returns it once, like the Java client's Metadata.fatalError.
+// FatalError records an error no retry will fix without a config change (authentication failed):
+// AwaitUpdate returns it until the next successful update, so every waiting producer fails fast.
+// The Java client's Metadata.fatalError throws it to one waiter only; keeping it serves them all.
 func (m *Metadata) FatalError(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -244,7 +275,6 @@ func (m *Metadata) AwaitUpdate(ctx context.Context, lastVersion int, deadline ti
 		switch {
 		case m.fatal != nil:
 			err := m.fatal
-			m.fatal = nil
 			m.mu.Unlock()
 			return err
 		case m.closed:

@@ -178,6 +178,23 @@ func TestTimeToNextUpdate(t *testing.T) {
 	}
 }
 
+func TestUpdateForKeepsLaterRequest(t *testing.T) {
+	m := newTestMetadata(t)
+	m.Update(response(nil, nil), t0)
+	m.RequestUpdate()
+	_, requestVersion := m.NewRequestAndVersion()
+	m.RequestUpdate() // e.g. NOT_LEADER seen while the request was in flight
+	m.UpdateFor(requestVersion, response(nil, nil), t0.Add(time.Second))
+	if !m.UpdateRequested() {
+		t.Fatal("a response to an older request satisfied a newer update request")
+	}
+	_, requestVersion = m.NewRequestAndVersion()
+	m.UpdateFor(requestVersion, response(nil, nil), t0.Add(2*time.Second))
+	if m.UpdateRequested() {
+		t.Fatal("update still requested after a response to the latest request")
+	}
+}
+
 func TestTopicsExpireWhenIdle(t *testing.T) {
 	m := newTestMetadata(t)
 	m.Add("kept", t0)
@@ -253,15 +270,18 @@ func TestAwaitUpdate(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
-	t.Run("fatal error once", func(t *testing.T) {
+	t.Run("fatal error until an update", func(t *testing.T) {
 		m := newTestMetadata(t)
 		fatal := errors.New("authentication failed")
 		m.FatalError(fatal)
-		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(time.Second)); err != fatal {
-			t.Fatalf("err = %v", err)
+		for range 2 { // every waiter fails fast, not just the first
+			if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(time.Second)); err != fatal {
+				t.Fatalf("err = %v", err)
+			}
 		}
-		if err := m.AwaitUpdate(context.Background(), 0, time.Now().Add(10*time.Millisecond)); !errors.Is(err, ErrAwaitTimeout) {
-			t.Fatalf("second wait err = %v", err)
+		m.Update(response(nil, nil), t0)
+		if err := m.AwaitUpdate(context.Background(), 1, time.Now().Add(10*time.Millisecond)); !errors.Is(err, ErrAwaitTimeout) {
+			t.Fatalf("wait after a successful update: %v", err)
 		}
 	})
 	t.Run("close", func(t *testing.T) {

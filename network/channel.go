@@ -19,6 +19,7 @@ type FrameSizeError struct {
 	Size, Max int32
 }
 
+// Error implements error.
 func (e *FrameSizeError) Error() string {
 	return fmt.Sprintf("network: invalid receive size %d (max %d)", e.Size, e.Max)
 }

@@ -50,6 +50,7 @@ type UnsupportedVersionError struct {
 	ClientMin, ClientMax int16
 }
 
+// Error implements error.
 func (e *UnsupportedVersionError) Error() string {
 	return fmt.Sprintf("network: node %d supports %s v%d..v%d, client needs v%d..v%d",
 		e.Node, kmsg.NameForKey(e.APIKey), e.BrokerMin, e.BrokerMax, e.ClientMin, e.ClientMax)

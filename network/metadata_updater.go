@@ -17,6 +17,8 @@ type defaultMetadataUpdater struct {
 	client     *NetworkClient
 	meta       *metadata.Metadata
 	inProgress bool
+	// requestVersion is the Metadata request version of the request in flight.
+	requestVersion int
 }
 
 // isUpdateDue reports whether an update should be sent now; while one is due, nodes are not
@@ -45,13 +47,14 @@ func (u *defaultMetadataUpdater) maybeUpdate(now time.Time) time.Duration {
 func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Time) time.Duration {
 	c := u.client
 	if c.canSendRequest(node.ID) {
-		req := metadata.NewRequest(u.meta.Topics(), u.meta.AllowAutoCreate())
+		req, requestVersion := u.meta.NewRequestAndVersion()
 		if err := c.negotiateVersion(node.ID, req); err != nil {
 			u.meta.FailedUpdate(now)
 			return c.cfg.ReconnectBackoff
 		}
 		c.doSend(c.newRequest(node.ID, req, true, true, now, 0, nil, now))
 		u.inProgress = true
+		u.requestVersion = requestVersion
 		return c.cfg.RequestTimeout
 	}
 	if c.states.IsPreparingConnection(node.ID) {
@@ -72,7 +75,7 @@ func (u *defaultMetadataUpdater) handleResponse(body kmsg.Response, err error, n
 		u.meta.FailedUpdate(now)
 		return
 	}
-	u.meta.Update(body.(*kmsg.MetadataResponse), now)
+	u.meta.UpdateFor(u.requestVersion, body.(*kmsg.MetadataResponse), now)
 }
 
 // handleFailure records a metadata request lost to a disconnect or timeout.

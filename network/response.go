@@ -18,6 +18,7 @@ type CorrelationIDMismatchError struct {
 	Expected, Got int32
 }
 
+// Error implements error.
 func (e *CorrelationIDMismatchError) Error() string {
 	return fmt.Sprintf("network: correlation id mismatch on node %d: expected %d, got %d", e.Node, e.Expected, e.Got)
 }

@@ -26,6 +26,7 @@ type AuthenticationError struct {
 	Err error
 }
 
+// Error implements error, naming the mechanism, the node and the broker's message.
 func (e *AuthenticationError) Error() string {
 	msg := fmt.Sprintf("network: sasl %s authentication with node %d failed", e.Mechanism, e.Node)
 	if e.Err != nil {
@@ -37,6 +38,7 @@ func (e *AuthenticationError) Error() string {
 	return msg
 }
 
+// Unwrap returns the Kafka error or local cause, for errors.Is(err, kerr.SaslAuthenticationFailed).
 func (e *AuthenticationError) Unwrap() error { return e.Err }
 
 // saslSession runs the SASL exchange on a fresh connection, before the selector sees it, with

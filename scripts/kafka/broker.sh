@@ -2,7 +2,8 @@
 # A real single-node Apache Kafka 4.4.0 broker (KRaft, broker+controller) on
 # 127.0.0.1, for tests. Jars come from Maven Central (see fetch.sh, pom.xml).
 #
-#   broker.sh start    fresh state (wipes data, regenerates TLS), start, wait until ready
+#   broker.sh start    fresh state (wipes data, regenerates TLS), start, wait until ready;
+#                      exits 75 if the state dir or a port is in use by another broker
 #   broker.sh stop     TERM the broker by its PID (KILL after 30 s), remove the pid file
 #   broker.sh status   exit 0 if running (prints PID and bootstrap), 3 if not
 #   broker.sh env      print `export KAFKA_...=...` lines for tests: eval "$(broker.sh env)"
@@ -16,7 +17,8 @@
 #   SSL             127.0.0.1:KAFKA_PORT+3    (9095)  cert signed by $STATE/tls/ca.pem; client cert requested
 #
 # Environment: KAFKATRAIL_STATE (default /tmp/kafkatrail-kafka), KAFKATRAIL_CACHE (jar cache),
-# KAFKA_PORT, KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), JAVA (default: java on PATH / $JAVA_HOME).
+# KAFKA_PORT, KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90),
+# JAVA (default: java on PATH / $JAVA_HOME).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,7 +29,7 @@ SASL_PORT=$((PORT + 2))
 SSL_PORT=$((PORT + 3))
 HOST=127.0.0.1
 HEAP=${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}
-START_DEADLINE=90
+START_DEADLINE=${KAFKA_START_TIMEOUT:-90}
 STOP_DEADLINE=30
 
 SASL_USER=alice
@@ -153,23 +155,23 @@ gen_tls() {
   (
     cd "$TLS"
     umask 077
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -sha256 \
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 -sha256 \
       -subj "/CN=kafkatrail test CA" -keyout ca.key -out ca.pem \
       -addext "basicConstraints=critical,CA:TRUE" \
       -addext "keyUsage=critical,keyCertSign,cRLSign"
     printf '%s\n' "basicConstraints=CA:FALSE" \
-      "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "keyUsage=critical,digitalSignature" \
       "extendedKeyUsage=serverAuth,clientAuth" \
       "subjectAltName=IP:127.0.0.1,DNS:localhost" >broker.ext
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout broker.key -out broker.csr
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" -keyout broker.key -out broker.csr
     openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 -sha256 \
       -extfile broker.ext -out broker.pem
     openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
       -out broker.p12 -passout "pass:$STORE_PASSWORD"
     printf '%s\n' "basicConstraints=CA:FALSE" \
-      "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "keyUsage=critical,digitalSignature" \
       "extendedKeyUsage=clientAuth" >client.ext
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=$SASL_USER" -keyout client.key -out client.csr
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$SASL_USER" -keyout client.key -out client.csr
     openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 -sha256 \
       -extfile client.ext -out client.pem
     rm -f ./*.csr ./*.ext ca.srl
@@ -189,19 +191,30 @@ cluster_id() {
 }
 
 cmd_start() {
-  local pid
+  local pid p
+  [[ -n $STATE && $STATE != / ]] || die "refusing state dir '$STATE'"
+  mkdir -p "$(dirname "$STATE")"
+  # One broker per state dir. The lock is taken here and inherited by the
+  # broker JVM, so it is held while that broker lives (the kernel drops it when
+  # the process exits); a second start on the same state dir never wipes the
+  # state of a live broker. Exit 75 (busy) tells callers to pick another
+  # KAFKATRAIL_STATE/KAFKA_PORT (scripts/kafka/with-broker.sh does).
+  exec {lockfd}>"$STATE.lock"
+  if ! flock -n "$lockfd"; then
+    log "state dir $STATE is in use by another broker (pid $(cat "$PIDFILE" 2>/dev/null || echo '?')) or start;" \
+      "stop it with '$0 stop' or set KAFKATRAIL_STATE and KAFKA_PORT"
+    exit 75
+  fi
   if pid=$(running_pid); then
-    # Every start is fresh (the state dir is wiped), so a broker left over from
-    # an earlier run on this state dir (e.g. an interrupted `make test`) goes first.
-    log "a broker from an earlier start is still running (pid $pid): stopping it"
-    cmd_stop
+    log "already running (pid $pid); stop it with '$0 stop'"
+    exit 75
   fi
   rm -f "$PIDFILE"
-  local p
   for p in "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT"; do
     if tcp_open "$p"; then
       ss -ltnp "( sport = :$p )" >&2 2>/dev/null || true
-      die "port $HOST:$p is already in use (another broker?); set KAFKA_PORT to another base port"
+      log "port $HOST:$p is already in use (another broker?); set KAFKA_PORT to another base port"
+      exit 75
     fi
   done
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
@@ -209,16 +222,17 @@ cmd_start() {
   lib=$("$HERE/fetch.sh")
   local t0=$SECONDS
 
-  [[ -n $STATE && $STATE != / ]] || die "refusing state dir '$STATE'"
   mkdir -p "$STATE"
   rm -rf "$DATA" "$CONF" "$TLS" "$LOG" "$STATE/format.log" "$STATE/tls.log"
   mkdir -p "$DATA" "$CONF" "$TLS"
   gen_tls
   write_configs
+  local t_tls=$SECONDS
 
   local cid
   cid=$(cluster_id)
-  if ! "$JAVA" -Xmx256m -cp "$lib/*" -Dlog4j2.configurationFile="$CONF/tools-log4j2.yaml" \
+  # A short-lived tool JVM: C1 only and serial GC start fastest.
+  if ! "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$lib/*" -Dlog4j2.configurationFile="$CONF/tools-log4j2.yaml" \
       kafka.tools.StorageTool format --standalone -t "$cid" -c "$CONF/server.properties" \
       --add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$SASL_PASSWORD]" \
       --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]" \
@@ -226,6 +240,7 @@ cmd_start() {
     cat "$STATE/format.log" >&2
     die "kafka-storage format failed"
   fi
+  local t_format=$SECONDS
 
   # New session (setsid) so a Ctrl-C in the caller's terminal does not hit the broker directly:
   # the caller stops it by PID. The inner shell writes its own PID, then execs java (same PID).
@@ -258,7 +273,7 @@ cmd_start() {
     fi
     sleep 0.3
   done
-  log "started pid $(cat "$PIDFILE") in $((SECONDS - t0))s: PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT (log: $LOG)"
+  log "started pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT (log: $LOG)"
 }
 
 cmd_stop() {

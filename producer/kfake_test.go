@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +37,7 @@ func newTestProducer(t *testing.T, bootstrap []string, mutate func(*Config)) *Pr
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	p, err := New(cfg)
+	p, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +47,21 @@ func newTestProducer(t *testing.T, bootstrap []string, mutate func(*Config)) *Pr
 		_ = p.Close(ctx)
 	})
 	return p
+}
+
+// testLogger logs through t at debug level when KAFKATRAIL_TEST_DEBUG is set, else discards.
+func testLogger(t testing.TB) Option {
+	if os.Getenv("KAFKATRAIL_TEST_DEBUG") == "" {
+		return WithLogger(slog.New(slog.DiscardHandler))
+	}
+	return WithLogger(slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // results tracks callbacks: each record index must complete exactly once.

@@ -325,6 +325,9 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, err error, baseOffs
 	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
 		// A duplicate means the broker already has this batch from an earlier attempt whose
 		// response we lost: it is delivered.
+		if s.txn != nil {
+			s.txn.acknowledged(b)
+		}
 		b.Complete(baseOffset, logAppendTime)
 		s.acc.Deallocate(b)
 
@@ -340,11 +343,15 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, err error, baseOffs
 
 	case s.txn != nil && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
 		errors.Is(err, kerr.InvalidProducerEpoch)) && s.canRetryTime(b, now):
-		// The broker's sequence state and ours disagree. Bump the epoch, which starts every
-		// partition at sequence 0, and send the batch again: losing nothing beats ordering here.
-		s.log.Warn("idempotent sequence broken: bumping the producer epoch", "partition", b.TopicPartition.String(),
-			"error", err)
-		s.txn.requestEpochBump()
+		if s.txn.isNextSequence(b) || errors.Is(err, kerr.InvalidProducerEpoch) {
+			// The broker's sequence state and ours truly disagree. Bump the epoch, which starts
+			// every partition at sequence 0, and send the batch again (Java's
+			// requestIdempotentEpochBumpForPartition).
+			s.log.Warn("idempotent sequence broken: bumping the producer epoch", "partition", b.TopicPartition.String(),
+				"error", err)
+			s.txn.requestEpochBump()
+		}
+		// Otherwise an earlier batch of the partition is still to land; retry behind it.
 		s.reenqueue(b, now)
 
 	case s.canRetry(b, err, now):

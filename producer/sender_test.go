@@ -548,3 +548,69 @@ func TestIdempotentProducerFatalOnClusterAuthorization(t *testing.T) {
 		t.Fatalf("callback calls=%d err=%v, want CLUSTER_AUTHORIZATION_FAILED", o.calls, o.err)
 	}
 }
+
+// Regression: a broker with no state for this producer on a partition accepts any first
+// sequence. With two batches in flight, a NOT_LEADER_OR_FOLLOWER on the first (right after topic
+// creation) let the second be written first, and the first could then only land after it: the
+// real-broker round trip found records out of order. Until a partition's first batch is
+// acknowledged, only one batch may be in flight for it.
+func TestIdempotentFirstBatchOfPartitionGoesAlone(t *testing.T) {
+	f := newSenderFixture(t, 1, func(c *Config) { c.EnableIdempotence = true; c.BatchSize = 100 })
+	f.runOnce()
+	f.client.respond(t, initProducerIDAnswer(7, 0))
+	f.runOnce()
+	f.append(0, strings.Repeat("a", 60))
+	f.append(0, strings.Repeat("b", 60)) // a second batch
+	f.runOnce()
+	f.runOnce()
+	if n := len(f.client.pending); n != 1 {
+		t.Fatalf("%d produce requests in flight before the partition's first ack, want 1", n)
+	}
+	f.client.respond(t, produceAnswer(kerr.NotLeaderForPartition.Code, -1))
+	f.runOnce()
+	f.now = f.now.Add(200 * time.Millisecond)
+	f.runOnce()
+	if b := batchOf(t, f.lastProduce(), 0); b.FirstSequence != 0 {
+		t.Fatalf("after NOT_LEADER the batch with sequence %d went first, want 0", b.FirstSequence)
+	}
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	f.runOnce()
+	if b := batchOf(t, f.lastProduce(), 0); b.FirstSequence != 1 {
+		t.Fatalf("second batch has sequence %d, want 1", b.FirstSequence)
+	}
+}
+
+// An OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next expected one only means an
+// earlier batch has not landed yet: it is retried without an epoch bump (Java's canRetry).
+func TestIdempotentOutOfOrderBehindAGapRetriesWithoutBump(t *testing.T) {
+	f := newSenderFixture(t, 1, func(c *Config) { c.EnableIdempotence = true; c.BatchSize = 100 })
+	f.runOnce()
+	f.client.respond(t, initProducerIDAnswer(7, 0))
+	f.runOnce()
+	first := f.append(0, strings.Repeat("a", 60))
+	f.runOnce()
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	if first.calls != 1 || first.err != nil {
+		t.Fatalf("first record: calls=%d err=%v", first.calls, first.err)
+	}
+	f.append(0, strings.Repeat("b", 60)) // sequence 1
+	f.append(0, strings.Repeat("c", 60)) // sequence 2
+	f.runOnce()
+	f.runOnce()
+	if n := len(f.client.pending); n != 2 {
+		t.Fatalf("%d requests in flight, want 2 once the partition has an ack", n)
+	}
+	f.client.respond(t, produceAnswer(kerr.NotLeaderForPartition.Code, -1))
+	f.client.respond(t, produceAnswer(kerr.OutOfOrderSequenceNumber.Code, -1))
+	f.runOnce()
+	if !f.sender.txn.hasProducerID() {
+		t.Fatal("an out-of-order batch behind a gap requested an epoch bump")
+	}
+	f.now = f.now.Add(200 * time.Millisecond)
+	f.runOnce()
+	if b := batchOf(t, f.lastProduce(), 0); b.FirstSequence != 1 || b.ProducerEpoch != 0 {
+		t.Fatalf("retry sent sequence %d epoch %d, want 1 under epoch 0", b.FirstSequence, b.ProducerEpoch)
+	}
+}

@@ -34,8 +34,9 @@ type transactionManager struct {
 }
 
 type partitionSequences struct {
-	next     int32
-	inFlight []*accumulator.ProducerBatch // ascending base sequence
+	next      int32
+	lastAcked int32                        // highest sequence acknowledged under this epoch; -1: none
+	inFlight  []*accumulator.ProducerBatch // ascending base sequence
 }
 
 var _ accumulator.SequenceSource = (*transactionManager)(nil)
@@ -51,7 +52,7 @@ func newTransactionManager() *transactionManager {
 func (t *transactionManager) partition(tp metadata.TopicPartition) *partitionSequences {
 	p := t.partitions[tp]
 	if p == nil {
-		p = &partitionSequences{}
+		p = &partitionSequences{lastAcked: -1}
 		t.partitions[tp] = p
 	}
 	return p
@@ -83,10 +84,16 @@ func (t *transactionManager) IncrementSequence(tp metadata.TopicPartition, n int
 	p.next += n
 }
 
-// ShouldStopDrain implements accumulator.SequenceSource: a retried batch (one that already has a
-// sequence under the current epoch) is sent only when it is the oldest in flight for its
-// partition, which in effect lowers max.in.flight to 1 while a partition recovers, so the broker
-// sees sequences in order.
+// ShouldStopDrain implements accumulator.SequenceSource. Two rules keep the broker's view of a
+// partition in sequence order:
+//
+//   - A retried batch (one that already has a sequence under the current epoch) is sent only when
+//     it is the oldest in flight for its partition, which in effect lowers max.in.flight to 1 while
+//     a partition recovers (Java's shouldStopDrainBatchesForPartition).
+//   - Until the first batch of a partition is acknowledged under the current epoch, only one batch
+//     is in flight for it. A broker that has no state for this producer on a partition accepts any
+//     first sequence; if that first batch failed (say NOT_LEADER_OR_FOLLOWER right after the topic
+//     was created) while the second was written, the first could only ever land after it.
 func (t *transactionManager) ShouldStopDrain(tp metadata.TopicPartition, first *accumulator.ProducerBatch) bool {
 	if !t.hasProducerID() {
 		return true
@@ -96,9 +103,35 @@ func (t *transactionManager) ShouldStopDrain(tp metadata.TopicPartition, first *
 		return false
 	}
 	if !t.stampedNow(first) {
-		return false
+		return p.lastAcked < 0
 	}
 	return first.BaseSequence() != p.inFlight[0].BaseSequence()
+}
+
+// acknowledged records that b was written: its sequences are now the broker's too.
+func (t *transactionManager) acknowledged(b *accumulator.ProducerBatch) {
+	if !t.stampedNow(b) {
+		return
+	}
+	p := t.partition(b.TopicPartition)
+	if last := b.LastSequence(); last > p.lastAcked {
+		p.lastAcked = last
+	}
+}
+
+// isNextSequence reports whether b is the batch the broker expects next on its partition
+// (Java's isNextSequence): when such a batch is refused as out of order, the broker's sequence
+// state and ours truly disagree, and only an epoch bump recovers. A batch further behind is
+// refused only because an earlier one has not landed yet, and a plain retry suffices.
+func (t *transactionManager) isNextSequence(b *accumulator.ProducerBatch) bool {
+	if !t.stampedNow(b) {
+		return false
+	}
+	p := t.partitions[b.TopicPartition]
+	if p == nil {
+		return b.BaseSequence() == 0
+	}
+	return b.BaseSequence() == p.lastAcked+1
 }
 
 // stampedNow reports whether b carries a sequence under the current producer id and epoch.

@@ -212,6 +212,13 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 		}
 		tlsConn := tls.Client(conn, tlsCfg)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			var verifyErr *tls.CertificateVerificationError
+			if errors.As(err, &verifyErr) {
+				// A certificate we refuse will be refused again: like Java's
+				// SslAuthenticationException, this is an authentication failure (no retry storm,
+				// waiters fail fast), not a connection to retry.
+				return nil, &AuthenticationError{Node: ch.id, Mechanism: "TLS", Message: "broker certificate refused", Err: err}
+			}
 			return nil, fmt.Errorf("network: tls handshake with %s: %w", ch.addr, err)
 		}
 		ch.mu.Lock()

@@ -28,7 +28,11 @@ type AuthenticationError struct {
 
 // Error implements error, naming the mechanism, the node and the broker's message.
 func (e *AuthenticationError) Error() string {
-	msg := fmt.Sprintf("network: sasl %s authentication with node %d failed", e.Mechanism, e.Node)
+	kind := "sasl " + e.Mechanism
+	if e.Mechanism == "TLS" {
+		kind = "tls"
+	}
+	msg := fmt.Sprintf("network: %s authentication with node %d failed", kind, e.Node)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

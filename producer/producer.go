@@ -341,6 +341,10 @@ func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition i
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if !errors.Is(err, metadata.ErrAwaitTimeout) {
+				// Authentication failed, or the producer is closing: say so, not "timed out".
+				return nil, fmt.Errorf("topic %q: %w", topic, err)
+			}
 			msg := fmt.Sprintf("topic %q not present in metadata after %d ms (max.block.ms)", topic, p.maxBlock.Milliseconds())
 			if topicErr != nil {
 				return nil, fmt.Errorf("%s: %w", msg, topicErr)

@@ -1,0 +1,144 @@
+// Package agent is what `agent` runs: sources (followed files, stdin) whose lines become Kafka
+// records through the producer, with a file's checkpoint advanced only past lines Kafka has
+// acknowledged.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// Agent connects sources to a producer. Create it with New, then call RunStdin or RunTail once.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	prod *producer.Producer
+
+	builders sync.Pool // *recordBuilder, one per concurrent sender of lines
+
+	stats Stats
+}
+
+// Stats counts lines through the agent. Safe for concurrent use.
+type Stats struct {
+	LinesRead   atomic.Int64
+	LinesAcked  atomic.Int64
+	LinesFailed atomic.Int64
+
+	mu       sync.Mutex
+	firstErr error
+}
+
+// FirstError is the first delivery failure, nil if none.
+func (s *Stats) FirstError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstErr
+}
+
+func (s *Stats) fail(err error) bool {
+	s.LinesFailed.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.firstErr == nil {
+		s.firstErr = err
+		return true
+	}
+	return false
+}
+
+// LinesFailedError reports that some lines were not delivered: the exit status of a stdin run.
+type LinesFailedError struct {
+	Failed, Read int64
+	First        error
+}
+
+func (e *LinesFailedError) Error() string {
+	return fmt.Sprintf("%d of %d lines were not delivered; first error: %v", e.Failed, e.Read, e.First)
+}
+
+func (e *LinesFailedError) Unwrap() error { return e.First }
+
+// New validates cfg and starts the producer.
+func New(cfg Config, log *slog.Logger, opts ...producer.Option) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pc, err := cfg.ProducerConfig()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer"))}, opts...)
+	prod, err := producer.New(pc, opts...)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: log, prod: prod}
+	a.builders.New = func() any { return newRecordBuilder(&a.cfg) }
+	return a, nil
+}
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() *Stats { return &a.stats }
+
+// onDelivery is the callback of every stdin line: count, and log the first failure.
+func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {
+	if err == nil {
+		a.stats.LinesAcked.Add(1)
+		return
+	}
+	if a.stats.fail(err) {
+		a.log.Error("line not delivered", "error", err)
+	}
+}
+
+// sendLine sends one line (read from path, or stdin when path is "") and reports its outcome to cb.
+// It blocks while the producer's buffer is full, which pauses reading: backpressure.
+func (a *Agent) sendLine(ctx context.Context, line []byte, path string, cb producer.Callback) error {
+	b := a.builders.Get().(*recordBuilder)
+	defer a.builders.Put(b)
+	a.stats.LinesRead.Add(1)
+	err := a.prod.Send(ctx, b.build(line, path), cb)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil // any other failure went to cb
+}
+
+// shutdown flushes and closes the producer within the shutdown timeout: everything buffered is
+// delivered or failed through its callback.
+func (a *Agent) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	start := time.Now()
+	err := a.prod.Close(ctx)
+	a.log.Info("producer closed", "took", time.Since(start).Round(time.Millisecond),
+		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
+		"lines_failed", a.stats.LinesFailed.Load())
+	if err != nil {
+		return fmt.Errorf("shutdown: not every line was acknowledged within %v (shutdown-timeout): %w",
+			a.cfg.ShutdownTimeout, err)
+	}
+	return nil
+}
+
+// result turns the counters into the run's outcome.
+func (a *Agent) result() error {
+	if n := a.stats.LinesFailed.Load(); n > 0 {
+		return &LinesFailedError{Failed: n, Read: a.stats.LinesRead.Load(), First: a.stats.FirstError()}
+	}
+	return nil
+}
+
+// ErrInterrupted is returned when a run was stopped by its context before its input ended.
+var ErrInterrupted = errors.New("interrupted")

@@ -1,0 +1,439 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// Config is the agent's configuration. One struct feeds the command line (every field is a
+// flag of the same name), the YAML config file (the same names as keys), the environment
+// (AGENT_ and the name in upper case with '-' as '_') and the README's reference.
+// Producer properties live under `producer` by their Java names (`-X linger.ms=10`,
+// `producer: {linger.ms: 10}`, AGENT_PRODUCER_LINGER_MS=10).
+type Config struct {
+	Brokers []string `koanf:"brokers" doc:"Kafka bootstrap servers, HOST:PORT[,HOST:PORT] (sets bootstrap.servers)"`
+	Topic   string   `koanf:"topic" doc:"topic every line is sent to"`
+	Tail    []string `koanf:"tail" doc:"file path or glob to follow; repeat for more (re-scanned for new files)"`
+	Stdin   bool     `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
+
+	KeyField string `koanf:"key-field" doc:"record key from this top-level field of a JSON line"`
+	KeyRegex string `koanf:"key-regex" doc:"record key from the first capture group of this regular expression"`
+
+	StateDir        string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`
+	StartAt         string        `koanf:"start-at" doc:"where to start in a file seen for the first time: beginning or end (a saved checkpoint always wins)"`
+	MaxLineBytes    int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
+	LongLines       string        `koanf:"long-lines" doc:"what to do with a longer line: truncate, split or drop (each counted and logged)"`
+	PartialLineIdle time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
+	ShutdownTimeout time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
+
+	HeaderPath  string `koanf:"header-path" doc:"name of the record header carrying the source file path; empty: none"`
+	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
+	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
+
+	LogLevel  string `koanf:"log-level" doc:"debug, info, warn or error"`
+	LogFormat string `koanf:"log-format" doc:"text or json; default: text on a terminal, json otherwise"`
+
+	Producer map[string]string `koanf:"producer" doc:"producer properties by their Java names (-X key=value)"`
+}
+
+// DefaultConfig returns the defaults every other source overrides.
+func DefaultConfig() Config {
+	return Config{
+		StateDir:        defaultStateDir(),
+		StartAt:         "end",
+		LongLines:       "split",
+		PartialLineIdle: 5 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		HeaderPath:      "source.path",
+		HeaderHost:      "source.host",
+		TraceHeader:     "traceparent",
+		LogLevel:        "info",
+		Producer:        map[string]string{},
+	}
+}
+
+// defaultStateDir is $STATE_DIRECTORY (systemd), else ~/.local/state/kafkatrail, else a
+// directory in the working directory.
+func defaultStateDir() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		return d
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return h + "/.local/state/kafkatrail"
+	}
+	return ".kafkatrail-state"
+}
+
+// ConfigError names the configuration key that is wrong.
+type ConfigError struct {
+	Key    string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Reason }
+
+// Validate checks the agent's own keys and the producer properties; every error names its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)})
+	}
+	if c.Topic == "" {
+		bad("topic", "required")
+	}
+	if len(c.Brokers) == 0 && c.Producer["bootstrap.servers"] == "" {
+		bad("brokers", "required (or producer bootstrap.servers)")
+	}
+	switch c.StartAt {
+	case "beginning", "end":
+	default:
+		bad("start-at", "must be beginning or end, got %q", c.StartAt)
+	}
+	switch c.LongLines {
+	case "truncate", "split", "drop":
+	default:
+		bad("long-lines", "must be truncate, split or drop, got %q", c.LongLines)
+	}
+	if c.MaxLineBytes < 0 {
+		bad("max-line-bytes", "must not be negative, got %d", c.MaxLineBytes)
+	}
+	if c.KeyField != "" && c.KeyRegex != "" {
+		bad("key-regex", "set key-field or key-regex, not both")
+	}
+	if c.KeyRegex != "" {
+		if re, err := regexp.Compile(c.KeyRegex); err != nil {
+			bad("key-regex", "%v", err)
+		} else if re.NumSubexp() < 1 {
+			bad("key-regex", "needs a capture group: the key is the first group's match")
+		}
+	}
+	if c.PartialLineIdle <= 0 {
+		bad("partial-line-idle", "must be positive, got %v", c.PartialLineIdle)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "must be positive, got %v", c.ShutdownTimeout)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		bad("log-format", "must be text or json, got %q", c.LogFormat)
+	}
+	if c.Stdin && len(c.Tail) > 0 {
+		bad("stdin", "--stdin and --tail cannot be combined")
+	}
+	if _, err := c.ProducerConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxLineBytes > 0 {
+		if pc, err := c.ProducerConfig(); err == nil && c.MaxLineBytes > pc.MaxRequestSize {
+			bad("max-line-bytes", "%d is larger than max.request.size (%d): such records could never be sent",
+				c.MaxLineBytes, pc.MaxRequestSize)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ProducerConfig builds the producer's configuration: the Java defaults, then the brokers, then
+// every producer property. Errors name the property (as producer.<key>).
+func (c *Config) ProducerConfig() (producer.Config, error) {
+	pc := producer.DefaultConfig()
+	pc.ClientID = "kafkatrail-agent"
+	if len(c.Brokers) > 0 {
+		pc.BootstrapServers = c.Brokers
+	}
+	if err := pc.SetAll(c.Producer); err != nil {
+		return pc, prefixProducerKey(err)
+	}
+	if err := pc.Validate(); err != nil {
+		return pc, prefixProducerKey(err)
+	}
+	return pc, nil
+}
+
+// EffectiveMaxLineBytes resolves the max-line-bytes default against max.request.size.
+func (c *Config) EffectiveMaxLineBytes() int {
+	if c.MaxLineBytes > 0 {
+		return c.MaxLineBytes
+	}
+	pc, _ := c.ProducerConfig()
+	return max(pc.MaxRequestSize-16<<10, 1024)
+}
+
+func prefixProducerKey(err error) error {
+	var errs []error
+	for _, e := range unjoin(err) {
+		var ce *producer.ConfigError
+		if errors.As(e, &ce) {
+			key := "producer." + ce.Key
+			if ce.Key == "bootstrap.servers" {
+				key = "brokers"
+			}
+			errs = append(errs, &ConfigError{Key: key, Reason: ce.Reason})
+			continue
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Flags declares every configuration key as a flag on fs (plus -X for producer properties).
+func Flags(fs *pflag.FlagSet) {
+	def := DefaultConfig()
+	for _, f := range configKeys() {
+		if f.key == "producer" {
+			continue
+		}
+		v := reflect.ValueOf(def).FieldByIndex(f.index)
+		switch f.kind {
+		case reflect.String:
+			fs.String(f.key, v.String(), f.doc)
+		case reflect.Bool:
+			fs.Bool(f.key, v.Bool(), f.doc)
+		case reflect.Int:
+			fs.Int(f.key, int(v.Int()), f.doc)
+		case reflect.Slice:
+			fs.StringArray(f.key, nil, f.doc)
+		case durationKind:
+			fs.Duration(f.key, time.Duration(v.Int()), f.doc)
+		}
+	}
+	fs.StringArrayP("producer-property", "X", nil, "producer property by its Java name: -X key=value (repeatable)")
+	fs.String("config", "", "YAML configuration file")
+}
+
+// durationKind marks time.Duration fields (reflect reports them as Int64).
+const durationKind = reflect.Int64
+
+type configKey struct {
+	key   string
+	doc   string
+	kind  reflect.Kind
+	index []int
+}
+
+func configKeys() []configKey {
+	t := reflect.TypeOf(Config{})
+	out := make([]configKey, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		out = append(out, configKey{key: f.Tag.Get("koanf"), doc: f.Tag.Get("doc"), kind: f.Type.Kind(), index: f.Index})
+	}
+	return out
+}
+
+// EnvName is the environment variable for a key: AGENT_ and the key in upper case, '-' and '.'
+// as '_' (AGENT_KEY_FIELD, AGENT_PRODUCER_LINGER_MS).
+func EnvName(key string) string {
+	return "AGENT_" + strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToUpper(key))
+}
+
+// Load builds the configuration from, in rising precedence: defaults, the YAML file named by
+// --config, the AGENT_* environment, and the flags set on fs (already parsed). Unknown keys and
+// values of the wrong type are errors naming the key.
+func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
+	k := koanf.New("/")
+	def := DefaultConfig()
+	if err := k.Load(confmap.Provider(toMap(def), "/"), nil); err != nil {
+		return def, err
+	}
+
+	path, _ := fs.GetString("config")
+	if path == "" {
+		path = lookupEnv(environ, "AGENT_CONFIG")
+	}
+	if path != "" {
+		fk := koanf.New("/")
+		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return def, &ConfigError{Key: "config", Reason: fmt.Sprintf("%s: %v", path, err)}
+		}
+		if err := checkKeys(fk.Keys(), path); err != nil {
+			return def, err
+		}
+		if err := k.Merge(fk); err != nil {
+			return def, err
+		}
+	}
+
+	envMap, err := fromEnv(environ)
+	if err != nil {
+		return def, err
+	}
+	if err := k.Load(confmap.Provider(envMap, "/"), nil); err != nil {
+		return def, err
+	}
+
+	flagMap := map[string]any{}
+	var flagErr error
+	fs.Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "config":
+		case "producer-property":
+			vals, _ := fs.GetStringArray(f.Name)
+			for _, kv := range vals {
+				key, value, ok := strings.Cut(kv, "=")
+				if !ok || key == "" {
+					flagErr = &ConfigError{Key: "-X", Reason: fmt.Sprintf("want key=value, got %q", kv)}
+					return
+				}
+				flagMap["producer/"+strings.TrimSpace(key)] = value
+			}
+		case "tail", "brokers":
+			vals, _ := fs.GetStringArray(f.Name)
+			var list []string
+			for _, v := range vals {
+				list = append(list, splitList(v)...)
+			}
+			flagMap[f.Name] = list
+		default:
+			flagMap[f.Name] = f.Value.String()
+		}
+	})
+	if flagErr != nil {
+		return def, flagErr
+	}
+	if err := k.Load(confmap.Provider(flagMap, "/"), nil); err != nil {
+		return def, err
+	}
+
+	var c Config
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return def, fmt.Errorf("configuration: %w", err)
+	}
+	c.Producer = map[string]string{}
+	for _, key := range k.Keys() {
+		if prop, ok := strings.CutPrefix(key, "producer/"); ok {
+			c.Producer[prop] = fmt.Sprint(k.Get(key))
+		}
+	}
+	return c, nil
+}
+
+// toMap turns a Config into koanf's flat key map.
+func toMap(c Config) map[string]any {
+	m := map[string]any{}
+	v := reflect.ValueOf(c)
+	for _, f := range configKeys() {
+		if f.key == "producer" {
+			continue
+		}
+		m[f.key] = v.FieldByIndex(f.index).Interface()
+	}
+	return m
+}
+
+// checkKeys refuses keys the agent does not know, naming them and the file.
+func checkKeys(keys []string, path string) error {
+	known := map[string]reflect.Kind{}
+	for _, f := range configKeys() {
+		known[f.key] = f.kind
+	}
+	var errs []error
+	probe := producer.DefaultConfig()
+	for _, key := range keys {
+		if prop, ok := strings.CutPrefix(key, "producer/"); ok {
+			if err := probe.Set(prop, "0"); err != nil && strings.Contains(err.Error(), "unknown producer property") {
+				errs = append(errs, &ConfigError{Key: "producer." + prop, Reason: "unknown producer property in " + path})
+			}
+			continue
+		}
+		if _, ok := known[key]; !ok {
+			errs = append(errs, &ConfigError{Key: key, Reason: "unknown key in " + path})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fromEnv maps AGENT_* variables to keys; an AGENT_ variable that names no key is an error, so
+// a typo does not go unnoticed.
+func fromEnv(environ []string) (map[string]any, error) {
+	byEnv := map[string]configKey{}
+	for _, f := range configKeys() {
+		byEnv[EnvName(f.key)] = f
+	}
+	out := map[string]any{}
+	var errs []error
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "AGENT_") || name == "AGENT_CONFIG" {
+			continue
+		}
+		if prop, ok := strings.CutPrefix(name, "AGENT_PRODUCER_"); ok {
+			// Java property names use only dots, so '_' maps back to '.' unambiguously.
+			out["producer/"+strings.ReplaceAll(strings.ToLower(prop), "_", ".")] = value
+			continue
+		}
+		f, ok := byEnv[name]
+		if !ok {
+			errs = append(errs, &ConfigError{Key: name, Reason: "unknown AGENT_ environment variable"})
+			continue
+		}
+		if f.kind == reflect.Slice {
+			out[f.key] = splitList(value)
+		} else {
+			out[f.key] = value
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func lookupEnv(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Redacted returns the configuration as key/value lines for `agent check`, with secrets masked.
+func (c *Config) Redacted() []string {
+	var lines []string
+	v := reflect.ValueOf(*c)
+	for _, f := range configKeys() {
+		if f.key == "producer" {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s=%v", f.key, v.FieldByIndex(f.index).Interface()))
+	}
+	if pc, err := c.ProducerConfig(); err == nil {
+		for _, p := range pc.Values() {
+			lines = append(lines, fmt.Sprintf("producer.%s=%s", p.Key, p.Default))
+		}
+	}
+	return lines
+}

@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func load(t *testing.T, args []string, environ []string) (Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return Load(fs, environ)
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadPrecedenceFlagsOverEnvOverFile(t *testing.T) {
+	file := writeFile(t, `
+brokers: [127.0.0.1:9092]
+topic: from-file
+key-field: user
+shutdown-timeout: 10s
+max-line-bytes: 4096
+producer:
+  linger.ms: 50
+  compression.type: gzip
+`)
+	c, err := load(t, []string{"--config", file, "--topic", "from-flag", "-X", "compression.type=zstd"},
+		[]string{"AGENT_TOPIC=from-env", "AGENT_KEY_FIELD=account", "AGENT_PRODUCER_LINGER_MS=20", "HOME=/root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		key       string
+		got, want any
+	}{
+		{"topic (flag beats env and file)", c.Topic, "from-flag"},
+		{"key-field (env beats file)", c.KeyField, "account"},
+		{"shutdown-timeout (file)", c.ShutdownTimeout, 10 * time.Second},
+		{"max-line-bytes (file)", c.MaxLineBytes, 4096},
+		{"linger.ms (env beats file)", c.Producer["linger.ms"], "20"},
+		{"compression.type (-X beats file)", c.Producer["compression.type"], "zstd"},
+		{"start-at (default)", c.StartAt, "end"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.key, ch.got, ch.want)
+		}
+	}
+	if len(c.Brokers) != 1 || c.Brokers[0] != "127.0.0.1:9092" {
+		t.Errorf("brokers = %v", c.Brokers)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := c.ProducerConfig()
+	if err != nil || pc.LingerMs != 20 || pc.CompressionType != "zstd" {
+		t.Fatalf("producer config %+v, %v", pc, err)
+	}
+}
+
+func TestLoadListsFromFlagsAndEnv(t *testing.T) {
+	c, err := load(t, []string{"--tail", "/var/log/a.log", "--tail", "/var/log/*.log", "--brokers", "h1:9092,h2:9092"},
+		[]string{"AGENT_TOPIC=t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tail) != 2 || len(c.Brokers) != 2 || c.Brokers[1] != "h2:9092" {
+		t.Fatalf("tail %v brokers %v", c.Tail, c.Brokers)
+	}
+	c, err = load(t, nil, []string{"AGENT_TAIL=/a.log,/b/*.log", "AGENT_BROKERS=h:1"})
+	if err != nil || len(c.Tail) != 2 || c.Brokers[0] != "h:1" {
+		t.Fatalf("env lists: %v %v %v", c.Tail, c.Brokers, err)
+	}
+}
+
+func TestLoadErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		environ []string
+		args    []string
+		want    string
+	}{
+		{"unknown file key", "topic: t\nbrokerz: [x]\n", nil, nil, "brokerz: unknown key"},
+		{"unknown producer property", "topic: t\nproducer:\n  lingr.ms: 5\n", nil, nil, "producer.lingr.ms: unknown producer property"},
+		{"wrong type", "topic: t\nmax-line-bytes: lots\n", nil, nil, "max-line-bytes"},
+		{"unknown env", "", []string{"AGENT_TOPPIC=t"}, nil, "AGENT_TOPPIC: unknown AGENT_ environment variable"},
+		{"bad -X", "", nil, []string{"-X", "linger.ms"}, "-X: want key=value"},
+		{"yaml syntax", "topic: [unclosed\n", nil, nil, "config:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, tc.file))
+			}
+			_, err := load(t, args, tc.environ)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	base := func() Config {
+		c := DefaultConfig()
+		c.Brokers = []string{"127.0.0.1:9092"}
+		c.Topic = "t"
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		key    string
+	}{
+		{"topic", func(c *Config) { c.Topic = "" }, "topic"},
+		{"brokers", func(c *Config) { c.Brokers = nil }, "brokers"},
+		{"start-at", func(c *Config) { c.StartAt = "middle" }, "start-at"},
+		{"long-lines", func(c *Config) { c.LongLines = "fold" }, "long-lines"},
+		{"key-regex without group", func(c *Config) { c.KeyRegex = "user=\\w+" }, "key-regex"},
+		{"key-regex invalid", func(c *Config) { c.KeyRegex = "(" }, "key-regex"},
+		{"max-line-bytes over max.request.size", func(c *Config) { c.MaxLineBytes = 2 << 20 }, "max-line-bytes"},
+		{"producer property", func(c *Config) { c.Producer["acks"] = "1" }, "producer.enable.idempotence"},
+		{"log-level", func(c *Config) { c.LogLevel = "loud" }, "log-level"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base()
+			tc.mutate(&c)
+			err := c.Validate()
+			var ce *ConfigError
+			found := false
+			for _, e := range unjoin(err) {
+				if errors.As(e, &ce) && ce.Key == tc.key {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("error %v does not name %s", err, tc.key)
+			}
+		})
+	}
+	if c := base(); c.Validate() != nil {
+		err := c.Validate()
+		t.Fatalf("a minimal config is refused: %v", err)
+	}
+}
+
+func TestRedactedHidesSecrets(t *testing.T) {
+	c := DefaultConfig()
+	c.Brokers = []string{"127.0.0.1:9094"}
+	c.Topic = "t"
+	c.Producer = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+		"sasl.username": "alice", "sasl.password": "s3cr3t-value"}
+	out := strings.Join(c.Redacted(), "\n")
+	if strings.Contains(out, "s3cr3t-value") {
+		t.Fatal("Redacted prints the SASL password")
+	}
+	if !strings.Contains(out, "producer.sasl.username=alice") || !strings.Contains(out, "producer.sasl.password=[redacted]") {
+		t.Fatalf("Redacted output lacks the expected lines:\n%s", out)
+	}
+}

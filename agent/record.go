@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"regexp"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// recordBuilder turns a line into a producer.Record: the line is the value, the key comes from
+// a JSON field or a regex group (or none: sticky partitioning), headers carry the source path,
+// the host and, when the line has one, its W3C trace context.
+//
+// A builder is used by one goroutine and reuses its record and header slice from line to line:
+// producer.Send encodes the record into its batch before it returns, so nothing is retained.
+type recordBuilder struct {
+	topic       string
+	keyField    string
+	keyRegex    *regexp.Regexp
+	headerPath  string
+	headerHost  string
+	traceHeader string
+	host        []byte
+
+	// path and pathBytes cache the last source path as bytes, so a header costs no
+	// allocation per line.
+	path      string
+	pathBytes []byte
+
+	rec     producer.Record
+	headers []producer.Header
+	trace   [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
+}
+
+func newRecordBuilder(c *Config) *recordBuilder {
+	b := &recordBuilder{
+		topic:       c.Topic,
+		keyField:    c.KeyField,
+		headerPath:  c.HeaderPath,
+		headerHost:  c.HeaderHost,
+		traceHeader: c.TraceHeader,
+	}
+	if c.KeyRegex != "" {
+		b.keyRegex = regexp.MustCompile(c.KeyRegex) // validated in Config.Validate
+	}
+	if h, err := os.Hostname(); err == nil {
+		b.host = []byte(h)
+	}
+	return b
+}
+
+// build fills the builder's record for line read from path ("" for stdin) and returns it.
+// The record aliases line and the builder's buffers: valid until the next build.
+func (b *recordBuilder) build(line []byte, path string) *producer.Record {
+	if path != b.path {
+		b.path, b.pathBytes = path, []byte(path)
+	}
+	r := &b.rec
+	*r = producer.Record{Topic: b.topic, Partition: producer.PartitionAny, Value: line}
+	b.headers = b.headers[:0]
+	if b.headerPath != "" && path != "" {
+		b.headers = append(b.headers, producer.Header{Key: b.headerPath, Value: b.pathBytes})
+	}
+	if b.headerHost != "" && len(b.host) > 0 {
+		b.headers = append(b.headers, producer.Header{Key: b.headerHost, Value: b.host})
+	}
+	var fields map[string]json.RawMessage
+	if len(line) > 0 && line[0] == '{' && (b.keyField != "" || b.mayCarryTrace(line)) {
+		// Only lines that look like JSON objects and mention what we look for are parsed.
+		_ = json.Unmarshal(line, &fields)
+	}
+	switch {
+	case b.keyField != "":
+		r.Key = jsonScalar(fields[b.keyField])
+	case b.keyRegex != nil:
+		if m := b.keyRegex.FindSubmatchIndex(line); m != nil && m[2] >= 0 {
+			r.Key = line[m[2]:m[3]]
+		}
+	}
+	if b.traceHeader != "" && fields != nil {
+		if tp := b.traceparent(fields); tp != nil {
+			b.headers = append(b.headers, producer.Header{Key: b.traceHeader, Value: tp})
+		}
+	}
+	r.Headers = b.headers
+	return r
+}
+
+func (b *recordBuilder) mayCarryTrace(line []byte) bool {
+	return b.traceHeader != "" && (bytes.Contains(line, []byte(`"traceparent"`)) || bytes.Contains(line, []byte(`"trace_id"`)))
+}
+
+// traceparent returns the line's W3C trace context: its "traceparent" field when valid, else
+// one built from "trace_id" (32 hex) and "span_id" (16 hex) fields, sampled.
+func (b *recordBuilder) traceparent(fields map[string]json.RawMessage) []byte {
+	if tp := jsonScalar(fields["traceparent"]); validTraceparent(tp) {
+		return tp
+	}
+	tid, sid := jsonScalar(fields["trace_id"]), jsonScalar(fields["span_id"])
+	if len(tid) != 32 || len(sid) != 16 || !isHex(tid) || !isHex(sid) || allZero(tid) || allZero(sid) {
+		return nil
+	}
+	n := copy(b.trace[:], "00-")
+	n += copy(b.trace[n:], bytes.ToLower(tid))
+	n += copy(b.trace[n:], "-")
+	n += copy(b.trace[n:], bytes.ToLower(sid))
+	n += copy(b.trace[n:], "-01")
+	return b.trace[:n]
+}
+
+// validTraceparent checks the W3C version-00 form: 00-<32 hex>-<16 hex>-<2 hex>, ids not zero.
+func validTraceparent(tp []byte) bool {
+	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return false
+	}
+	return isHex(tp[:2]) && isHex(tp[3:35]) && isHex(tp[36:52]) && isHex(tp[53:]) &&
+		!allZero(tp[3:35]) && !allZero(tp[36:52])
+}
+
+func isHex(b []byte) bool {
+	dst := make([]byte, 0, 32)
+	_, err := hex.AppendDecode(dst, b)
+	return err == nil && len(b)%2 == 0
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonScalar returns a JSON value as key bytes: a string unquoted, a number or boolean as written,
+// nothing for null, objects and arrays.
+func jsonScalar(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil
+		}
+		return []byte(s)
+	case '{', '[', 'n':
+		return nil
+	}
+	return raw
+}

@@ -46,6 +46,8 @@ type Config struct {
 	// Now reads the clock after a blocking allocation and times BufferPool waits. Nil means
 	// time.Now. Everything else takes now as a parameter.
 	Now func() time.Time
+	// Observer, when set, is told of every batch that completes (telemetry).
+	Observer Observer
 }
 
 // AppendResult tells the producer whether to wake the sender: when a batch was created (the
@@ -210,6 +212,15 @@ func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partit
 func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
 	key, value []byte, headers []kmsg.Header, cb Callback, maxBlockDeadline time.Time, now time.Time,
 ) (AppendResult, error) {
+	return a.AppendTraced(ctx, tp, timestamp, key, value, headers, cb, nil, maxBlockDeadline, now)
+}
+
+// AppendTraced is Append for a record sampled for tracing: trace travels with the record in its
+// batch and is told when the record completes. A nil trace is Append. now is taken as the
+// moment Send was called, for the end-to-end latency.
+func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
+	key, value []byte, headers []kmsg.Header, cb Callback, trace RecordTrace, maxBlockDeadline time.Time, now time.Time,
+) (AppendResult, error) {
 	// Counted so AbortIncompleteBatches can wait out appends that passed the closed check.
 	a.appendsInProgress.Add(1)
 	defer a.appendsInProgress.Add(-1)
@@ -220,7 +231,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 		timestamp = now
 	}
 	ts := timestamp.UnixMilli()
-	t := thunk{cb: cb, timestamp: ts, keySize: -1, valueSize: -1}
+	t := thunk{cb: cb, trace: trace, timestamp: ts, sent: now.UnixNano(), keySize: -1, valueSize: -1}
 	if key != nil {
 		t.keySize = int32(len(key))
 	}
@@ -257,6 +268,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 		return res, err
 	}
 	b := newBatch(tp, buf, a.cfg.Compression, now)
+	b.obs = a.cfg.Observer
 	b.tryAppend(ts, key, value, headers, t, now) // a fresh batch always takes its first record
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)

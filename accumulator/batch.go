@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,9 @@ const (
 // is reused across batches (thunkPool), so appending a record allocates nothing.
 type thunk struct {
 	cb        Callback
-	timestamp int64 // create time, ms
+	trace     RecordTrace // nil unless the record was sampled for tracing
+	timestamp int64       // create time, ms
+	sent      int64       // when Send handed the record over, Unix ns: end-to-end latency
 	keySize   int32
 	valueSize int32
 }
@@ -116,6 +119,12 @@ type ProducerBatch struct {
 	lastAppend     time.Time
 	thunks         []thunk
 	thunkHolder    *[]thunk
+
+	// Telemetry: obs is told when the batch completes; traced is set when a record carries a
+	// RecordTrace, and only then does the sender keep each attempt's timestamps in attempts.
+	obs      Observer
+	traced   bool
+	attempts []Attempt
 
 	producerID    int64
 	producerEpoch int16
@@ -208,6 +217,9 @@ func (b *ProducerBatch) tryAppend(ts int64, key, value []byte, headers []kmsg.He
 		b.maxTimestamp = ts
 	}
 	b.thunks = append(b.thunks, t)
+	if t.trace != nil {
+		b.traced = true
+	}
 	b.numRecords++
 	if now.After(b.lastAppend) {
 		b.lastAppend = now
@@ -342,9 +354,13 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 	if !b.state.CompareAndSwap(stateOpen, stateSucceeded) {
 		return false
 	}
+	var start time.Time
+	if b.obs != nil {
+		start = time.Now()
+	}
 	for i := range b.thunks {
 		t := &b.thunks[i]
-		if t.cb == nil {
+		if t.cb == nil && t.trace == nil {
 			continue
 		}
 		md := RecordMetadata{
@@ -362,8 +378,14 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 		} else {
 			md.Timestamp = time.UnixMilli(t.timestamp)
 		}
-		t.cb(md, nil)
+		if t.cb != nil {
+			t.cb(md, nil)
+		}
+		if t.trace != nil {
+			t.trace.RecordDone(b, md, nil, time.Now())
+		}
 	}
+	b.observeDone(nil, start)
 	close(b.done)
 	return true
 }
@@ -378,25 +400,44 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 	if !b.state.CompareAndSwap(stateOpen, stateFailed) {
 		return false
 	}
+	var start time.Time
+	if b.obs != nil {
+		start = time.Now()
+	}
 	for i := range b.thunks {
 		t := &b.thunks[i]
-		if t.cb == nil {
+		if t.cb == nil && t.trace == nil {
 			continue
 		}
 		err := topErr
 		if e, ok := recordErrs[i]; ok && e != nil {
 			err = e
 		}
-		t.cb(RecordMetadata{
+		md := RecordMetadata{
 			Topic:               b.TopicPartition.Topic,
 			Partition:           b.TopicPartition.Partition,
 			Offset:              -1,
 			SerializedKeySize:   -1,
 			SerializedValueSize: -1,
-		}, err)
+		}
+		if t.cb != nil {
+			t.cb(md, err)
+		}
+		if t.trace != nil {
+			t.trace.RecordDone(b, md, err, time.Now())
+		}
 	}
+	b.observeDone(topErr, start)
 	close(b.done)
 	return true
+}
+
+// observeDone tells the observer the batch is done. It runs before done closes, so the thunks
+// (SendTimes) are still there: Deallocate recycles them only after done.
+func (b *ProducerBatch) observeDone(err error, start time.Time) {
+	if b.obs != nil {
+		b.obs.BatchDone(b, err, start, time.Now())
+	}
 }
 
 // split moves the batch's records, with their callbacks, into new batches of at most batchSize
@@ -436,6 +477,11 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 			size := max(limit, EstimateRecordSize(rec.Key, rec.Value, rec.Headers))
 			cur = newBatch(b.TopicPartition, make([]byte, 0, size), b.codec, b.Created)
 			cur.offPool = true
+			cur.obs = b.obs
+			if b.traced {
+				// The attempt that was too large belongs to these records' history too.
+				cur.attempts = slices.Clone(b.attempts)
+			}
 			cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, b.lastAppend)
 		}
 	}

@@ -107,6 +107,7 @@ type NetworkClient struct {
 	// next Poll so callbacks always run from Poll.
 	aborted []*inflight.Response
 	closed  bool
+	obs     Observer // nil: no telemetry
 }
 
 // NewClient returns a client for the cluster in meta. Zero Config fields take the Java defaults.
@@ -131,6 +132,7 @@ func newClient(cfg Config, meta *metadata.Metadata, rnd *rand.Rand) *NetworkClie
 		apiVersions:        map[int32]map[int16]versionRange{},
 		apiVersionsPending: map[int32]int16{},
 		sending:            map[int32]*inflight.Request{},
+		obs:                cfg.Observer,
 	}
 	c.updater = &defaultMetadataUpdater{client: c, meta: meta}
 	return c

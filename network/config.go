@@ -73,6 +73,8 @@ type Config struct {
 	// Produce is capped at v12 unless the map sets key 0: v13 names topics by id only, and the
 	// producer names them.
 	MaxVersions map[int16]int16
+	// Observer, when set, is told of connection states and setups and of every request (telemetry).
+	Observer Observer
 }
 
 func (c Config) withDefaults() Config {

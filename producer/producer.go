@@ -78,6 +78,8 @@ type options struct {
 	dialer func(ctx context.Context, netw, addr string) (net.Conn, error)
 	clock  func() time.Time
 	client func(network.Config, *metadata.Metadata) KafkaClient
+	// observer is nil unless WithObserver: every telemetry call is guarded by it.
+	observer Observer
 }
 
 // WithLogger sets the logger; the default discards.

@@ -1,0 +1,74 @@
+package accumulator
+
+import (
+	"iter"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/metadata"
+)
+
+// RecordTrace is what a sampled record carries in its batch: a small token the producer's
+// observer created at Send. Unsampled records carry nil, so tracing costs them nothing.
+type RecordTrace interface {
+	// RecordDone is called once, on the goroutine that completed the record (the sender's, or
+	// Send's when the record never reached a batch), right after the record's callback
+	// returned at callbackEnd. b is the batch that completed it (its AttemptHistory holds the
+	// stage timestamps), nil when the record failed before it was appended.
+	RecordDone(b *ProducerBatch, md RecordMetadata, err error, callbackEnd time.Time)
+}
+
+// Attempt is one send of a batch, the stage timestamps of the lifecycle between the deque and
+// the response. The sender fills one per produce request that answered (or failed) for the
+// batch; a batch holding a sampled record keeps all of them (Attempts), so a trace shows every
+// attempt of a retried batch.
+type Attempt struct {
+	// Number is 1 for the first send, 2 for the first retry, and so on.
+	Number int
+	// TopicPartition is the batch's partition.
+	TopicPartition metadata.TopicPartition
+	// Enqueued is when the batch became drainable for this attempt: its creation, or its
+	// re-enqueue for a retry. Drained is when it left the deque for the request.
+	Enqueued, Drained time.Time
+	// Node, CorrelationID and APIVersion identify the request that carried the batch.
+	Node          int32
+	CorrelationID int32
+	APIVersion    int16
+	// Queued is doSend, Written completedSend, Received completedReceive (or when the request
+	// failed without a response). Written is zero when the request never left.
+	Queued, Written, Received time.Time
+	// Records, Bytes and UncompressedBytes describe the batch as sent: its record count, its
+	// size on the wire and the size of its records before compression.
+	Records, Bytes, UncompressedBytes int
+	// Err is the outcome for this batch: the partition's error, the network error, or nil.
+	Err error
+}
+
+// Observer is told when a batch reached its final state, success or failure, after every
+// record's callback ran. A batch that was split is not reported: its records are, through the
+// batches split from it. Calls come from the goroutine that completed the batch.
+type Observer interface {
+	BatchDone(b *ProducerBatch, err error, callbacksStart, callbacksEnd time.Time)
+}
+
+// Traced reports whether a record of the batch was sampled, so the sender keeps its attempts.
+func (b *ProducerBatch) Traced() bool { return b.traced }
+
+// AddAttempt keeps a finished attempt for the batch's sampled records. The sender calls it,
+// for traced batches only, before completing or re-enqueueing the batch.
+func (b *ProducerBatch) AddAttempt(a Attempt) { b.attempts = append(b.attempts, a) }
+
+// AttemptHistory returns the attempts kept by AddAttempt, oldest first. For a batch split from a
+// larger one they begin with the attempts of the original batch.
+func (b *ProducerBatch) AttemptHistory() []Attempt { return b.attempts }
+
+// SendTimes yields, for each record of the batch in order, when Send handed it over (the now
+// given to Append). Valid until the batch is deallocated; an Observer's BatchDone may use it.
+func (b *ProducerBatch) SendTimes() iter.Seq[time.Time] {
+	return func(yield func(time.Time) bool) {
+		for i := range b.thunks {
+			if !yield(time.Unix(0, b.thunks[i].sent)) {
+				return
+			}
+		}
+	}
+}

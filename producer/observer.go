@@ -1,0 +1,44 @@
+package producer
+
+import (
+	"context"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/network"
+)
+
+// Observer is the producer's telemetry hook (package telemetry implements it with
+// OpenTelemetry). The producer records stage timestamps on its batches and requests as plain
+// time.Time values and tells the observer at a few points; without an observer (the default)
+// none of these calls happen.
+//
+// Calls come from the goroutine that calls Send (StartSend, Appended) or from the sender
+// goroutine (everything else): implementations must be safe for concurrent use, quick, and
+// must not call back into the producer.
+type Observer interface {
+	// Connections, requests and in-flight counts, from the network layer.
+	network.Observer
+	// BatchDone is called when a batch completed, after its callbacks ran.
+	accumulator.Observer
+
+	// StartSend is called first thing in Send, at now, with Send's ctx (whose span context, if
+	// any, is the record's parent). It decides whether the record is traced. When it is not,
+	// it returns nil and r.Headers, allocating nothing. When it is, it returns the token the
+	// record carries in its batch and the headers to encode, with the trace context injected
+	// (a new slice: r.Headers is the caller's and is not modified).
+	StartSend(ctx context.Context, r *Record, now time.Time) (accumulator.RecordTrace, []Header)
+	// Appended reports the append stage of every record: from Send called (start) to the
+	// record in its batch (end), or to the error that failed it in Send.
+	Appended(topic string, start, end time.Time, err error)
+	// AttemptDone reports a batch's produce attempt that answered or failed, after the sender
+	// decided what follows; retry is true when the batch was re-enqueued for another attempt.
+	AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool)
+	// ProducerStarted hands the observer the producer's buffer pool (safe for concurrent use),
+	// for its gauges. The producer calls the returned function when it has closed.
+	ProducerStarted(pool *accumulator.BufferPool) (stopped func())
+}
+
+// WithObserver installs a telemetry observer (see Observer); telemetry.Provider's
+// ProducerOption returns one.
+func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }

@@ -1,0 +1,216 @@
+package telemetry
+
+// The span and metric vocabulary of kafkatrail. Dashboards, alerts and the README are written
+// against these names, so they change only with a note in the changelog. OpenTelemetry's names
+// are used where the semantic conventions have one (messaging.*, error.type, server.*,
+// network.io.direction, log.file.path); everything else is kafkatrail.*.
+//
+// Prometheus sees these names through the OTLP translation (Prometheus's OTLP receiver and the
+// prometheus exporter both apply it): dots become underscores, the unit is appended as a suffix
+// (s -> _seconds, By -> _bytes, annotations in braces like {record} add nothing) and counters
+// end in _total. For example:
+//
+//	kafkatrail.producer.stage.duration (histogram, s) -> kafkatrail_producer_stage_duration_seconds_bucket{stage="drain"}
+//	messaging.client.sent.messages     (counter)      -> messaging_client_sent_messages_total
+//	kafkatrail.producer.inflight.requests (gauge)     -> kafkatrail_producer_inflight_requests{kafkatrail_node_id="1"}
+//	kafkatrail.agent.file.behind       (gauge, By)    -> kafkatrail_agent_file_behind_bytes
+//
+// Attribute keys become labels the same way (messaging.destination.name ->
+// messaging_destination_name). Resource attributes (service.name, ...) arrive as job/instance
+// and target_info.
+
+// InstrumentationName names kafkatrail's tracer and meter (the instrumentation scope).
+const InstrumentationName = "github.com/kafkatrail/kafkatrail"
+
+// DefaultServiceName is service.name when neither Config.ServiceName nor OTEL_SERVICE_NAME is set.
+const DefaultServiceName = "kafkatrail-agent"
+
+// DefaultSampleRatio is the share of records traced when neither Config.SampleRatio nor
+// OTEL_TRACES_SAMPLER says otherwise: 1 %, enough to see every stage of typical records at a
+// rate a trace backend absorbs, at a cost per unsampled record of nothing (see BenchmarkSendTracing).
+const DefaultSampleRatio = 0.01
+
+// DefaultTraceHeader is the record header that carries the send span's W3C trace context, so a
+// consumer continues the trace.
+const DefaultTraceHeader = "traceparent"
+
+// Span names.
+//
+// A sampled record's trace is a `send {topic}` span (kind PRODUCER) whose children tile it
+// exactly, in this order, so that their durations add up to the parent's:
+//
+//	append            Send called -> record in a batch (waits for metadata and buffer memory)
+//	drain             in a batch -> batch drained for a node (linger, readiness, retry backoff)
+//	doSend            drained -> request queued for the socket
+//	completedSend     queued -> last byte written
+//	completedReceive  written -> response read and matched to the request
+//	callback          response matched -> the record's callback returned
+//
+// drain, doSend, completedSend and completedReceive repeat for every attempt of a retried
+// batch, each set carrying its attempt number. A record that failed before reaching a broker
+// has only the stages it reached, then callback.
+//
+// Connection-level spans are roots of their own traces (kind CLIENT): connect (from the
+// connection attempt to READY, or to the failure) with children dial, tlsHandshake,
+// saslAuthenticate and ApiVersions; and one Metadata span per metadata request.
+const (
+	SpanSendPrefix       = "send " // + topic: "send orders"
+	SpanAppend           = "append"
+	SpanDrain            = "drain"
+	SpanDoSend           = "doSend"
+	SpanCompletedSend    = "completedSend"
+	SpanCompletedReceive = "completedReceive"
+	SpanCallback         = "callback"
+	SpanConnect          = "connect"
+	SpanDial             = "dial"
+	SpanTLSHandshake     = "tlsHandshake"
+	SpanSASLAuthenticate = "saslAuthenticate"
+	SpanAPIVersions      = "ApiVersions"
+	SpanMetadata         = "Metadata"
+)
+
+// Values of the stage attribute of MetricStageDuration: the stage span names.
+const (
+	StageAppend           = SpanAppend
+	StageDrain            = SpanDrain
+	StageDoSend           = SpanDoSend
+	StageCompletedSend    = SpanCompletedSend
+	StageCompletedReceive = SpanCompletedReceive
+	StageCallback         = SpanCallback
+)
+
+// Values of error.type for failures that are not a Kafka error code (those use the code's name,
+// e.g. NOT_LEADER_OR_FOLLOWER).
+const (
+	ErrorTypeDeliveryTimeout = "DELIVERY_TIMEOUT"  // delivery.timeout.ms passed
+	ErrorTypeDisconnected    = "NETWORK_EXCEPTION" // the connection closed before the response
+	ErrorTypeRequestTimeout  = "REQUEST_TIMEOUT"   // request.timeout.ms passed; the connection was closed
+	ErrorTypeProducerClosed  = "PRODUCER_CLOSED"   // Close gave up on the record
+	ErrorTypeBufferExhausted = "BUFFER_EXHAUSTED"  // no buffer memory within max.block.ms
+	ErrorTypeRecordTooLarge  = "RECORD_TOO_LARGE"  // larger than max.request.size or buffer.memory
+	ErrorTypeAuthentication  = "AUTHENTICATION"    // SASL or TLS refused us
+	ErrorTypeMetadata        = "METADATA_TIMEOUT"  // the topic's metadata did not arrive within max.block.ms
+	ErrorTypeCanceled        = "CANCELED"          // the caller's context ended
+	ErrorTypeOther           = "_OTHER"            // anything else
+)
+
+// Attribute keys. The messaging.*, error.type, server.*, network.io.direction and log.file.path
+// keys are OpenTelemetry's; partition ids are strings, as the conventions say.
+const (
+	AttrMessagingSystem          = "messaging.system"                   // "kafka"
+	AttrMessagingOperationName   = "messaging.operation.name"           // "send"
+	AttrMessagingOperationType   = "messaging.operation.type"           // "send"
+	AttrMessagingDestinationName = "messaging.destination.name"         // topic
+	AttrMessagingPartitionID     = "messaging.destination.partition.id" // "3"
+	AttrMessagingKafkaOffset     = "messaging.kafka.offset"             // int
+	AttrMessagingKafkaTombstone  = "messaging.kafka.message.tombstone"  // bool, only when true
+	AttrMessagingClientID        = "messaging.client.id"                // client.id
+	AttrMessagingBatchCount      = "messaging.batch.message_count"      // records in the batch
+	AttrErrorType                = "error.type"                         // Kafka error name, e.g. TOPIC_AUTHORIZATION_FAILED
+	AttrServerAddress            = "server.address"                     // broker host
+	AttrServerPort               = "server.port"                        // broker port
+	AttrNetworkIODirection       = "network.io.direction"               // transmit | receive
+	AttrLogFilePath              = "log.file.path"                      // agent: the file, or "-" for stdin
+
+	AttrNodeID          = "kafkatrail.node.id"                // broker node id (negative: a bootstrap address)
+	AttrBatchBytes      = "kafkatrail.batch.bytes"            // batch size on the wire
+	AttrCorrelationID   = "kafkatrail.request.correlation_id" // request header's correlation id
+	AttrAPIVersion      = "kafkatrail.request.api_version"    // negotiated version of the request
+	AttrAPI             = "kafkatrail.request.api"            // Kafka API name: Produce, Metadata, ApiVersions, InitProducerId
+	AttrAttempt         = "kafkatrail.attempt"                // 1 for the first attempt, 2 for the first retry, ...
+	AttrConnectionState = "kafkatrail.connection.state"       // DISCONNECTED | CONNECTING | CHECKING_API_VERSIONS | READY | AUTHENTICATION_FAILED
+	AttrCompression     = "kafkatrail.compression"            // none | gzip | snappy | lz4 | zstd
+	AttrSASLMechanism   = "kafkatrail.sasl.mechanism"         // PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+	AttrStage           = "stage"                             // append | drain | doSend | completedSend | completedReceive | callback
+	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
+)
+
+// Metric names. Units are UCUM, as OpenTelemetry wants: s, By, 1, and {annotations} for counts.
+const (
+	// Producer: OpenTelemetry messaging metrics.
+	MetricOperationDuration = "messaging.client.operation.duration" // histogram s: Send called -> callback returned, per record; error.type on failure
+	MetricSentMessages      = "messaging.client.sent.messages"      // counter {message}: records a broker acknowledged
+
+	// Producer: records and stages.
+	MetricStageDuration    = "kafkatrail.producer.stage.duration"        // histogram s, stage=...: append per record; the other stages per batch attempt
+	MetricRecordQueueTime  = "kafkatrail.producer.record.queue.duration" // histogram s: batch created (or re-enqueued) -> drained (Java record-queue-time)
+	MetricRecordsRetried   = "kafkatrail.producer.records.retried"       // counter {record}, error.type: records in batches sent again (Java record-retry-rate)
+	MetricRecordsFailed    = "kafkatrail.producer.records.failed"        // counter {record}, error.type: records whose callback got an error (Java record-error-rate)
+	MetricBatchSize        = "kafkatrail.producer.batch.size"            // histogram By: batch size on the wire, after compression (Java batch-size)
+	MetricBatchRecords     = "kafkatrail.producer.batch.records"         // histogram {record}: records per batch
+	MetricCompressionRatio = "kafkatrail.producer.compression.ratio"     // histogram 1: compressed / uncompressed bytes per batch (Java compression-rate)
+	MetricThrottleTime     = "kafkatrail.producer.throttle.duration"     // histogram s, node: throttle time a broker reported in a produce response
+
+	// Producer: buffer pool (buffer.memory) and metadata, observed when a reader collects.
+	MetricBufferTotal     = "kafkatrail.producer.buffer.total"     // gauge By: buffer.memory
+	MetricBufferAvailable = "kafkatrail.producer.buffer.available" // gauge By: memory not held by batches (Java buffer-available-bytes)
+	MetricBufferWaiting   = "kafkatrail.producer.buffer.waiting"   // gauge {waiter}: Sends blocked on memory (Java waiting-threads)
+	MetricBufferWaitTime  = "kafkatrail.producer.buffer.wait.time" // counter s: total time Sends spent blocked on memory (Java bufferpool-wait-time)
+	MetricBufferExhausted = "kafkatrail.producer.buffer.exhausted" // counter {allocation}: Sends failed after max.block.ms without memory
+	MetricMetadataAge     = "kafkatrail.producer.metadata.age"     // gauge s: time since the last successful metadata response (Java metadata-age)
+
+	// Network: per broker node.
+	MetricInFlightRequests    = "kafkatrail.producer.inflight.requests" // gauge {request}, node: requests sent and not answered (Java requests-in-flight)
+	MetricRequestDuration     = "kafkatrail.request.duration"           // histogram s, node, api, error.type: request queued -> response read (Java request-latency)
+	MetricNetworkIO           = "kafkatrail.network.io"                 // counter By, node, network.io.direction: bytes written and read (Java outgoing/incoming-byte-rate)
+	MetricConnectionCount     = "kafkatrail.connection.count"           // gauge {connection}, node, kafkatrail.connection.state: 1 per known node, in its current state
+	MetricConnectionCreations = "kafkatrail.connection.creations"       // counter {connection}, node: connections established (TCP, TLS, SASL done)
+	MetricConnectionCloses    = "kafkatrail.connection.closes"          // counter {connection}, node: established connections that closed
+	MetricConnectionFailures  = "kafkatrail.connection.failures"        // counter {connection}, node, error.type: connection attempts that failed before being established
+	MetricConnectionSetup     = "kafkatrail.connection.setup.duration"  // histogram s, node: connection attempt -> established
+
+	// Agent: per file (log.file.path; "-" for stdin). Recorded through Provider.Agent().
+	MetricAgentLinesRead      = "kafkatrail.agent.lines.read"      // counter {line}
+	MetricAgentBytesRead      = "kafkatrail.agent.bytes.read"      // counter By
+	MetricAgentFileBehind     = "kafkatrail.agent.file.behind"     // gauge By: file size minus the read offset
+	MetricAgentCheckpointLag  = "kafkatrail.agent.checkpoint.lag"  // gauge By: read offset minus the committed (acknowledged) offset
+	MetricAgentLinesTruncated = "kafkatrail.agent.lines.truncated" // counter {line}: lines cut at the long-line limit
+	MetricAgentLinesSplit     = "kafkatrail.agent.lines.split"     // counter {line}: long lines sent as several records
+	MetricAgentLinesDropped   = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
+	MetricAgentFilesWatched   = "kafkatrail.agent.files.watched"   // gauge {file}: files being tailed
+)
+
+// MetricDesc describes one metric: what the README lists and what the metric tests check.
+type MetricDesc struct {
+	Name  string
+	Kind  string // counter, histogram or gauge (an observable gauge or an up-down counter)
+	Unit  string
+	Attrs []string
+	Doc   string
+}
+
+// Metrics is every metric kafkatrail produces, in the order the README lists them.
+var Metrics = []MetricDesc{
+	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrErrorType}, "Send called to callback returned, per record"},
+	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName}, "records a broker acknowledged"},
+	{MetricStageDuration, "histogram", "s", []string{AttrStage, AttrMessagingDestinationName}, "time in each lifecycle stage: append per record, the others per batch attempt"},
+	{MetricRecordQueueTime, "histogram", "s", []string{AttrMessagingDestinationName}, "batch created (or re-enqueued for retry) to drained"},
+	{MetricRecordsRetried, "counter", "{record}", []string{AttrMessagingDestinationName, AttrErrorType}, "records in batches that are sent again"},
+	{MetricRecordsFailed, "counter", "{record}", []string{AttrMessagingDestinationName, AttrErrorType}, "records whose callback got an error"},
+	{MetricBatchSize, "histogram", "By", []string{AttrMessagingDestinationName, AttrCompression}, "batch size on the wire, after compression"},
+	{MetricBatchRecords, "histogram", "{record}", []string{AttrMessagingDestinationName}, "records per batch"},
+	{MetricCompressionRatio, "histogram", "1", []string{AttrMessagingDestinationName, AttrCompression}, "compressed over uncompressed size, per batch"},
+	{MetricThrottleTime, "histogram", "s", []string{AttrNodeID}, "throttle time reported in produce responses"},
+	{MetricBufferTotal, "gauge", "By", nil, "buffer.memory"},
+	{MetricBufferAvailable, "gauge", "By", nil, "buffer memory not held by batches"},
+	{MetricBufferWaiting, "gauge", "{waiter}", nil, "Sends blocked waiting for buffer memory"},
+	{MetricBufferWaitTime, "counter", "s", nil, "total time Sends spent blocked on buffer memory"},
+	{MetricBufferExhausted, "counter", "{allocation}", nil, "Sends that failed after max.block.ms without memory"},
+	{MetricMetadataAge, "gauge", "s", nil, "time since the last successful metadata response"},
+	{MetricInFlightRequests, "gauge", "{request}", []string{AttrNodeID}, "requests sent to the node and not answered"},
+	{MetricRequestDuration, "histogram", "s", []string{AttrNodeID, AttrAPI, AttrErrorType}, "request queued to response read, every API"},
+	{MetricNetworkIO, "counter", "By", []string{AttrNodeID, AttrNetworkIODirection}, "bytes written to and read from brokers"},
+	{MetricConnectionCount, "gauge", "{connection}", []string{AttrNodeID, AttrConnectionState}, "1 per known node, in its current connection state"},
+	{MetricConnectionCreations, "counter", "{connection}", []string{AttrNodeID}, "connections established"},
+	{MetricConnectionCloses, "counter", "{connection}", []string{AttrNodeID}, "established connections that closed"},
+	{MetricConnectionFailures, "counter", "{connection}", []string{AttrNodeID, AttrErrorType}, "connection attempts that failed"},
+	{MetricConnectionSetup, "histogram", "s", []string{AttrNodeID}, "connection attempt to established (TCP, TLS, SASL)"},
+	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath}, "lines read"},
+	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath}, "bytes read"},
+	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath}, "bytes between the read offset and the end of the file"},
+	{MetricAgentCheckpointLag, "gauge", "By", []string{AttrLogFilePath}, "bytes read but not yet acknowledged and checkpointed"},
+	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath}, "lines cut at the long-line limit"},
+	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath}, "long lines sent as several records"},
+	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrDropReason}, "lines not sent"},
+	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
+}

@@ -1,0 +1,250 @@
+package agent
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// File is one followed file: one identity, from one starting point. The pipeline's handler sends
+// each line of it and the producer callback reports the outcome with Ack or Fail; the File's
+// acknowledgement tracker turns those outcomes into the committed offset, the only offset the
+// checkpoint store ever records.
+//
+// When a file is truncated in place (copytruncate) the follower starts a new File for the same
+// identity, so acknowledgements of lines of the old content, which may still arrive, land in the
+// old File's tracker and can never move the checkpoint of the new content.
+//
+// Track, Ack, Fail and Committed are safe for concurrent use.
+type File struct {
+	// Path is the name the file had when this File was started. Lines keep it as their source
+	// after a rename (they were written under that name); Stats reports the current name.
+	Path string
+	// ID is the file's identity when this File was started; the checkpoint records a longer
+	// fingerprint once the file has grown.
+	ID FileID
+
+	acks    ackTracker
+	counts  *fileCounters // shared by every File of one followed file
+	totals  *fileCounters // the tailer's totals
+	log     *slog.Logger
+	onFirst *atomic.Bool // set when the first failure of the followed file was logged
+}
+
+// fileCounters count what happened to one followed file (or to all of them, as totals).
+type fileCounters struct {
+	linesRead, linesAcked, linesFailed atomic.Uint64
+	truncated, split, dropped          atomic.Uint64
+	truncations                        atomic.Uint64 // copytruncate resets
+}
+
+func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, log *slog.Logger) *File {
+	f := &File{Path: path, ID: id, counts: counts, totals: totals, log: log, onFirst: failLogged}
+	f.acks.init(start)
+	return f
+}
+
+// Track registers a line ending at end as in flight. The follower tracks every line before it
+// calls the handler, so a handler need not call it; a second Track of the last tracked end (a
+// handler that tracks as well) is a no-op, as is any end at or before it.
+func (f *File) Track(end int64) { f.acks.track(end) }
+
+// Ack records that the line ending at end was acknowledged by Kafka. Acks may come in any order,
+// from any goroutine; an end that is not in flight (acked already, or never tracked) is ignored.
+func (f *File) Ack(end int64) {
+	if f.acks.ack(end) {
+		f.counts.linesAcked.Add(1)
+		f.totals.linesAcked.Add(1)
+	}
+}
+
+// Fail records that the line ending at end will never be delivered. The committed offset stays
+// before that line for as long as this File lives (until the agent restarts and sends it again):
+// nothing is skipped silently. The first failure of a file is logged; all are counted.
+func (f *File) Fail(end int64, err error) {
+	if !f.acks.fail(end) {
+		return
+	}
+	f.counts.linesFailed.Add(1)
+	f.totals.linesFailed.Add(1)
+	if f.onFirst.CompareAndSwap(false, true) {
+		f.log.Error("line failed for good: this file's checkpoint stays before it; lines after it are still sent, and a restart sends them again",
+			"path", f.Path, "file", f.ID.String(), "end", end, "committed", f.Committed(), "err", err)
+	}
+}
+
+// Committed is the end of the longest prefix of tracked lines that were all acknowledged: the
+// offset where a restart must resume so that no line is lost.
+func (f *File) Committed() int64 { return f.acks.committedOffset() }
+
+// skip records a span the follower consumed without sending it (a dropped long line): it is
+// acknowledged at once, in order with the lines around it.
+func (f *File) skip(end int64) {
+	f.acks.track(end)
+	f.acks.ack(end)
+}
+
+// ackTracker holds the lines of one File that are not yet part of the committed prefix, in read
+// order: a ring of end offsets with their state. Ends are strictly increasing, so an ack finds
+// its line at the head (the common, in-order case: O(1)) or by binary search; acknowledged lines
+// leave from the head, so the cost is O(1) amortized for in-order acks and O(log n) otherwise.
+//
+// Memory is bounded by the lines in flight (which the producer's buffer.memory bounds) plus the
+// acknowledged lines waiting behind an older, unacknowledged one. Once a line has failed, lines
+// tracked after it can never move the committed offset, so they are only counted, not stored:
+// a failed file does not grow the ring without bound.
+type ackTracker struct {
+	mu          sync.Mutex
+	ring        []ackEntry // len is a power of two (or 0)
+	head, n     int
+	committed   int64
+	lastTracked int64
+	pinned      bool  // a line failed: the ring ends with it and committed never passes it
+	pinnedEnd   int64 // end of the earliest failed line
+	pending     int   // tracked lines neither acked nor failed (in the ring or after pinnedEnd)
+	beyond      int   // of pending: lines after pinnedEnd, counted only
+}
+
+type ackState uint8
+
+const (
+	ackPending ackState = iota
+	ackDone
+	ackFailed
+)
+
+type ackEntry struct {
+	end   int64
+	state ackState
+}
+
+const minRing = 64
+
+// init sets the starting offset; called before the File is shared.
+func (a *ackTracker) init(start int64) { a.committed, a.lastTracked = start, start }
+
+func (a *ackTracker) at(i int) *ackEntry { return &a.ring[(a.head+i)&(len(a.ring)-1)] }
+
+func (a *ackTracker) track(end int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if end <= a.lastTracked {
+		return
+	}
+	a.lastTracked = end
+	a.pending++
+	if a.pinned {
+		a.beyond++
+		return
+	}
+	if a.n == len(a.ring) {
+		a.resize(max(minRing, 2*len(a.ring)))
+	}
+	*a.at(a.n) = ackEntry{end: end}
+	a.n++
+}
+
+// find returns the ring index of the entry ending at end, or -1.
+func (a *ackTracker) find(end int64) int {
+	if a.n == 0 {
+		return -1
+	}
+	if a.at(0).end == end {
+		return 0
+	}
+	i := sort.Search(a.n, func(i int) bool { return a.at(i).end >= end })
+	if i < a.n && a.at(i).end == end {
+		return i
+	}
+	return -1
+}
+
+func (a *ackTracker) ack(end int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pinned && end > a.pinnedEnd {
+		if a.beyond == 0 || end > a.lastTracked {
+			return false
+		}
+		a.beyond--
+		a.pending--
+		return true
+	}
+	i := a.find(end)
+	if i < 0 || a.at(i).state != ackPending {
+		return false
+	}
+	a.at(i).state = ackDone
+	a.pending--
+	a.advance()
+	return true
+}
+
+func (a *ackTracker) fail(end int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pinned && end > a.pinnedEnd {
+		if a.beyond == 0 || end > a.lastTracked {
+			return false
+		}
+		a.beyond--
+		a.pending--
+		return true
+	}
+	i := a.find(end)
+	if i < 0 || a.at(i).state != ackPending {
+		return false
+	}
+	a.at(i).state = ackFailed
+	a.pending--
+	// Everything after the earliest failure is now only counted: move it out of the ring.
+	for j := i + 1; j < a.n; j++ {
+		if a.at(j).state == ackPending {
+			a.beyond++
+		}
+	}
+	a.n = i + 1
+	a.pinned = true
+	a.pinnedEnd = end
+	a.advance()
+	return true
+}
+
+// advance pops acknowledged lines from the head into the committed offset.
+func (a *ackTracker) advance() {
+	for a.n > 0 && a.at(0).state == ackDone {
+		a.committed = a.at(0).end
+		a.head = (a.head + 1) & (len(a.ring) - 1)
+		a.n--
+	}
+	// Give memory back after an outage: shrink a ring that is mostly empty.
+	size := len(a.ring)
+	for size > 4*minRing && a.n < size/8 {
+		size /= 4
+	}
+	if size != len(a.ring) {
+		a.resize(size)
+	}
+}
+
+func (a *ackTracker) resize(size int) {
+	ring := make([]ackEntry, size)
+	for i := 0; i < a.n; i++ {
+		ring[i] = *a.at(i)
+	}
+	a.ring, a.head = ring, 0
+}
+
+func (a *ackTracker) committedOffset() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.committed
+}
+
+// inFlight is the number of tracked lines neither acknowledged nor failed.
+func (a *ackTracker) inFlight() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pending
+}

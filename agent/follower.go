@@ -1,0 +1,371 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// follower reads one file (one open descriptor: the inode, whatever its name becomes) from its
+// start offset, hands its lines to the Tailer's handler and notices when it is truncated,
+// replaced in place, renamed away or deleted. Its goroutine is owned by Tailer.Run and stops when
+// Run's context ends or once its file is released.
+type follower struct {
+	t   *Tailer
+	fd  *os.File
+	key fileKey
+	log *slog.Logger
+
+	mu   sync.Mutex
+	path string // current name, updated by the scans
+	id   FileID // current identity: the fingerprint lengthens as the file grows
+	file *File  // current generation: a new one after each copytruncate
+
+	// gone is set by the scans when the globs do not match the file any more.
+	gone atomic.Bool
+	// succeeded is set when a new file appeared at this file's name; caughtUp is closed the first
+	// time the follower is at the end of its file after that (or when it exits), releasing the
+	// successor (after).
+	succeeded  atomic.Bool
+	caughtUp   chan struct{}
+	caughtOnce sync.Once
+	after      <-chan struct{}
+
+	readPos, size atomic.Int64
+	counts        fileCounters
+	failLogged    atomic.Bool
+	split         *lineSplitter // the follower goroutine's own
+}
+
+func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start int64) *follower {
+	fl := &follower{
+		t: t, fd: fd, key: id.key(), path: path, id: id,
+		log:      t.log,
+		caughtUp: make(chan struct{}),
+		split:    newLineSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
+	}
+	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.log)
+	fl.readPos.Store(start)
+	return fl
+}
+
+func (fl *follower) setPath(path string) (old string) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	old, fl.path = fl.path, path
+	return old
+}
+
+func (fl *follower) currentPath() string {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.path
+}
+
+func (fl *follower) identity() FileID {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.id
+}
+
+func (fl *follower) current() *File {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.file
+}
+
+func (fl *follower) entry(now time.Time) checkpointEntry {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return newCheckpointEntry(fl.id, fl.path, fl.file.Committed(), now)
+}
+
+func (fl *follower) stats() FileStats {
+	fl.mu.Lock()
+	path, id, f := fl.path, fl.id, fl.file
+	fl.mu.Unlock()
+	c := &fl.counts
+	s := FileStats{
+		Path: path, ID: id,
+		Size: fl.size.Load(), ReadOffset: fl.readPos.Load(), Committed: f.Committed(),
+		InFlight:  f.acks.inFlight(),
+		LinesRead: c.linesRead.Load(), LinesAcked: c.linesAcked.Load(), LinesFailed: c.linesFailed.Load(),
+		Truncated: c.truncated.Load(), Split: c.split.Load(), Dropped: c.dropped.Load(),
+		Truncations: c.truncations.Load(),
+		Gone:        fl.gone.Load(),
+	}
+	s.BytesBehind = max(0, s.Size-s.Committed)
+	return s
+}
+
+func (fl *follower) markCaughtUp() { fl.caughtOnce.Do(func() { close(fl.caughtUp) }) }
+
+// run is the follower goroutine.
+func (fl *follower) run(ctx context.Context) {
+	defer fl.t.wg.Done()
+	released, deleted, err := fl.follow(ctx)
+	var path string
+	if released && !deleted {
+		path = fl.procPath()
+	}
+	fl.fd.Close()
+	fl.markCaughtUp()
+	if err != nil {
+		fl.t.fail(err)
+		return
+	}
+	if released {
+		f := fl.current()
+		fl.log.Info("file released: read to its end and acknowledged", "path", fl.currentPath(),
+			"deleted", deleted, "committed", f.Committed(), "failed", fl.counts.linesFailed.Load())
+		fl.t.release(fl, deleted, path)
+	}
+	// Stopped by the context: the follower stays in the Tailer's map, so that SaveCheckpoints
+	// after Run still records the acknowledgements that arrive while the producer flushes.
+}
+
+// procPath is the file's current name as the kernel knows it (it may have been renamed out of
+// the globs), or "" if it has none.
+func (fl *follower) procPath() string {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fl.fd.Fd())))
+	if err != nil || strings.HasSuffix(p, " (deleted)") {
+		return ""
+	}
+	return p
+}
+
+// follow reads the file until ctx ends (false, false, nil), the handler fails (its error), or the
+// file is released (true, whether it was deleted, nil).
+func (fl *follower) follow(ctx context.Context) (released, deleted bool, err error) {
+	cfg := &fl.t.cfg
+	if fl.after != nil {
+		select {
+		case <-fl.after:
+		case <-ctx.Done():
+		}
+	}
+	sink := followerSink{fl: fl, ctx: ctx}
+	lastData := fl.t.now()
+	waited := true // look at the fingerprint on the first pass
+	readFailed := false
+	for ctx.Err() == nil {
+		// Read the flags before the stat: they are set after the rename that ends the file's
+		// writes, so a stat taken after loading them sees every byte written before. Loaded
+		// after the stat, they could be newer than its size and the end would come too early.
+		gone, succeeded := fl.gone.Load(), fl.succeeded.Load()
+		fi, err := fl.fd.Stat()
+		if err != nil {
+			fl.log.Warn("cannot stat open file", "path", fl.currentPath(), "err", err)
+			if !fl.sleep(ctx, cfg.PollInterval) {
+				break
+			}
+			continue
+		}
+		size, pos := fi.Size(), fl.readPos.Load()
+		fl.size.Store(size)
+		if size < pos {
+			if err := fl.restart(sink, "file shrank below the read offset (truncated, e.g. copytruncate)", pos, size); err != nil {
+				return false, false, err
+			}
+			continue
+		}
+		if size > pos {
+			if waited || fl.identity().FingerprintLen < min(int(size), cfg.FingerprintBytes) {
+				replaced, err := fl.checkFingerprint(size)
+				if err != nil {
+					fl.log.Warn("cannot read file", "path", fl.currentPath(), "err", err)
+				} else if replaced {
+					if err := fl.restart(sink, "file's first bytes changed (truncated and rewritten)", pos, size); err != nil {
+						return false, false, err
+					}
+					continue
+				}
+			}
+			waited = false
+			n, rerr, herr := fl.readAvailable(ctx, sink)
+			if herr != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return false, false, herr
+			}
+			if n > 0 {
+				lastData = fl.t.now()
+			}
+			if rerr != nil {
+				fl.markCaughtUp() // a file that cannot be read must not hold its successor back
+				if !readFailed {
+					fl.log.Warn("cannot read file: retrying", "path", fl.currentPath(), "offset", fl.readPos.Load(), "err", rerr)
+				}
+				readFailed = true
+				if !fl.sleep(ctx, cfg.PollInterval) {
+					break
+				}
+				waited = true
+				continue
+			}
+			readFailed = false
+			continue
+		}
+
+		// At the end of the file.
+		idle := fl.t.now().Sub(lastData)
+		if fl.split.pending() && idle >= cfg.PartialLineIdle {
+			if _, err := fl.split.flush(sink); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return false, false, err
+			}
+		}
+		fl.split.shrink()
+		deleted = statLinks(fi) == 0
+		gone = gone || deleted
+		if gone || succeeded {
+			fl.markCaughtUp()
+		}
+		if gone && idle >= cfg.ReleaseIdle {
+			if _, err := fl.split.flush(sink); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return false, false, err
+			}
+			// Released only once every line is acknowledged or failed, so that the checkpoint
+			// kept for a renamed file holds its final offset.
+			for fl.current().acks.inFlight() > 0 {
+				if !fl.sleep(ctx, cfg.PollInterval) {
+					return false, false, nil
+				}
+			}
+			return true, deleted, nil
+		}
+		if !fl.sleep(ctx, cfg.PollInterval) {
+			break
+		}
+		waited = true
+	}
+	return false, false, nil
+}
+
+// readAvailable reads and splits chunks until the end of the file. It returns the bytes read, a
+// read error (retried after a pause) and the handler's error.
+func (fl *follower) readAvailable(ctx context.Context, sink followerSink) (total int64, readErr, handlerErr error) {
+	for ctx.Err() == nil {
+		buf := fl.split.space()
+		pos := fl.readPos.Load()
+		k, err := fl.fd.ReadAt(buf, pos)
+		if k > 0 {
+			fl.readPos.Store(pos + int64(k))
+			total += int64(k)
+			if herr := fl.split.feed(k, sink); herr != nil {
+				return total, nil, herr
+			}
+		}
+		if errors.Is(err, io.EOF) || (err == nil && k == 0) {
+			return total, nil, nil
+		}
+		if err != nil {
+			return total, err, nil
+		}
+	}
+	return total, nil, nil
+}
+
+// checkFingerprint verifies, after a pause, that the file still begins with the bytes it was
+// identified by (a file truncated and rewritten past the read offset while we were not looking
+// does not shrink), and lengthens the fingerprint of a file that has grown.
+func (fl *follower) checkFingerprint(size int64) (replaced bool, err error) {
+	id := fl.identity()
+	fp, n, same, err := fingerprintOf(fl.fd, size, fl.t.cfg.FingerprintBytes, &id)
+	if err != nil {
+		return false, err
+	}
+	if !same {
+		return true, nil
+	}
+	if n > id.FingerprintLen {
+		fl.mu.Lock()
+		fl.id.Fingerprint, fl.id.FingerprintLen = fp, n
+		fl.mu.Unlock()
+	}
+	return false, nil
+}
+
+// restart begins the file again at offset 0 with a new File: the old content is gone. A started
+// last line of the old content is sent first (its bytes were in the file). Lines read from the old
+// content stay tracked by the old File, whose acknowledgements no longer matter to the checkpoint.
+// The lines between the last read and the truncation were never read: copytruncate loses them.
+func (fl *follower) restart(sink followerSink, why string, pos, size int64) error {
+	if _, err := fl.split.flush(sink); err != nil {
+		return err
+	}
+	fl.counts.truncations.Add(1)
+	fl.t.totals.truncations.Add(1)
+	id, _, err := identify(fl.fd, fl.t.cfg.FingerprintBytes)
+	if err != nil {
+		id = FileID{Dev: fl.key.dev, Inode: fl.key.ino}
+	}
+	fl.mu.Lock()
+	fl.log.Warn(why+": reading it again from the beginning", "path", fl.path, "read_offset", pos, "size", size)
+	fl.id = id
+	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.log)
+	fl.mu.Unlock()
+	fl.readPos.Store(0)
+	fl.split.reset(0)
+	return nil
+}
+
+// sleep waits d, or until ctx ends (false).
+func (fl *follower) sleep(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// followerSink hands the splitter's lines to the Tailer's handler, tracking each first.
+type followerSink struct {
+	fl  *follower
+	ctx context.Context
+}
+
+func (s followerSink) line(l Line) error {
+	fl := s.fl
+	f := fl.current()
+	f.Track(l.End)
+	fl.counts.linesRead.Add(1)
+	fl.t.totals.linesRead.Add(1)
+	switch {
+	case l.Truncated:
+		fl.counts.truncated.Add(1)
+		fl.t.totals.truncated.Add(1)
+		fl.log.Warn("long line truncated", "path", f.Path, "offset", l.Start, "line_bytes", l.End-l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
+	case l.Part == 1:
+		fl.counts.split.Add(1)
+		fl.t.totals.split.Add(1)
+		fl.log.Warn("long line split into parts", "path", f.Path, "offset", l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
+	}
+	return fl.t.handle(s.ctx, f, l)
+}
+
+func (s followerSink) dropped(start, end int64) error {
+	fl := s.fl
+	f := fl.current()
+	f.skip(end)
+	fl.counts.dropped.Add(1)
+	fl.t.totals.dropped.Add(1)
+	fl.log.Warn("long line dropped", "path", f.Path, "offset", start, "line_bytes", end-start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
+	return nil
+}

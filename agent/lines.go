@@ -1,0 +1,267 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Line is one line handed to the pipeline.
+type Line struct {
+	// Data is the line without its trailing '\n' (a preceding '\r' is kept: bytes pass as they
+	// are). It is only valid during the handler call: the follower reuses its buffer, so the
+	// handler copies what it keeps (producer.Send copies).
+	Data []byte
+	// Start is the file offset of Data's first byte.
+	Start int64
+	// End is the offset just past the line (after its newline, or the file size for a last line
+	// without one): the checkpoint value once this line and every line before it are acknowledged.
+	End int64
+	// Truncated is set when long-lines=truncate cut the line to MaxLineBytes; End is still past
+	// the whole line.
+	Truncated bool
+	// Part is the 1-based index of a long-lines=split chunk (0 for a line that was not split).
+	// Parts is set on the last part only, to the number of parts; it is 0 on the earlier ones,
+	// because a line is streamed and its length is unknown until its newline. An earlier part's
+	// End is the end of its own chunk, so a restart resumes after the last acknowledged chunk.
+	Part, Parts int
+}
+
+// Long-line policies (TailerConfig.LongLines).
+const (
+	LongLinesTruncate = "truncate"
+	LongLinesSplit    = "split"
+	LongLinesDrop     = "drop"
+)
+
+// lineSink receives what a lineSplitter produces. An error stops the splitter and is returned
+// from feed or flush unchanged.
+type lineSink interface {
+	// line hands over a line; l.Data is only valid during the call.
+	line(l Line) error
+	// dropped reports a long line skipped by long-lines=drop, [start, end).
+	dropped(start, end int64) error
+}
+
+type splitMode uint8
+
+const (
+	modeNormal     splitMode = iota // buf holds the start of the current line (at most max bytes)
+	modeSplitting                   // parts were emitted; buf holds the rest of the line so far
+	modeTruncating                  // buf[:max] holds the line's first bytes; the rest is skipped
+	modeDropping                    // the rest of the line is skipped; buf is empty
+)
+
+// lineSplitter cuts a file's bytes into lines and applies the long-line policy. Memory is bounded
+// whatever the lines: it never holds more than maxLine bytes of one line plus one read chunk, so a
+// 50 MB line costs no more than a short one. Not safe for concurrent use (one follower owns it).
+type lineSplitter struct {
+	max    int
+	policy string
+	chunk  int
+
+	buf  []byte // buf[:n]: bytes of the current line not yet handed over (see splitMode)
+	n    int
+	mode splitMode
+
+	off       int64 // file offset of the next byte to be read (just past the bytes fed so far)
+	lineStart int64 // file offset of the current line's first byte
+	partStart int64 // modeSplitting: file offset of buf[0]
+	part      int   // modeSplitting: parts emitted so far
+}
+
+func newLineSplitter(maxLine int, policy string, chunk int, off int64) *lineSplitter {
+	s := &lineSplitter{max: maxLine, policy: policy, chunk: chunk}
+	s.reset(off)
+	return s
+}
+
+// reset forgets any partial line and continues at file offset off.
+func (s *lineSplitter) reset(off int64) {
+	s.n, s.mode, s.part = 0, modeNormal, 0
+	s.off, s.lineStart, s.partStart = off, off, off
+	// Start small; grow only while a long partial line needs it, and give the memory back after.
+	if size := s.chunk + min(s.max, s.chunk); len(s.buf) != size {
+		s.buf = make([]byte, size)
+	}
+}
+
+// space returns where the next read goes: at most one chunk, after the held bytes.
+func (s *lineSplitter) space() []byte {
+	if need := s.n + s.chunk; need > len(s.buf) {
+		grown := make([]byte, min(max(need, 2*len(s.buf)), s.max+s.chunk))
+		copy(grown, s.buf[:s.n])
+		s.buf = grown
+	}
+	return s.buf[s.n : s.n+s.chunk]
+}
+
+// pending reports whether a line has started but not ended (no newline yet).
+func (s *lineSplitter) pending() bool { return s.n > 0 || s.mode != modeNormal }
+
+// feed consumes k bytes just read into space(), handing over every line they complete.
+func (s *lineSplitter) feed(k int, sink lineSink) error {
+	n0 := s.n
+	s.n += k
+	// base maps a buf index at or after n0 (the new bytes, where every newline is: the held bytes
+	// were searched before) to its file offset.
+	base := s.off - int64(n0)
+	s.off += int64(k)
+
+	begin := 0 // buf index of the current line's (or part's) first held byte
+	scan := n0
+	for {
+		i := bytes.IndexByte(s.buf[scan:s.n], '\n')
+		if i < 0 {
+			break
+		}
+		nl := scan + i
+		end := base + int64(nl) + 1
+		if err := s.endLine(begin, nl, end, sink); err != nil {
+			return err
+		}
+		begin, scan = nl+1, nl+1
+		s.lineStart, s.partStart = end, end
+	}
+
+	// No newline in buf[begin:n]: the current line continues in the next read.
+	keep := s.n - begin
+	switch s.mode {
+	case modeTruncating:
+		keep = s.max // the kept prefix; begin is 0 here (set when the line turned long)
+	case modeDropping:
+		keep = 0
+	default:
+		if keep > s.max {
+			if err := s.turnLong(begin, keep, sink); err != nil {
+				return err
+			}
+			begin, keep = s.heldAfterTurn(begin, keep)
+		}
+	}
+	copy(s.buf, s.buf[begin:begin+keep])
+	s.n = keep
+	return nil
+}
+
+// turnLong applies the policy to a line found longer than max without its newline: held is the
+// number of its bytes in buf from begin.
+func (s *lineSplitter) turnLong(begin, held int, sink lineSink) error {
+	switch s.policy {
+	case LongLinesTruncate:
+		s.mode = modeTruncating
+	case LongLinesDrop:
+		s.mode = modeDropping
+	default:
+		if s.mode == modeNormal {
+			s.mode, s.part, s.partStart = modeSplitting, 0, s.lineStart
+		}
+		// Emit full chunks while at least one byte follows, so the last part is never empty.
+		for held > s.max {
+			if err := s.emitPart(s.buf[begin:begin+s.max], false, sink); err != nil {
+				return err
+			}
+			begin += s.max
+			held -= s.max
+		}
+	}
+	return nil
+}
+
+// heldAfterTurn says which bytes stay in buf after turnLong.
+func (s *lineSplitter) heldAfterTurn(begin, held int) (int, int) {
+	switch s.mode {
+	case modeTruncating:
+		return begin, s.max
+	case modeDropping:
+		return begin, 0
+	default: // splitting: the tail after the emitted parts
+		parts := (held - 1) / s.max
+		return begin + parts*s.max, held - parts*s.max
+	}
+}
+
+func (s *lineSplitter) emitPart(data []byte, last bool, sink lineSink) error {
+	s.part++
+	l := Line{Data: data, Start: s.partStart, End: s.partStart + int64(len(data)), Part: s.part}
+	if last {
+		l.Parts = s.part
+	}
+	s.partStart = l.End
+	return sink.line(l)
+}
+
+// endLine hands over the line whose newline is at buf[nl] and ends at file offset end.
+func (s *lineSplitter) endLine(begin, nl int, end int64, sink lineSink) error {
+	mode := s.mode
+	s.mode = modeNormal
+	switch mode {
+	case modeTruncating:
+		return sink.line(Line{Data: s.buf[:s.max], Start: s.lineStart, End: end, Truncated: true})
+	case modeDropping:
+		return sink.dropped(s.lineStart, end)
+	}
+	data := s.buf[begin:nl]
+	if len(data) > s.max || mode == modeSplitting {
+		switch s.policy {
+		case LongLinesTruncate:
+			return sink.line(Line{Data: data[:s.max], Start: s.lineStart, End: end, Truncated: true})
+		case LongLinesDrop:
+			return sink.dropped(s.lineStart, end)
+		}
+		if mode == modeNormal {
+			s.part, s.partStart = 0, s.lineStart
+		}
+		for len(data) > s.max {
+			if err := s.emitPart(data[:s.max], false, sink); err != nil {
+				return err
+			}
+			data = data[s.max:]
+		}
+		s.part++
+		return sink.line(Line{Data: data, Start: s.partStart, End: end, Part: s.part, Parts: s.part})
+	}
+	return sink.line(Line{Data: data, Start: s.lineStart, End: end})
+}
+
+// flush hands over a started line that has no newline (yet) as if it ended at the bytes read so
+// far, and continues after it: if the file grows later, what follows is a new line, and nothing
+// is sent twice. It reports whether there was anything to flush.
+func (s *lineSplitter) flush(sink lineSink) (bool, error) {
+	if !s.pending() {
+		return false, nil
+	}
+	mode := s.mode
+	data := s.buf[:s.n]
+	start := s.lineStart
+	s.mode, s.n = modeNormal, 0
+	s.lineStart, s.partStart = s.off, s.off
+	var err error
+	switch mode {
+	case modeNormal:
+		err = sink.line(Line{Data: data, Start: start, End: s.off})
+	case modeSplitting:
+		s.part++
+		partStart := s.off - int64(len(data))
+		err = sink.line(Line{Data: data, Start: partStart, End: s.off, Part: s.part, Parts: s.part})
+	case modeTruncating:
+		err = sink.line(Line{Data: data[:s.max], Start: start, End: s.off, Truncated: true})
+	case modeDropping:
+		err = sink.dropped(start, s.off)
+	}
+	return true, err
+}
+
+// shrink gives back the memory a long line made the buffer grow to, once nothing is held.
+func (s *lineSplitter) shrink() {
+	if size := s.chunk + min(s.max, s.chunk); s.n == 0 && len(s.buf) > size {
+		s.buf = make([]byte, size)
+	}
+}
+
+func validLongLines(policy string) error {
+	switch policy {
+	case LongLinesTruncate, LongLinesSplit, LongLinesDrop:
+		return nil
+	}
+	return fmt.Errorf("agent: long-lines must be %s, %s or %s, got %q", LongLinesTruncate, LongLinesSplit, LongLinesDrop, policy)
+}

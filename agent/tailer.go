@@ -154,6 +154,9 @@ type Tailer struct {
 	atPath    map[string]*follower        // the follower last found at each name: a successor's predecessor
 	saved     map[fileKey]checkpointEntry // checkpoints of files not followed now
 	scanned   bool                        // the first discovery is done
+	// loadedPaths are the names in the checkpoint at the start: a file found at one of them
+	// with another identity replaced the checkpointed file while the agent was stopped.
+	loadedPaths map[string]bool
 
 	warned map[string]string // path -> problem last logged for it (Run's goroutine only)
 
@@ -195,8 +198,10 @@ func NewTailer(cfg TailerConfig, handle LineHandler, log *slog.Logger) (*Tailer,
 		saved:       make(map[fileKey]checkpointEntry),
 		warned:      make(map[string]string),
 		lastWritten: make(map[fileKey]checkpointEntry),
+		loadedPaths: make(map[string]bool),
 	}
 	for _, e := range entries {
+		t.loadedPaths[e.Path] = true
 		id, _ := e.fileID() // validated by load
 		t.saved[id.key()] = e
 		t.lastWritten[id.key()] = e
@@ -408,10 +413,8 @@ func (t *Tailer) startOffsetLocked(fd *os.File, size int64, id FileID, path stri
 	if !first {
 		return 0, "beginning (new file)"
 	}
-	for _, e := range t.saved {
-		if e.Path == path {
-			return 0, "beginning (replaced the checkpointed file while the agent was stopped)"
-		}
+	if t.loadedPaths[path] {
+		return 0, "beginning (replaced the checkpointed file while the agent was stopped)"
 	}
 	if t.cfg.StartAt == StartAtEnd {
 		off, err := lastLineEnd(fd, size, t.cfg.MaxLineBytes)

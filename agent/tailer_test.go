@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,13 @@ func (r *recorder) handle(ctx context.Context, f *File, l Line) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	g := gotLine{Line: l, data: string(l.Data), path: f.Path, file: f, at: time.Now()}
+	g := gotLine{Line: l, path: f.Path, file: f, at: time.Now()}
+	if len(l.Data) <= 4096 {
+		g.data = string(l.Data)
+	} else {
+		// Keep huge lines' memory out of the tests that measure the tailer's.
+		g.data = fmt.Sprintf("<%d bytes of %q>", len(l.Data), l.Data[0])
+	}
 	g.Data = nil
 	r.mu.Lock()
 	r.lines = append(r.lines, g)
@@ -309,8 +316,16 @@ func TestTailerHugeLines(t *testing.T) {
 			cfg := testConfig(filepath.Join(t.TempDir(), "state"), path)
 			cfg.MaxLineBytes, cfg.LongLines, cfg.ReadBufferBytes = maxLine, policy, 64<<10
 			r := &recorder{}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
 			rt := startTailer(t, cfg, r)
 			waitFor(t, "the whole file committed", func() bool { return rt.file(t, path).Committed == total })
+			runtime.ReadMemStats(&after)
+			// The line is 50 MB; the tailer holds at most MaxLineBytes + one read of it.
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8*maxLine {
+				t.Fatalf("reading a %d byte line allocated %d bytes", size, alloc)
+			}
 			r.mu.Lock()
 			maxLen := r.maxLen
 			r.mu.Unlock()
@@ -324,7 +339,7 @@ func TestTailerHugeLines(t *testing.T) {
 			st := rt.file(t, path)
 			switch policy {
 			case LongLinesTruncate:
-				if len(lines) != 3 || !lines[1].Truncated || len(lines[1].data) != maxLine || lines[1].End != 7+size+1 || st.Truncated != 1 {
+				if len(lines) != 3 || !lines[1].Truncated || lines[1].data != fmt.Sprintf("<%d bytes of 'x'>", maxLine) || lines[1].End != 7+size+1 || st.Truncated != 1 {
 					t.Fatalf("truncate: %d lines, stats %+v", len(lines), st)
 				}
 			case LongLinesSplit:
@@ -334,8 +349,8 @@ func TestTailerHugeLines(t *testing.T) {
 				}
 				for i, p := range parts {
 					last := i == len(parts)-1
-					if p.Part != i+1 || (p.Parts != 0) == !last || len(p.data) != maxLine || p.Start != int64(7+i*maxLine) {
-						t.Fatalf("part %d: %+v (%d bytes)", i, p.Line, len(p.data))
+					if p.Part != i+1 || (p.Parts != 0) == !last || p.data != fmt.Sprintf("<%d bytes of 'x'>", maxLine) || p.Start != int64(7+i*maxLine) {
+						t.Fatalf("part %d: %+v (%s)", i, p.Line, p.data)
 					}
 				}
 			case LongLinesDrop:
@@ -479,6 +494,440 @@ func TestTailerCopytruncate(t *testing.T) {
 			}
 			if st := rt.file(t, path); st.Committed != size {
 				t.Fatalf("committed %d after a late ack of the old content, want %d", st.Committed, size)
+			}
+		})
+	}
+}
+
+func TestTailerGlobDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, filepath.Join(logs, "a.log"), "a1\n")
+	writeLog(t, filepath.Join(logs, "ignored.txt"), "nope\n")
+	later := filepath.Join(dir, "not-yet", "b.log") // a plain path whose directory does not exist yet
+	cfg := testConfig(filepath.Join(dir, "state"), filepath.Join(logs, "*.log"), later)
+	cfg.StartAt = StartAtEnd // applies to files present at the first discovery only
+	writeLog(t, filepath.Join(logs, "old.log"), "history\n")
+	r := &recorder{}
+	rt := startTailer(t, cfg, r)
+	waitFor(t, "the first files followed", func() bool { return len(rt.Stats().Files) == 2 })
+	appendLog(t, filepath.Join(logs, "a.log"), "a2\n")
+	waitFor(t, "a2", func() bool { return r.count() == 1 })
+
+	// Files created after the start are read from the beginning, whatever start-at says.
+	writeLog(t, filepath.Join(logs, "c.log"), "c1\nc2\n")
+	if err := os.MkdirAll(filepath.Dir(later), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, later, "b1\n")
+	waitFor(t, "the new files' lines", func() bool { return r.count() == 4 })
+	byPath := map[string][]string{}
+	for _, l := range r.snapshot() {
+		byPath[filepath.Base(l.path)] = append(byPath[filepath.Base(l.path)], l.data)
+	}
+	if fmt.Sprint(byPath) != "map[a.log:[a2] b.log:[b1] c.log:[c1 c2]]" {
+		t.Fatalf("lines by file: %v", byPath)
+	}
+}
+
+// TestTailerResume stops the agent with some lines unacknowledged: the next run resumes at the
+// first of them, exactly.
+func TestTailerResume(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	lines := numbered("l", 0, 10)
+	writeLog(t, path, joinLines(lines))
+
+	// Lines 4 and 7 are never acknowledged; the others are, out of order at the end.
+	var held []gotLine
+	var mu sync.Mutex
+	r := &recorder{decide: func(l gotLine) string {
+		mu.Lock()
+		defer mu.Unlock()
+		held = append(held, l)
+		return "hold"
+	}}
+	rt := startTailer(t, testConfig(state, path), r)
+	waitFor(t, "every line read", func() bool { return r.count() == len(lines) })
+	mu.Lock()
+	for i := len(held) - 1; i >= 0; i-- {
+		if l := held[i]; l.data != "l-000004" && l.data != "l-000007" {
+			l.file.Ack(l.End)
+		}
+	}
+	end3 := held[3].End
+	mu.Unlock()
+	if st := rt.file(t, path); st.Committed != end3 || st.InFlight != 2 || st.LinesAcked != 8 {
+		t.Fatalf("stats %+v, want committed %d", st, end3)
+	}
+	if err := rt.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.SaveCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+
+	r2 := &recorder{}
+	rt2 := startTailer(t, testConfig(state, path), r2)
+	waitFor(t, "the resumed lines", func() bool { return r2.count() == 6 })
+	equalLines(t, r2.data(), lines[4:])
+	if first := r2.snapshot()[0]; first.Start != end3 {
+		t.Fatalf("resumed at %d, want %d", first.Start, end3)
+	}
+	size := int64(len(joinLines(lines)))
+	waitFor(t, "committed at the end", func() bool { return rt2.file(t, path).Committed == size })
+	rt2.stop(t)
+
+	// The third run has nothing to send.
+	r3 := &recorder{}
+	rt3 := startTailer(t, testConfig(state, path), r3)
+	waitFor(t, "the file followed", func() bool { return len(rt3.Stats().Files) == 1 })
+	appendLog(t, path, "fresh\n")
+	waitFor(t, "the appended line", func() bool { return r3.count() >= 1 })
+	equalLines(t, r3.data(), []string{"fresh"})
+}
+
+// TestTailerSaveAfterRun: acknowledgements that arrive after Run returned (while the producer
+// flushes) still reach the checkpoint.
+func TestTailerSaveAfterRun(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	writeLog(t, path, "a\nb\n")
+	r := &recorder{decide: func(gotLine) string { return "hold" }}
+	rt := startTailer(t, testConfig(state, path), r)
+	waitFor(t, "both lines", func() bool { return r.count() == 2 })
+	rt.stop(t)
+	for _, l := range r.snapshot() {
+		l.file.Ack(l.End)
+	}
+	if err := rt.SaveCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	_, entries, err := openCheckpointStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Offset != 4 || entries[0].Path != path {
+		t.Fatalf("checkpoint %+v", entries)
+	}
+	// Nothing changed: no rewrite (a rewrite is a rename of a new file: a new inode).
+	before, _ := os.Stat(filepath.Join(state, checkpointName))
+	if err := rt.SaveCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(filepath.Join(state, checkpointName))
+	if !os.SameFile(before, after) {
+		t.Fatal("checkpoint rewritten although nothing changed")
+	}
+}
+
+func TestTailerFailPinsOffset(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	writeLog(t, path, "ok\nbad\nafter\n")
+	r := &recorder{decide: func(l gotLine) string {
+		if l.data == "bad" {
+			return "fail"
+		}
+		return "ack"
+	}}
+	rt := startTailer(t, testConfig(state, path), r)
+	waitFor(t, "every line", func() bool { return r.count() == 3 })
+	waitFor(t, "the outcomes", func() bool { return rt.file(t, path).InFlight == 0 })
+	st := rt.file(t, path)
+	if st.Committed != 3 || st.LinesFailed != 1 || st.LinesAcked != 2 || st.BytesBehind != 10 {
+		t.Fatalf("stats %+v", st)
+	}
+	if tot := rt.Stats().Totals; tot.LinesFailed != 1 {
+		t.Fatalf("totals %+v", tot)
+	}
+	rt.stop(t)
+	// After a restart the failed line is sent again (and the ones after it: at least once).
+	r2 := &recorder{}
+	startTailer(t, testConfig(state, path), r2)
+	waitFor(t, "the lines from the failed one", func() bool { return r2.count() == 2 })
+	equalLines(t, r2.data(), []string{"bad", "after"})
+}
+
+func TestTailerStartAtEnd(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	writeLog(t, path, "old\nhalf a li")
+	cfg := testConfig(filepath.Join(dir, "state"), path)
+	cfg.StartAt = StartAtEnd
+	cfg.PartialLineIdle = time.Hour
+	r := &recorder{}
+	rt := startTailer(t, cfg, r)
+	waitFor(t, "the file followed", func() bool { return following(t, rt, path) })
+	// It starts after the last complete line: the line being written is sent whole.
+	appendLog(t, path, "ne\nnew\n")
+	waitFor(t, "the new lines", func() bool { return r.count() == 2 })
+	equalLines(t, r.data(), []string{"half a line", "new"})
+}
+
+// TestTailerInodeReuse: a checkpoint of a file whose inode now holds another file (deleted and
+// created again while the agent was stopped) does not apply to the new file.
+func TestTailerInodeReuse(t *testing.T) {
+	t.Run("fingerprint mismatch on the same inode", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "app.log")
+		state := filepath.Join(dir, "state")
+		writeLog(t, path, "first file line one\nfirst file line two\n")
+		r := &recorder{}
+		rt := startTailer(t, testConfig(state, path), r)
+		waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 40 })
+		rt.stop(t)
+		// Same inode, other content, longer than the checkpoint offset: without the
+		// fingerprint, the next run would resume in the middle of it.
+		fresh := numbered("second file", 0, 5)
+		writeLog(t, path, joinLines(fresh))
+		r2 := &recorder{}
+		cfg := testConfig(state, path)
+		cfg.StartAt = StartAtEnd // not applied: the checkpoint knew a file at this name
+		startTailer(t, cfg, r2)
+		waitFor(t, "the new file", func() bool { return r2.count() == len(fresh) })
+		equalLines(t, r2.data(), fresh)
+	})
+	t.Run("delete and create", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "app.log")
+		state := filepath.Join(dir, "state")
+		writeLog(t, path, "first file line one\nfirst file line two\n")
+		r := &recorder{}
+		rt := startTailer(t, testConfig(state, path), r)
+		waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 40 })
+		rt.stop(t)
+		fi, _ := os.Stat(path)
+		oldKey, _ := statKey(fi)
+		os.Remove(path)
+		fresh := numbered("second file", 0, 5)
+		writeLog(t, path, joinLines(fresh))
+		fi, _ = os.Stat(path)
+		if k, _ := statKey(fi); k != oldKey {
+			t.Logf("the file system gave a new inode (%d, was %d): the identity differs anyway", k.ino, oldKey.ino)
+		}
+		r2 := &recorder{}
+		startTailer(t, testConfig(state, path), r2)
+		waitFor(t, "the new file", func() bool { return r2.count() == len(fresh) })
+		equalLines(t, r2.data(), fresh)
+	})
+}
+
+// TestTailerDeletedReleased: a deleted file is read to its end, released once acknowledged, and
+// its checkpoint pruned.
+func TestTailerDeletedReleased(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	writeLog(t, path, "a\n")
+	var hold sync.Mutex
+	hold.Lock()
+	r := &recorder{decide: func(l gotLine) string {
+		if l.data == "last" {
+			go func() { // acknowledged later, by another goroutine
+				hold.Lock()
+				l.file.Ack(l.End)
+				hold.Unlock()
+			}()
+			return "hold"
+		}
+		return "ack"
+	}}
+	rt := startTailer(t, testConfig(state, path), r)
+	waitFor(t, "a", func() bool { return r.count() == 1 })
+	// The writer appends and deletes; the agent still reads what was written.
+	w, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	w.WriteString("b\nlast\n")
+	w.Close()
+	waitFor(t, "the lines written after the delete", func() bool { return r.count() == 3 })
+	waitFor(t, "the checkpoint with the file", func() bool {
+		rt.SaveCheckpoints()
+		_, entries, _ := openCheckpointStore(state)
+		return len(entries) == 1
+	})
+	if len(rt.Stats().Files) != 1 {
+		t.Fatal("released before its last line was acknowledged")
+	}
+	hold.Unlock()
+	waitFor(t, "the file released", func() bool { return len(rt.Stats().Files) == 0 })
+	if err := rt.SaveCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	_, entries, err := openCheckpointStore(state)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("checkpoint of a deleted file kept: %+v %v", entries, err)
+	}
+	equalLines(t, r.data(), []string{"a", "b", "last"})
+}
+
+// TestTailerRenamedWhileStopped: logrotate ran while the agent was stopped. The old file, now
+// under another name, is read from its checkpoint to its end, then the new file from its start.
+func TestTailerRenamedWhileStopped(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	writeLog(t, path, "a\n")
+	r := &recorder{}
+	rt := startTailer(t, testConfig(state, path), r)
+	waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 2 })
+	rt.stop(t)
+	appendLog(t, path, "b\n") // written while stopped, then rotated
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, path, "c\n")
+	cfg := testConfig(state, path)
+	cfg.StartAt = StartAtEnd
+	r2 := &recorder{}
+	rt2 := startTailer(t, cfg, r2)
+	waitFor(t, "b and c", func() bool { return r2.count() == 2 })
+	equalLines(t, r2.data(), []string{"b", "c"})
+	waitFor(t, "the rotated file released", func() bool { return len(rt2.Stats().Files) == 1 })
+	rt2.stop(t)
+	// It stays known under its new name, at its end, while it is there.
+	_, entries, err := openCheckpointStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]int64{}
+	for _, e := range entries {
+		paths[e.Path] = e.Offset
+	}
+	if len(paths) != 2 || paths[path+".1"] != 4 || paths[path] != 2 {
+		t.Fatalf("checkpoints %v", paths)
+	}
+}
+
+// TestTailerNotAFile: a glob matching a directory, and a followed file replaced by a directory,
+// are logged and skipped; nothing crashes and other files go on.
+func TestTailerNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	os.Mkdir(logs, 0o755)
+	os.Mkdir(filepath.Join(logs, "sub.log"), 0o755)
+	path := filepath.Join(logs, "app.log")
+	writeLog(t, path, "a\n")
+	r := &recorder{}
+	rt := startTailer(t, testConfig(filepath.Join(dir, "state"), filepath.Join(logs, "*.log")), r)
+	waitFor(t, "a", func() bool { return r.count() == 1 })
+	if n := len(rt.Stats().Files); n != 1 {
+		t.Fatalf("%d files followed, want the regular one", n)
+	}
+	os.Remove(path)
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted file released", func() bool { return len(rt.Stats().Files) == 0 })
+	other := filepath.Join(logs, "other.log")
+	writeLog(t, other, "still working\n")
+	waitFor(t, "another file", func() bool { return r.count() == 2 })
+	if err := rt.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTailerHandlerError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	writeLog(t, path, "a\n")
+	boom := errors.New("producer closed")
+	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), func(context.Context, *File, Line) error { return boom }, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, boom) {
+			t.Fatalf("Run = %v, want the handler's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end on a handler error")
+	}
+}
+
+// TestTailerBackpressure: a handler that blocks stops the reading; the context's end unblocks it
+// and Run returns after the follower exited.
+func TestTailerBackpressure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	writeLog(t, path, joinLines(numbered("l", 0, 1000)))
+	var calls sync.WaitGroup
+	calls.Add(1)
+	var once sync.Once
+	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), func(ctx context.Context, f *File, l Line) error {
+		once.Do(calls.Done)
+		<-ctx.Done() // the producer's buffer is full until the end
+		return ctx.Err()
+	}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+	calls.Wait()
+	if st := tl.Stats(); st.Totals.LinesRead != 1 {
+		t.Fatalf("read on while the handler blocked: %+v", st.Totals)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v after its context ended, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
+func TestNewTailerErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	writeLog(t, file, "")
+	ok := func(*TailerConfig) {}
+	tests := []struct {
+		name   string
+		change func(*TailerConfig)
+		want   string
+	}{
+		{"no globs", func(c *TailerConfig) { c.Globs = nil }, "no file or glob"},
+		{"bad glob", func(c *TailerConfig) { c.Globs = []string{"[x"} }, "syntax error"},
+		{"start-at", func(c *TailerConfig) { c.StartAt = "middle" }, "start-at"},
+		{"long-lines", func(c *TailerConfig) { c.LongLines = "fold" }, "long-lines"},
+		{"max-line-bytes", func(c *TailerConfig) { c.MaxLineBytes = -1 }, "max-line-bytes"},
+		{"state dir under a file", func(c *TailerConfig) { c.StateDir = filepath.Join(file, "state") }, filepath.Join(file, "state")},
+		{"corrupt checkpoint", func(c *TailerConfig) {
+			c.StateDir = filepath.Join(dir, "corrupt")
+			os.MkdirAll(c.StateDir, 0o755)
+			writeLog(t, filepath.Join(c.StateDir, checkpointName), "{")
+		}, "corrupt"},
+		{"valid", ok, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(filepath.Join(t.TempDir(), "state"), filepath.Join(dir, "*.log"))
+			tt.change(&cfg)
+			_, err := NewTailer(cfg, (&recorder{}).handle, nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
 		})
 	}

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// RunTail follows the configured files until ctx ends, then stops reading, flushes and waits for
+// acknowledgements (up to the shutdown timeout) and saves the checkpoints: each file's offset
+// moves only past lines that Kafka acknowledged, and every line before them.
+func (a *Agent) RunTail(ctx context.Context) error {
+	t, err := NewTailer(TailerConfig{
+		Globs:           a.cfg.Tail,
+		StartAt:         a.cfg.StartAt,
+		MaxLineBytes:    a.cfg.EffectiveMaxLineBytes(),
+		LongLines:       a.cfg.LongLines,
+		PartialLineIdle: a.cfg.PartialLineIdle,
+		StateDir:        a.cfg.StateDir,
+	}, a.handleFileLine, a.log.With("component", "tailer"))
+	if err != nil {
+		_ = a.shutdown()
+		return err
+	}
+	runErr := t.Run(ctx)
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		a.log.Error("tailer stopped", "error", runErr)
+	}
+	closeErr := a.shutdown()
+	saveErr := t.SaveCheckpoints()
+	if saveErr != nil {
+		a.log.Error("saving checkpoints at shutdown", "error", saveErr)
+	}
+	switch {
+	case closeErr != nil:
+		return closeErr
+	case saveErr != nil:
+		return fmt.Errorf("saving checkpoints: %w", saveErr)
+	case runErr != nil && !errors.Is(runErr, context.Canceled):
+		return runErr
+	}
+	if err := a.result(); err != nil {
+		return err
+	}
+	return ErrInterrupted
+}
+
+// handleFileLine is the tailer's LineHandler: track the line, then send it; its callback
+// acknowledges or fails the line in its file's tracker.
+func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
+	if len(line.Data) == 0 && line.Truncated {
+		return nil
+	}
+	end := line.End
+	f.Track(end)
+	return a.sendLine(ctx, line.Data, f.Path, func(_ producer.RecordMetadata, err error) {
+		if err != nil {
+			f.Fail(end, err)
+			if a.stats.fail(err) {
+				a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)
+			}
+			return
+		}
+		f.Ack(end)
+		a.stats.LinesAcked.Add(1)
+	})
+}

@@ -1,0 +1,197 @@
+// Command agent ships log lines into Kafka: `agent --brokers HOST:PORT --topic T --tail PATH`
+// follows files, and `some-program | agent --brokers HOST:PORT --topic T` sends standard input.
+//
+// Exit status: 0 when every line was acknowledged, 1 when a line failed or the run broke,
+// 2 for bad usage or configuration.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kafkatrail/kafkatrail/agent"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+}
+
+func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "version":
+			fmt.Fprintln(stdout, versionString())
+			return exitOK
+		case "check":
+			return check(args[1:], stdout, stderr, environ)
+		}
+	}
+	cfg, code := parse("agent", args, stderr, environ)
+	if code >= 0 {
+		return code
+	}
+	if len(cfg.Tail) == 0 && !cfg.Stdin {
+		if isTerminal(stdin) {
+			fmt.Fprintln(stderr, "agent: nothing to read: give --tail PATH (repeatable) or pipe lines into standard input (see --help)")
+			return exitUsage
+		}
+		cfg.Stdin = true
+	}
+	if err := cfg.Validate(); err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+
+	level := new(slog.LevelVar)
+	log := newLogger(cfg, level, stderr)
+	ctx, stop := signalContext(log, func() { reload(args, environ, level, log) })
+	defer stop()
+
+	a, err := agent.New(cfg, log)
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+	if cfg.Stdin {
+		err = a.RunStdin(ctx, stdin)
+	} else {
+		err = a.RunTail(ctx)
+	}
+	var failed *agent.LinesFailedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &failed):
+		fmt.Fprintf(stderr, "agent: %d of %d lines failed; first error: %v\n", failed.Failed, failed.Read, failed.First)
+		return exitFailed
+	case errors.Is(err, agent.ErrInterrupted) && !cfg.Stdin:
+		return exitOK // tailing ends by signal: a normal stop
+	default:
+		fmt.Fprintf(stderr, "agent: %v\n", err)
+		return exitFailed
+	}
+}
+
+// parse reads flags, the config file and the environment. code is -1 to go on, else the exit code.
+func parse(name string, args []string, stderr io.Writer, environ []string) (agent.Config, int) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	agent.Flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s --brokers HOST:PORT --topic T [--tail PATH_OR_GLOB ...] [flags]\n", name)
+		fmt.Fprintf(stderr, "       some-program | %s --brokers HOST:PORT --topic T\n", name)
+		fmt.Fprintf(stderr, "       %s check --config FILE | %s version\n\n", name, name)
+		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nEvery flag can also be set in the config file (same name) or as AGENT_<NAME> (upper case, '-' as '_');")
+		fmt.Fprintln(stderr, "flags override the environment, which overrides the file. Producer properties: -X key=value, AGENT_PRODUCER_<KEY>.")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return agent.Config{}, exitOK
+		}
+		fmt.Fprintf(stderr, "%s: %v (see --help)\n", name, err)
+		return agent.Config{}, exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q (paths to follow go after --tail)\n", name, fs.Arg(0))
+		return agent.Config{}, exitUsage
+	}
+	cfg, err := agent.Load(fs, environ)
+	if err != nil {
+		printConfigError(stderr, err)
+		return cfg, exitUsage
+	}
+	return cfg, -1
+}
+
+// check validates a configuration and prints it with secrets masked.
+func check(args []string, stdout, stderr io.Writer, environ []string) int {
+	cfg, code := parse("agent check", args, stderr, environ)
+	if code >= 0 {
+		return code
+	}
+	if err := cfg.Validate(); err != nil {
+		printConfigError(stderr, err)
+		return exitUsage
+	}
+	for _, line := range cfg.Redacted() {
+		fmt.Fprintln(stdout, line)
+	}
+	fmt.Fprintln(stdout, "configuration OK")
+	return exitOK
+}
+
+func printConfigError(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "agent: configuration: %s\n", line)
+	}
+}
+
+func versionString() string {
+	v := "kafkatrail agent " + version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		v += " " + bi.GoVersion
+	}
+	return v
+}
+
+// newLogger logs text on a terminal and JSON otherwise, unless --log-format says.
+func newLogger(cfg agent.Config, level *slog.LevelVar, w io.Writer) *slog.Logger {
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	format := cfg.LogFormat
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isTerminal(f) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// reload re-reads the configuration on SIGHUP. The log level applies at once; other changes
+// are reported as needing a restart.
+func reload(args []string, environ []string, level *slog.LevelVar, log *slog.Logger) {
+	cfg, code := parse("agent", args, io.Discard, environ)
+	if code >= 0 {
+		log.Error("SIGHUP: configuration not reloaded: it does not parse")
+		return
+	}
+	if err := cfg.Validate(); err != nil {
+		log.Error("SIGHUP: configuration not reloaded", "error", err)
+		return
+	}
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err == nil {
+		log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel,
+			"note", "log-level applies now; other keys apply at the next start")
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

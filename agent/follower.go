@@ -153,8 +153,8 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 	}
 	sink := followerSink{fl: fl, ctx: ctx}
 	lastData := fl.t.now()
-	waited := true // look at the fingerprint on the first pass
-	readFailed := false
+	waited := true      // look at the fingerprint on the first pass
+	readFailed := false // a read or stat error was logged and has not cleared yet
 	for ctx.Err() == nil {
 		// Read the flags before the stat: they are set after the rename that ends the file's
 		// writes, so a stat taken after loading them sees every byte written before. Loaded
@@ -162,7 +162,10 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 		gone, succeeded := fl.gone.Load(), fl.succeeded.Load()
 		fi, err := fl.fd.Stat()
 		if err != nil {
-			fl.log.Warn("cannot stat open file", "path", fl.currentPath(), "err", err)
+			if !readFailed {
+				fl.log.Warn("cannot stat open file: retrying", "path", fl.currentPath(), "err", err)
+			}
+			readFailed = true
 			if !fl.sleep(ctx, cfg.PollInterval) {
 				break
 			}

@@ -286,7 +286,13 @@ func (t *Tailer) scan(ctx context.Context) {
 		key  fileKey
 	}
 	var files []found
-	for _, p := range t.match() {
+	paths := t.match()
+	for p := range t.warned {
+		if _, ok := slices.BinarySearch(paths, p); !ok {
+			delete(t.warned, p) // bounded by the names the globs match; warn again if it comes back
+		}
+	}
+	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) { // gone since the glob: the next scan decides

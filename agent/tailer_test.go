@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -815,6 +816,12 @@ func TestTailerNotAFile(t *testing.T) {
 	logs := filepath.Join(dir, "logs")
 	os.Mkdir(logs, 0o755)
 	os.Mkdir(filepath.Join(logs, "sub.log"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(logs, "fifo.log"), 0o644); err != nil { // opening it would block
+		t.Fatal(err)
+	}
+	if err := os.Symlink("loop.log", filepath.Join(logs, "loop.log")); err != nil { // stat fails: ELOOP
+		t.Fatal(err)
+	}
 	path := filepath.Join(logs, "app.log")
 	writeLog(t, path, "a\n")
 	r := &recorder{}

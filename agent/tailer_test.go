@@ -324,9 +324,11 @@ func TestTailerHugeLines(t *testing.T) {
 			waitFor(t, "the whole file committed", func() bool { return rt.file(t, path).Committed == total })
 			runtime.ReadMemStats(&after)
 			// The line is 50 MB; the tailer holds at most MaxLineBytes + one read of it.
-			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8*maxLine {
+			alloc := after.TotalAlloc - before.TotalAlloc
+			if alloc > 8*maxLine {
 				t.Fatalf("reading a %d byte line allocated %d bytes", size, alloc)
 			}
+			t.Logf("a %d MB line allocated %d KB in all", size>>20, alloc>>10)
 			r.mu.Lock()
 			maxLen := r.maxLen
 			r.mu.Unlock()
@@ -366,12 +368,20 @@ func TestTailerHugeLines(t *testing.T) {
 // TestTailerRenameRotation rotates by rename+create while a writer is writing: the old file is
 // read to its end and released, then the new one is read; nothing is lost or duplicated.
 func TestTailerRenameRotation(t *testing.T) {
-	for _, late := range []bool{false, true} {
-		t.Run(fmt.Sprintf("writer keeps the old file briefly=%v", late), func(t *testing.T) {
+	for _, tc := range []struct {
+		late bool // the writer keeps writing to the old file for a while
+		wide bool // the glob matches the rotated names too: they stay followed under new names
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		late := tc.late
+		t.Run(fmt.Sprintf("late writer=%v wide glob=%v", tc.late, tc.wide), func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "app.log")
+			glob := path
+			if tc.wide {
+				glob = path + "*"
+			}
 			r := &recorder{}
-			rt := startTailer(t, testConfig(filepath.Join(dir, "state"), path), r)
+			rt := startTailer(t, testConfig(filepath.Join(dir, "state"), glob), r)
 
 			const perFile, rotations = 2000, 3
 			var want []string
@@ -414,7 +424,16 @@ func TestTailerRenameRotation(t *testing.T) {
 			}
 			w.Close()
 			waitFor(t, fmt.Sprintf("every line (%d)", len(want)), func() bool { return r.count() >= len(want) })
-			waitFor(t, "the rotated files released", func() bool { return len(rt.Stats().Files) == 1 })
+			if tc.wide {
+				waitFor(t, "every file followed", func() bool { return len(rt.Stats().Files) == rotations+1 })
+				for _, f := range rt.Stats().Files {
+					if f.Gone || f.BytesBehind != 0 {
+						t.Fatalf("file %+v", f)
+					}
+				}
+			} else {
+				waitFor(t, "the rotated files released", func() bool { return len(rt.Stats().Files) == 1 })
+			}
 			got := r.data()
 			seen := map[string]int{}
 			for _, l := range got {
@@ -938,4 +957,35 @@ func TestNewTailerErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTailerResumeInsideSplitLine: the parts of a split line are checkpointed one by one, so a
+// restart after the first part was acknowledged sends the rest of the line, not all of it.
+func TestTailerResumeInsideSplitLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	writeLog(t, path, "abcdefghij\n")
+	cfg := testConfig(state, path)
+	cfg.MaxLineBytes, cfg.LongLines = 4, LongLinesSplit
+	r := &recorder{decide: func(l gotLine) string {
+		if l.Part == 1 {
+			return "ack"
+		}
+		return "hold"
+	}}
+	rt := startTailer(t, cfg, r)
+	waitFor(t, "three parts", func() bool { return r.count() == 3 })
+	equalLines(t, r.data(), []string{"abcd", "efgh", "ij"})
+	rt.stop(t)
+	rt.SaveCheckpoints()
+
+	r2 := &recorder{}
+	rt2 := startTailer(t, cfg, r2)
+	waitFor(t, "the rest of the line", func() bool { return r2.count() == 2 })
+	equalLines(t, r2.data(), []string{"efgh", "ij"})
+	if first := r2.snapshot()[0]; first.Start != 4 {
+		t.Fatalf("resumed at %d, want 4", first.Start)
+	}
+	waitFor(t, "committed", func() bool { return rt2.file(t, path).Committed == 11 })
 }

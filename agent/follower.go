@@ -56,11 +56,10 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 	return fl
 }
 
-func (fl *follower) setPath(path string) (old string) {
+func (fl *follower) setPath(path string) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	old, fl.path = fl.path, path
-	return old
+	fl.path = path
 }
 
 func (fl *follower) currentPath() string {

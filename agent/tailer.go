@@ -316,8 +316,11 @@ func (t *Tailer) scan(ctx context.Context) {
 	t.scanned = true
 	t.mu.Unlock()
 
+	// One file may have several matching names (symbolic or hard links): one follower each.
+	names := make(map[fileKey][]string, len(files))
 	matched := make(map[fileKey]bool, len(files))
 	for _, f := range files {
+		names[f.key] = append(names[f.key], f.path)
 		matched[f.key] = true
 	}
 	if first {
@@ -326,7 +329,9 @@ func (t *Tailer) scan(ctx context.Context) {
 		t.recoverRenamed(ctx, matched)
 	}
 	for _, f := range files {
-		t.consider(ctx, f.path, f.key, first)
+		if ns := names[f.key]; ns[0] == f.path {
+			t.consider(ctx, ns, f.key, first)
+		}
 	}
 
 	t.mu.Lock()
@@ -351,21 +356,25 @@ func stillAt(path string, k fileKey) bool {
 	return ok && got == k
 }
 
-// consider starts following the file at path, unless it is followed already (then it may have
-// been renamed: its path is updated).
-func (t *Tailer) consider(ctx context.Context, path string, k fileKey, first bool) {
+// consider starts following the file with key k found at names (sorted), unless it is followed
+// already: then it may have been renamed, and its path is updated.
+func (t *Tailer) consider(ctx context.Context, names []string, k fileKey, first bool) {
 	t.mu.Lock()
 	fl := t.followers[k]
 	t.mu.Unlock()
 	if fl != nil {
-		if old := fl.setPath(path); old != path {
-			t.log.Info("file renamed", "from", old, "to", path, "file", fl.identity().String())
+		if cur := fl.currentPath(); !slices.Contains(names, cur) {
+			fl.setPath(names[0])
+			t.log.Info("file renamed", "from", cur, "to", names[0], "file", fl.identity().String())
 		}
 		t.mu.Lock()
-		t.atPath[path] = fl
+		for _, n := range names {
+			t.atPath[n] = fl
+		}
 		t.mu.Unlock()
 		return
 	}
+	path := names[0]
 	fd, err := os.Open(path)
 	if err != nil {
 		t.warnOnce(path, "cannot open file", "err", err)
@@ -393,7 +402,9 @@ func (t *Tailer) consider(ctx context.Context, path string, k fileKey, first boo
 		old.succeeded.Store(true)
 		fl.after = old.caughtUp
 	}
-	t.atPath[path] = fl
+	for _, n := range names {
+		t.atPath[n] = fl
+	}
 	t.log.Info("following file", "path", path, "file", id.String(), "offset", start, "from", why, "size", fi.Size())
 	t.startLocked(ctx, fl)
 }

@@ -527,6 +527,10 @@ func TestTailerGlobDiscovery(t *testing.T) {
 	}
 	writeLog(t, filepath.Join(logs, "a.log"), "a1\n")
 	writeLog(t, filepath.Join(logs, "ignored.txt"), "nope\n")
+	// Another name for a.log: one file, followed once.
+	if err := os.Symlink("a.log", filepath.Join(logs, "z-link.log")); err != nil {
+		t.Fatal(err)
+	}
 	later := filepath.Join(dir, "not-yet", "b.log") // a plain path whose directory does not exist yet
 	cfg := testConfig(filepath.Join(dir, "state"), filepath.Join(logs, "*.log"), later)
 	cfg.StartAt = StartAtEnd // applies to files present at the first discovery only

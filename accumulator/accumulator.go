@@ -270,6 +270,9 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 	b := newBatch(tp, buf, a.cfg.Compression, now)
 	b.obs = a.cfg.Observer
 	b.tryAppend(ts, key, value, headers, t, now) // a fresh batch always takes its first record
+	if trace != nil {
+		trace.Appended(b, a.cfg.Now())
+	}
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
 	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b}, nil
@@ -291,6 +294,9 @@ func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, v
 	if !last.tryAppend(ts, key, value, headers, t, now) {
 		last.closeForAppends()
 		return AppendResult{}, false, nil
+	}
+	if t.trace != nil {
+		t.trace.Appended(last, a.cfg.Now())
 	}
 	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last}, true, nil
 }

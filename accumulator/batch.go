@@ -355,7 +355,7 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 		return false
 	}
 	var start time.Time
-	if b.obs != nil {
+	if b.obs != nil || b.traced {
 		start = time.Now()
 	}
 	for i := range b.thunks {
@@ -382,7 +382,7 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 			t.cb(md, nil)
 		}
 		if t.trace != nil {
-			t.trace.RecordDone(b, md, nil, time.Now())
+			t.trace.RecordDone(b, md, nil, start, time.Now())
 		}
 	}
 	b.observeDone(nil, start)
@@ -401,7 +401,7 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 		return false
 	}
 	var start time.Time
-	if b.obs != nil {
+	if b.obs != nil || b.traced {
 		start = time.Now()
 	}
 	for i := range b.thunks {
@@ -424,7 +424,7 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 			t.cb(md, err)
 		}
 		if t.trace != nil {
-			t.trace.RecordDone(b, md, err, time.Now())
+			t.trace.RecordDone(b, md, err, start, time.Now())
 		}
 	}
 	b.observeDone(topErr, start)

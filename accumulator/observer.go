@@ -12,9 +12,14 @@ import (
 type RecordTrace interface {
 	// RecordDone is called once, on the goroutine that completed the record (the sender's, or
 	// Send's when the record never reached a batch), right after the record's callback
-	// returned at callbackEnd. b is the batch that completed it (its AttemptHistory holds the
-	// stage timestamps), nil when the record failed before it was appended.
-	RecordDone(b *ProducerBatch, md RecordMetadata, err error, callbackEnd time.Time)
+	// returned at callbackEnd; completing its batch began at callbacksStart. b is the batch
+	// that completed it (its AttemptHistory holds the stage timestamps), nil when the record
+	// failed before it was appended.
+	RecordDone(b *ProducerBatch, md RecordMetadata, err error, callbacksStart, callbackEnd time.Time)
+	// Appended is called when the record went into batch b, at the accumulator's clock, under
+	// the partition's lock, so before the sender can drain the batch. The producer also calls
+	// it with a nil b when Send failed the record before it reached a batch.
+	Appended(b *ProducerBatch, at time.Time)
 }
 
 // Attempt is one send of a batch, the stage timestamps of the lifecycle between the deque and
@@ -49,6 +54,10 @@ type Attempt struct {
 type Observer interface {
 	BatchDone(b *ProducerBatch, err error, callbacksStart, callbacksEnd time.Time)
 }
+
+// RecordBatchOverhead is the size of a v2 record batch header: a batch's wire size is this plus
+// its (possibly compressed) records.
+const RecordBatchOverhead = recordBatchOverhead
 
 // Traced reports whether a record of the batch was sampled, so the sender keeps its attempts.
 func (b *ProducerBatch) Traced() bool { return b.traced }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // FrameSizeError reports a response size prefix that is negative or above MaxReceiveBytes, the
@@ -89,6 +90,11 @@ type channel struct {
 	conn   net.Conn
 	cancel context.CancelFunc // aborts the dial and TLS handshake
 	killed bool
+
+	// Setup timestamps for telemetry. started is set before the connect goroutine starts; the
+	// others are written by that goroutine before it emits Connected (or, on failure,
+	// Disconnected), so the selector reads them safely when it handles that event.
+	started, dialed, tlsDone, authenticated time.Time
 }
 
 func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channel {
@@ -109,6 +115,7 @@ func (ch *channel) start(wg *sync.WaitGroup) {
 	ch.mu.Lock()
 	ch.cancel = cancel
 	ch.mu.Unlock()
+	ch.started = time.Now()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -153,6 +160,17 @@ func (ch *channel) kill(err error, notify bool) {
 // abandon tells the channel's goroutines the selector will not read their events any more.
 func (ch *channel) abandon() { ch.abandonMu.Do(func() { close(ch.abandoned) }) }
 
+// setup describes the connection attempt for telemetry; see the timestamps' comment for when
+// it may be called.
+func (ch *channel) setup(end time.Time, err error) ConnectionSetup {
+	s := ConnectionSetup{Node: ch.id, Addr: ch.addr, Start: ch.started, Dialed: ch.dialed,
+		TLSDone: ch.tlsDone, Authenticated: ch.authenticated, End: end, TLS: ch.cfg.TLS != nil, Err: err}
+	if ch.cfg.SASL != nil {
+		s.SASLMechanism = ch.cfg.SASL.Mechanism
+	}
+	return s
+}
+
 // close is the selector closing the connection: no Disconnected event follows.
 func (ch *channel) close() {
 	ch.abandon()
@@ -192,6 +210,7 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("network: dial %s: %w", ch.addr, err)
 	}
+	ch.dialed = time.Now()
 	ch.mu.Lock()
 	if ch.killed {
 		ch.mu.Unlock()
@@ -230,6 +249,7 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 			return nil, errors.New("network: connection closed during tls handshake")
 		}
 		conn = tlsConn
+		ch.tlsDone = time.Now()
 	}
 	if ch.cfg.SASL != nil {
 		if err := authenticate(conn, ch.cfg.SASL, ch.cfg.ClientID, ch.cfg.MaxReceiveBytes); err != nil {
@@ -239,6 +259,7 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 			}
 			return nil, err
 		}
+		ch.authenticated = time.Now()
 	}
 	return conn, nil
 }

@@ -135,6 +135,9 @@ func newClient(cfg Config, meta *metadata.Metadata, rnd *rand.Rand) *NetworkClie
 		obs:                cfg.Observer,
 	}
 	c.updater = &defaultMetadataUpdater{client: c, meta: meta}
+	if c.obs != nil {
+		c.states.onChange = c.obs.ConnectionStateChanged
+	}
 	return c
 }
 
@@ -295,6 +298,11 @@ func (c *NetworkClient) doSend(r *inflight.Request) {
 		c.inFlight.CompleteLastSent(r.Destination)
 		delete(c.sending, r.Destination)
 		c.aborted = append(c.aborted, &inflight.Response{Request: r, Received: r.Queued, Err: err})
+		return
+	}
+	if c.obs != nil {
+		c.obs.RequestSent(r, len(frame))
+		c.noteInFlight(r.Destination)
 	}
 }
 
@@ -322,6 +330,11 @@ func (c *NetworkClient) Poll(timeout time.Duration, now time.Time) []*inflight.R
 	responses = c.handleCompletedSends(responses, res.CompletedSends, updatedNow)
 	responses = c.handleCompletedReceives(responses, res.CompletedReceives, updatedNow)
 	responses = c.handleDisconnections(responses, res.Disconnected, updatedNow)
+	if c.obs != nil {
+		for _, s := range res.Setups {
+			c.obs.ConnectionSetupDone(s)
+		}
+	}
 	c.handleConnections(res.Connected)
 	c.handleInitiateAPIVersionsRequests(updatedNow)
 	responses = c.handleTimedOutConnections(responses, updatedNow)
@@ -351,6 +364,8 @@ func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, nod
 		r.Written = now
 		if !r.ExpectResponse && c.inFlight.LastSent(node) == r {
 			c.inFlight.CompleteLastSent(node)
+			c.noteInFlight(node)
+			c.noteDone(r, nil, now, 0, nil)
 			responses = append(responses, &inflight.Response{Request: r, Received: now})
 		}
 	}
@@ -380,6 +395,7 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 			continue
 		}
 		r := c.inFlight.CompleteNext(recv.Node)
+		c.noteInFlight(recv.Node)
 		if r == nil {
 			closeNode(recv.Node, fmt.Errorf("network: node %d sent a response with no request in flight", recv.Node), nil)
 			continue
@@ -397,6 +413,7 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 			closeNode(recv.Node, err, r)
 			continue
 		}
+		c.noteDone(r, body, now, len(recv.Payload)+4, err)
 		switch {
 		case r.APIKey == kmsg.ApiVersions.Int16() && r.Internal:
 			responses = c.handleAPIVersionsResponse(responses, r, body, err, now)
@@ -481,12 +498,14 @@ func (c *NetworkClient) processDisconnection(responses []*inflight.Response, nod
 	for _, r := range c.inFlight.ClearAll(node) {
 		responses = c.failRequest(responses, r, now, err, timedOut)
 	}
+	c.noteInFlight(node)
 	c.updater.handleServerDisconnect(node)
 	return responses
 }
 
 // failRequest completes r as disconnected. Internal requests complete inside the client.
 func (c *NetworkClient) failRequest(responses []*inflight.Response, r *inflight.Request, now time.Time, err error, timedOut bool) []*inflight.Response {
+	c.noteDone(r, nil, now, 0, err)
 	if r.Internal {
 		if r.APIKey == kmsg.Metadata.Int16() {
 			c.updater.handleFailure(now)
@@ -596,10 +615,12 @@ func (c *NetworkClient) Close() error {
 	c.aborted = nil
 	for _, node := range c.inFlight.Nodes() {
 		for _, r := range c.inFlight.ClearAll(node) {
+			c.noteDone(r, nil, now, 0, ErrClientClosed)
 			if !r.Internal {
 				responses = append(responses, &inflight.Response{Request: r, Received: now, Disconnected: true, Err: ErrClientClosed})
 			}
 		}
+		c.noteInFlight(node)
 	}
 	c.completeResponses(responses)
 	return err

@@ -70,6 +70,8 @@ type ClusterConnectionStates struct {
 	connecting             map[int32]struct{}
 	reconnectBackoff       *exponentialBackoff
 	connectionSetupTimeout *exponentialBackoff
+	// onChange, when set, is called after every state transition (telemetry).
+	onChange func(node int32, state ConnectionState)
 }
 
 // The Java client's constants for both backoffs.
@@ -149,6 +151,7 @@ func (s *ClusterConnectionStates) Connecting(node int32, now time.Time, addr str
 	n.addr = addr
 	n.authErr = nil
 	s.connecting[node] = struct{}{}
+	s.changed(node, Connecting)
 }
 
 // CheckingAPIVersions records that node's connection is up and ApiVersions is in flight.
@@ -157,6 +160,7 @@ func (s *ClusterConnectionStates) CheckingAPIVersions(node int32) {
 	n.state = CheckingAPIVersions
 	s.resetConnectionSetupTimeout(n)
 	delete(s.connecting, node)
+	s.changed(node, CheckingAPIVersions)
 }
 
 // Ready records that node may take requests; its failure counts reset.
@@ -168,6 +172,7 @@ func (s *ClusterConnectionStates) Ready(node int32) {
 	n.reconnectBackoff = s.reconnectBackoff.backoff(0)
 	s.resetConnectionSetupTimeout(n)
 	delete(s.connecting, node)
+	s.changed(node, Ready)
 }
 
 // Disconnected records that node's connection closed (or failed to open) at now, and grows the
@@ -184,6 +189,7 @@ func (s *ClusterConnectionStates) Disconnected(node int32, now time.Time) {
 		s.resetConnectionSetupTimeout(n)
 	}
 	n.state = Disconnected
+	s.changed(node, Disconnected)
 }
 
 // AuthenticationFailed records a SASL failure: the node counts as disconnected, keeps err for
@@ -196,6 +202,13 @@ func (s *ClusterConnectionStates) AuthenticationFailed(node int32, now time.Time
 	n.lastConnectAttempt = now
 	s.updateReconnectBackoff(n)
 	delete(s.connecting, node)
+	s.changed(node, AuthenticationFailed)
+}
+
+func (s *ClusterConnectionStates) changed(node int32, state ConnectionState) {
+	if s.onChange != nil {
+		s.onChange(node, state)
+	}
 }
 
 func (s *ClusterConnectionStates) updateReconnectBackoff(n *nodeConnectionState) {

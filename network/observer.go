@@ -38,7 +38,8 @@ type ConnectionSetup struct {
 	// Start is when the attempt began; Dialed when TCP connected; TLSDone when the TLS
 	// handshake finished; Authenticated when SASL finished; End when the attempt ended either way.
 	Start, Dialed, TLSDone, Authenticated, End time.Time
-	// SASLMechanism is the mechanism used, "" without SASL.
+	// TLS tells whether the connection uses TLS; SASLMechanism is the SASL mechanism, "" without.
+	TLS           bool
 	SASLMechanism string
 	// Err is why the attempt failed; nil when the connection was established.
 	Err error

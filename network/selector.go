@@ -36,6 +36,8 @@ type PollResult struct {
 	CompletedSends    []int32
 	CompletedReceives []Receive
 	Disconnected      []Disconnection
+	// Setups are the connection attempts that ended, established or failed (telemetry).
+	Setups []ConnectionSetup
 }
 
 // selectorConn is the selector's record of one channel.
@@ -172,12 +174,16 @@ func (s *Selector) handle(ev event, res *PollResult) {
 	case eventConnected:
 		c.connected = true
 		res.Connected = append(res.Connected, node)
+		res.Setups = append(res.Setups, c.ch.setup(c.lastActive, nil))
 	case eventSendCompleted:
 		c.sendInProgress = false
 		res.CompletedSends = append(res.CompletedSends, node)
 	case eventReceive:
 		res.CompletedReceives = append(res.CompletedReceives, Receive{Node: node, Payload: ev.payload})
 	case eventDisconnected:
+		if !c.connected {
+			res.Setups = append(res.Setups, c.ch.setup(c.lastActive, ev.err))
+		}
 		delete(s.channels, node)
 		c.ch.abandon()
 		res.Disconnected = append(res.Disconnected, Disconnection{Node: node, Err: ev.err})

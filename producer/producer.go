@@ -62,6 +62,7 @@ type Producer struct {
 	sender *Sender
 	sticky *stickyPartitioner
 	clock  func() time.Time
+	obs    Observer // nil: no telemetry
 
 	maxBlock time.Duration
 
@@ -114,6 +115,9 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		return nil, err
 	}
 	netCfg.Dialer = o.dialer
+	if o.observer != nil {
+		netCfg.Observer = o.observer
+	}
 	var client KafkaClient
 	if o.client != nil {
 		client = o.client(netCfg, meta)
@@ -121,7 +125,11 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		client = network.NewClient(netCfg, meta)
 	}
 
-	acc := accumulator.New(cfg.accumulatorConfig(o.clock))
+	accCfg := cfg.accumulatorConfig(o.clock)
+	if o.observer != nil {
+		accCfg.Observer = o.observer
+	}
+	acc := accumulator.New(accCfg)
 	p := &Producer{
 		cfg:        cfg,
 		acks:       acks,
@@ -131,14 +139,23 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		client:     client,
 		sticky:     newStickyPartitioner(cfg.BatchSize),
 		clock:      o.clock,
+		obs:        o.observer,
 		maxBlock:   ms(cfg.MaxBlockMs),
 		closing:    make(chan struct{}),
 		senderDone: make(chan struct{}),
 	}
 	p.sender = newSender(cfg, acks, client, acc, meta, o.logger, o.clock)
+	p.sender.obs = o.observer
+	var stopped func()
+	if o.observer != nil {
+		stopped = o.observer.ProducerStarted(acc.BufferPool())
+	}
 	p.sender.running.Store(true)
 	go func() {
 		defer close(p.senderDone)
+		if stopped != nil {
+			defer stopped()
+		}
 		p.sender.run()
 	}()
 	return p, nil
@@ -263,14 +280,43 @@ func verifyChainOnly(tc *tls.Config) func([][]byte, [][]*x509.Certificate) error
 // called exactly once with the outcome. When the record could not be buffered at all, Send also
 // returns that error (the same one cb gets), so a caller can stop early.
 func (p *Producer) Send(ctx context.Context, r *Record, cb Callback) error {
-	err := p.send(ctx, r, cb)
+	if p.obs != nil {
+		return p.sendObserved(ctx, r, cb)
+	}
+	err := p.send(ctx, r, r.Headers, nil, cb, p.clock())
 	if err != nil && cb != nil {
 		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}, err)
 	}
 	return err
 }
 
-func (p *Producer) send(ctx context.Context, r *Record, cb Callback) error {
+// sendObserved is Send with an observer: it may trace the record (a sampled record's token
+// travels in its batch, and its headers carry the trace context), and it reports the append
+// stage. A record that fails here completes its trace after its callback, as the sender does.
+func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) error {
+	now := p.clock()
+	trace, headers := p.obs.StartSend(ctx, r, now)
+	err := p.send(ctx, r, headers, trace, cb, now)
+	end := p.clock()
+	p.obs.Appended(r.Topic, now, end, err)
+	if err != nil {
+		md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}
+		if trace != nil {
+			trace.Appended(nil, end) // the append stage ends with the failure
+		}
+		if cb != nil {
+			cb(md, err)
+		}
+		if trace != nil {
+			trace.RecordDone(nil, md, err, end, p.clock())
+		}
+	}
+	return err
+}
+
+// send appends the record with headers (r.Headers, or a copy carrying the trace context) and
+// trace (nil unless sampled); now is when Send was called.
+func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace accumulator.RecordTrace, cb Callback, now time.Time) error {
 	select {
 	case <-p.closing:
 		return ErrProducerClosed
@@ -279,13 +325,12 @@ func (p *Producer) send(ctx context.Context, r *Record, cb Callback) error {
 	if r.Topic == "" {
 		return errors.New("record has no topic")
 	}
-	now := p.clock()
 	deadline := now.Add(p.maxBlock)
 	cluster, err := p.waitOnMetadata(ctx, r.Topic, r.Partition, now, deadline)
 	if err != nil {
 		return err
 	}
-	size := accumulator.EstimateRecordSize(r.Key, r.Value, r.Headers)
+	size := accumulator.EstimateRecordSize(r.Key, r.Value, headers)
 	if size > p.cfg.MaxRequestSize {
 		return &RecordTooLargeError{Size: size, Limit: int64(p.cfg.MaxRequestSize), Key: "max.request.size"}
 	}
@@ -306,7 +351,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb Callback) error {
 		ts = now
 	}
 	tp := metadata.TopicPartition{Topic: r.Topic, Partition: partition}
-	res, err := p.acc.Append(ctx, tp, ts, r.Key, r.Value, r.Headers, cb, deadline, now)
+	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, trace, deadline, now)
 	if err != nil {
 		return err
 	}

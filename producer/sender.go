@@ -62,7 +62,8 @@ type Sender struct {
 	running   atomic.Bool
 	forced    atomic.Bool
 	clock     func() time.Time
-	onRequest func() // test hook: called after every request handed to the client
+	onRequest func()   // test hook: called after every request handed to the client
+	obs       Observer // nil: no telemetry
 }
 
 // run is the sender goroutine's body. It returns when Close is done: after a graceful close has
@@ -255,22 +256,22 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 	case resp.Disconnected || resp.TimedOut:
 		err := &networkError{Node: node, TimedOut: resp.TimedOut, Cause: resp.Err}
 		for _, b := range batches {
-			s.completeBatch(b, err, -1, -1, now)
+			s.finishAttempt(b, resp, err, -1, -1, now)
 		}
 	case resp.Err != nil:
 		for _, b := range batches {
-			s.completeBatch(b, fmt.Errorf("produce to broker %d: %w", node, resp.Err), -1, -1, now)
+			s.finishAttempt(b, resp, fmt.Errorf("produce to broker %d: %w", node, resp.Err), -1, -1, now)
 		}
 	case !resp.Request.ExpectResponse:
 		// acks=0: the broker sends nothing back; the write leaving the socket is all we learn.
 		for _, b := range batches {
-			s.completeBatch(b, nil, -1, -1, now)
+			s.finishAttempt(b, resp, nil, -1, -1, now)
 		}
 	default:
 		pr, ok := resp.Body.(*kmsg.ProduceResponse)
 		if !ok {
 			for _, b := range batches {
-				s.completeBatch(b, fmt.Errorf("broker %d answered a produce request with %T", node, resp.Body), -1, -1, now)
+				s.finishAttempt(b, resp, fmt.Errorf("broker %d answered a produce request with %T", node, resp.Body), -1, -1, now)
 			}
 			return
 		}
@@ -286,12 +287,12 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 				if err != nil {
 					err = brokerError(err, p.ErrorMessage, p.ErrorRecords)
 				}
-				s.completeBatch(b, err, p.BaseOffset, p.LogAppendTime, now)
+				s.finishAttempt(b, resp, err, p.BaseOffset, p.LogAppendTime, now)
 			}
 		}
 		// A partition the broker did not mention is a broker bug; do not leave it hanging.
 		for _, b := range batches {
-			s.completeBatch(b, fmt.Errorf("broker %d returned no result for %s", node, b.TopicPartition), -1, -1, now)
+			s.finishAttempt(b, resp, fmt.Errorf("broker %d returned no result for %s", node, b.TopicPartition), -1, -1, now)
 		}
 	}
 }
@@ -313,6 +314,42 @@ func brokerError(err error, msg *string, recordErrs []kmsg.ProduceResponseTopicP
 		return err
 	}
 	return fmt.Errorf("%w (broker says: %s)", err, extra)
+}
+
+// finishAttempt is completeBatch for a batch of the produce request resp answered (or failed).
+// With an observer it first keeps the attempt's stage timestamps on a traced batch, so the
+// records' traces (built when their callbacks ran inside completeBatch) show it, and then
+// reports the attempt with what completeBatch decided.
+func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Response, err error,
+	baseOffset, logAppendTime int64, now time.Time,
+) {
+	if s.obs == nil {
+		s.completeBatch(b, err, baseOffset, logAppendTime, now)
+		return
+	}
+	req := resp.Request
+	a := accumulator.Attempt{
+		Number:            b.Attempts + 1,
+		TopicPartition:    b.TopicPartition,
+		Enqueued:          b.LastAttempt,
+		Drained:           b.Drained,
+		Node:              req.Destination,
+		CorrelationID:     req.CorrelationID,
+		APIVersion:        req.APIVersion,
+		Queued:            req.Queued,
+		Written:           req.Written,
+		Received:          now,
+		Records:           b.RecordCount(),
+		Bytes:             b.EstimatedSize(),
+		UncompressedBytes: b.UncompressedSize() + accumulator.RecordBatchOverhead,
+		Err:               err,
+	}
+	if b.Traced() {
+		b.AddAttempt(a)
+	}
+	s.completeBatch(b, err, baseOffset, logAppendTime, now)
+	// Still open after completeBatch means re-enqueued: completed, failed and split batches are done.
+	s.obs.AttemptDone(b, a, !b.IsDone())
 }
 
 // completeBatch decides a batch's fate after an attempt, after Sender.completeBatch.

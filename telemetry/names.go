@@ -79,6 +79,14 @@ const (
 	StageCallback         = SpanCallback
 )
 
+// Attribute values.
+const (
+	messagingSystemKafka   = "kafka"
+	messagingOperationSend = "send"
+	networkIODirectionTx   = "transmit"
+	networkIODirectionRx   = "receive"
+)
+
 // Values of error.type for failures that are not a Kafka error code (those use the code's name,
 // e.g. NOT_LEADER_OR_FOLLOWER).
 const (
@@ -89,6 +97,7 @@ const (
 	ErrorTypeBufferExhausted = "BUFFER_EXHAUSTED"  // no buffer memory within max.block.ms
 	ErrorTypeRecordTooLarge  = "RECORD_TOO_LARGE"  // larger than max.request.size or buffer.memory
 	ErrorTypeAuthentication  = "AUTHENTICATION"    // SASL or TLS refused us
+	ErrorTypeConnection      = "CONNECTION_FAILED" // the TCP connection could not be made (refused, unreachable, DNS)
 	ErrorTypeMetadata        = "METADATA_TIMEOUT"  // the topic's metadata did not arrive within max.block.ms
 	ErrorTypeCanceled        = "CANCELED"          // the caller's context ended
 	ErrorTypeOther           = "_OTHER"            // anything else
@@ -159,6 +168,9 @@ const (
 	MetricConnectionFailures  = "kafkatrail.connection.failures"        // counter {connection}, node, error.type: connection attempts that failed before being established
 	MetricConnectionSetup     = "kafkatrail.connection.setup.duration"  // histogram s, node: connection attempt -> established
 
+	// Telemetry itself.
+	MetricSpansDropped = "kafkatrail.telemetry.spans.dropped" // counter {span}: spans dropped because the export queue was full
+
 	// Agent: per file (log.file.path; "-" for stdin). Recorded through Provider.Agent().
 	MetricAgentLinesRead      = "kafkatrail.agent.lines.read"      // counter {line}
 	MetricAgentBytesRead      = "kafkatrail.agent.bytes.read"      // counter By
@@ -205,6 +217,7 @@ var Metrics = []MetricDesc{
 	{MetricConnectionCloses, "counter", "{connection}", []string{AttrNodeID}, "established connections that closed"},
 	{MetricConnectionFailures, "counter", "{connection}", []string{AttrNodeID, AttrErrorType}, "connection attempts that failed"},
 	{MetricConnectionSetup, "histogram", "s", []string{AttrNodeID}, "connection attempt to established (TCP, TLS, SASL)"},
+	{MetricSpansDropped, "counter", "{span}", nil, "spans dropped because the export queue was full"},
 	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath}, "lines read"},
 	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath}, "bytes read"},
 	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath}, "bytes between the read offset and the end of the file"},

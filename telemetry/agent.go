@@ -1,0 +1,130 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// StdinPath is the log.file.path of lines read from standard input.
+const StdinPath = "-"
+
+// AgentMetrics are the agent's file and line metrics (MetricAgent*). Each watched file gets a
+// FileMetrics from File; the files-watched gauge counts those not yet closed. Safe for
+// concurrent use.
+type AgentMetrics struct {
+	linesRead, bytesRead, truncated, split, dropped metric.Int64Counter
+
+	mu    sync.Mutex
+	files map[*FileMetrics]struct{}
+}
+
+// FileMetrics records one file's metrics; its attribute set is built once, so recording
+// allocates nothing. Safe for concurrent use.
+type FileMetrics struct {
+	m     *AgentMetrics
+	path  attribute.KeyValue
+	attrs metric.MeasurementOption
+	// size, read and committed are the file's length, read offset and checkpointed offset,
+	// observed when a reader collects.
+	size, read, committed atomic.Int64
+}
+
+// NewAgentMetrics creates the agent's instruments in mp.
+func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
+	meter := mp.Meter(InstrumentationName)
+	a := &AgentMetrics{files: map[*FileMetrics]struct{}{}}
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	a.linesRead = counter(MetricAgentLinesRead, "{line}", "Lines read.")
+	a.bytesRead = counter(MetricAgentBytesRead, "By", "Bytes read.")
+	a.truncated = counter(MetricAgentLinesTruncated, "{line}", "Lines cut at the long-line limit.")
+	a.split = counter(MetricAgentLinesSplit, "{line}", "Long lines sent as several records.")
+	a.dropped = counter(MetricAgentLinesDropped, "{line}", "Lines not sent.")
+	behind, err := meter.Int64ObservableGauge(MetricAgentFileBehind, metric.WithUnit("By"),
+		metric.WithDescription("Bytes between the read offset and the end of the file."))
+	errs = append(errs, err)
+	lag, err := meter.Int64ObservableGauge(MetricAgentCheckpointLag, metric.WithUnit("By"),
+		metric.WithDescription("Bytes read but not yet acknowledged and checkpointed."))
+	errs = append(errs, err)
+	watched, err := meter.Int64ObservableGauge(MetricAgentFilesWatched, metric.WithUnit("{file}"),
+		metric.WithDescription("Files being tailed."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for f := range a.files {
+			read := f.read.Load()
+			o.ObserveInt64(behind, max(f.size.Load()-read, 0), f.attrs)
+			o.ObserveInt64(lag, max(read-f.committed.Load(), 0), f.attrs)
+		}
+		o.ObserveInt64(watched, int64(len(a.files)))
+		return nil
+	}, behind, lag, watched)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// File starts reporting the file at path (StdinPath for standard input). Close it when the
+// file is no longer watched.
+func (a *AgentMetrics) File(path string) *FileMetrics {
+	f := &FileMetrics{m: a, path: attribute.String(AttrLogFilePath, path)}
+	f.attrs = metric.WithAttributeSet(attribute.NewSet(f.path))
+	a.mu.Lock()
+	a.files[f] = struct{}{}
+	a.mu.Unlock()
+	return f
+}
+
+// Read counts lines and the bytes they took (newlines included).
+func (f *FileMetrics) Read(lines, bytes int) {
+	ctx := context.Background()
+	f.m.linesRead.Add(ctx, int64(lines), f.attrs)
+	f.m.bytesRead.Add(ctx, int64(bytes), f.attrs)
+}
+
+// Truncated counts a line cut at the long-line limit.
+func (f *FileMetrics) Truncated() { f.m.truncated.Add(context.Background(), 1, f.attrs) }
+
+// Split counts a long line sent as several records.
+func (f *FileMetrics) Split() { f.m.split.Add(context.Background(), 1, f.attrs) }
+
+// Dropped counts a line not sent, with a short reason (a few fixed values: "too_long",
+// "failed", "dead_letter", ...).
+func (f *FileMetrics) Dropped(reason string) {
+	f.m.dropped.Add(context.Background(), 1, metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
+}
+
+// SetPosition updates the gauges: size is the file's length, read the offset read up to,
+// committed the offset acknowledged and checkpointed. Pass -1 to leave one unchanged.
+func (f *FileMetrics) SetPosition(size, read, committed int64) {
+	if size >= 0 {
+		f.size.Store(size)
+	}
+	if read >= 0 {
+		f.read.Store(read)
+	}
+	if committed >= 0 {
+		f.committed.Store(committed)
+	}
+}
+
+// Close stops reporting the file's gauges; its counters keep their totals.
+func (f *FileMetrics) Close() {
+	f.m.mu.Lock()
+	delete(f.m.files, f)
+	f.m.mu.Unlock()
+}

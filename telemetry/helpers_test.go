@@ -1,0 +1,158 @@
+package telemetry
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// harness is an observer recording into a span recorder and a manual metric reader.
+type harness struct {
+	obs    *ProducerObserver
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+}
+
+func newHarness(t testing.TB, sampler sdktrace.Sampler) *harness {
+	t.Helper()
+	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	providerSampler := sampler
+	if providerSampler == nil {
+		providerSampler = sdktrace.NeverSample()
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(providerSampler)), sdktrace.WithSpanProcessor(h.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
+	t.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: sampler, ClientID: "kafkatrail-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.obs = obs
+	return h
+}
+
+// newKfake starts an in-process cluster of one broker with the given topics of one partition.
+func newKfake(t testing.TB, topics ...string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func newProducer(t testing.TB, bootstrap []string, obs producer.Observer, mutate func(*producer.Config)) *producer.Producer {
+	t.Helper()
+	cfg := producer.DefaultConfig()
+	cfg.BootstrapServers = bootstrap
+	cfg.RetryBackoffMs = 10
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := producer.New(cfg, producer.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
+// outcome collects one record's callback.
+type outcome struct {
+	once sync.Once
+	done chan struct{}
+	md   producer.RecordMetadata
+	err  error
+}
+
+func newOutcome() *outcome { return &outcome{done: make(chan struct{})} }
+
+func (o *outcome) callback(md producer.RecordMetadata, err error) {
+	o.once.Do(func() {
+		o.md, o.err = md, err
+		close(o.done)
+	})
+}
+
+func (o *outcome) wait(t testing.TB) {
+	t.Helper()
+	select {
+	case <-o.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("callback did not run within 20s")
+	}
+}
+
+// sendOne sends a record with ctx and waits for its callback and for its batch to be done, so
+// that its trace has ended (the sender creates the spans right after the callback returns,
+// before the batch counts as done for Flush).
+func sendOne(t testing.TB, p *producer.Producer, ctx context.Context, r *producer.Record) *outcome {
+	t.Helper()
+	o := newOutcome()
+	_ = p.Send(ctx, r, o.callback)
+	o.wait(t)
+	fctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	return o
+}
+
+// closedPort returns a loopback address nothing listens on: connecting to it is refused.
+func closedPort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// produceError answers every partition of a produce request with code.
+func produceError(r kmsg.Request, code int16) kmsg.Response {
+	req := r.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// producesTo reports whether a produce request writes to topic.
+func producesTo(r kmsg.Request, topic string) bool {
+	for _, t := range r.(*kmsg.ProduceRequest).Topics {
+		if t.Topic == topic {
+			return true
+		}
+	}
+	return false
+}

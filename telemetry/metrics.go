@@ -1,0 +1,146 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Histogram boundaries. Producer stages range from microseconds (doSend) to the delivery
+// timeout (minutes), so the latency buckets start well below OpenTelemetry's defaults.
+var (
+	durationBuckets    = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+	batchBytesBuckets  = []float64{128, 512, 1024, 4096, 8192, 16384, 32768, 65536, 262144, 1048576}
+	batchCountBuckets  = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000}
+	compressionBuckets = []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.2}
+)
+
+// instruments are the producer observer's metric instruments. OpenTelemetry instruments are
+// safe for concurrent use, so producing goroutines and the sender record without locks.
+type instruments struct {
+	opDuration   metric.Float64Histogram
+	sent         metric.Int64Counter
+	stage        metric.Float64Histogram
+	queueTime    metric.Float64Histogram
+	retried      metric.Int64Counter
+	failed       metric.Int64Counter
+	batchSize    metric.Int64Histogram
+	batchRecords metric.Int64Histogram
+	compression  metric.Float64Histogram
+	throttle     metric.Float64Histogram
+
+	requestDuration metric.Float64Histogram
+	networkIO       metric.Int64Counter
+	connCreations   metric.Int64Counter
+	connCloses      metric.Int64Counter
+	connFailures    metric.Int64Counter
+	connSetup       metric.Float64Histogram
+}
+
+func newInstruments(m metric.Meter, o *ProducerObserver) (*instruments, error) {
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	hist := func(name, unit, desc string, buckets []float64) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(buckets...))
+		check(err)
+		return h
+	}
+	intHist := func(name, unit, desc string, buckets []float64) metric.Int64Histogram {
+		h, err := m.Int64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(buckets...))
+		check(err)
+		return h
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		check(err)
+		return c
+	}
+	in := &instruments{
+		opDuration:      hist(MetricOperationDuration, "s", "Duration of a send: Send called to the record's callback returned.", durationBuckets),
+		sent:            counter(MetricSentMessages, "{message}", "Records a broker acknowledged."),
+		stage:           hist(MetricStageDuration, "s", "Time spent in each lifecycle stage (append per record, the others per batch attempt).", durationBuckets),
+		queueTime:       hist(MetricRecordQueueTime, "s", "Time a batch waited in its deque: created or re-enqueued to drained.", durationBuckets),
+		retried:         counter(MetricRecordsRetried, "{record}", "Records in batches sent again after a retriable error."),
+		failed:          counter(MetricRecordsFailed, "{record}", "Records whose callback got an error."),
+		batchSize:       intHist(MetricBatchSize, "By", "Batch size on the wire, after compression.", batchBytesBuckets),
+		batchRecords:    intHist(MetricBatchRecords, "{record}", "Records per batch.", batchCountBuckets),
+		compression:     hist(MetricCompressionRatio, "1", "Compressed over uncompressed batch size.", compressionBuckets),
+		throttle:        hist(MetricThrottleTime, "s", "Throttle time reported by brokers in produce responses.", durationBuckets),
+		requestDuration: hist(MetricRequestDuration, "s", "Request queued to response read, per broker and API.", durationBuckets),
+		networkIO:       counter(MetricNetworkIO, "By", "Bytes written to and read from brokers."),
+		connCreations:   counter(MetricConnectionCreations, "{connection}", "Connections established."),
+		connCloses:      counter(MetricConnectionCloses, "{connection}", "Established connections that closed."),
+		connFailures:    counter(MetricConnectionFailures, "{connection}", "Connection attempts that failed."),
+		connSetup:       hist(MetricConnectionSetup, "s", "Connection attempt to established (TCP, TLS, SASL).", durationBuckets),
+	}
+
+	// Observable instruments read state that other goroutines own, when a reader collects.
+	bufTotal, err := m.Int64ObservableGauge(MetricBufferTotal, metric.WithUnit("By"), metric.WithDescription("buffer.memory."))
+	check(err)
+	bufAvail, err := m.Int64ObservableGauge(MetricBufferAvailable, metric.WithUnit("By"), metric.WithDescription("Buffer memory not held by batches."))
+	check(err)
+	bufWaiting, err := m.Int64ObservableGauge(MetricBufferWaiting, metric.WithUnit("{waiter}"), metric.WithDescription("Sends blocked waiting for buffer memory."))
+	check(err)
+	bufWait, err := m.Float64ObservableCounter(MetricBufferWaitTime, metric.WithUnit("s"), metric.WithDescription("Total time Sends spent blocked on buffer memory."))
+	check(err)
+	bufExhausted, err := m.Int64ObservableCounter(MetricBufferExhausted, metric.WithUnit("{allocation}"), metric.WithDescription("Sends that failed after max.block.ms without buffer memory."))
+	check(err)
+	metaAge, err := m.Float64ObservableGauge(MetricMetadataAge, metric.WithUnit("s"), metric.WithDescription("Time since the last successful metadata response."))
+	check(err)
+	inFlight, err := m.Int64ObservableGauge(MetricInFlightRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests sent to the broker and not answered."))
+	check(err)
+	connCount, err := m.Int64ObservableGauge(MetricConnectionCount, metric.WithUnit("{connection}"), metric.WithDescription("1 per known broker node, in its current connection state."))
+	check(err)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		o.poolsMu.Lock()
+		var total, avail, waiting, exhausted int64
+		var wait time.Duration
+		for p := range o.pools {
+			total += p.TotalMemory()
+			avail += p.AvailableMemory()
+			waiting += int64(p.QueuedWaiters())
+			exhausted += p.ExhaustedCount()
+			wait += p.WaitTime()
+		}
+		pools := len(o.pools)
+		o.poolsMu.Unlock()
+		if pools > 0 {
+			obs.ObserveInt64(bufTotal, total)
+			obs.ObserveInt64(bufAvail, avail)
+			obs.ObserveInt64(bufWaiting, waiting)
+			obs.ObserveFloat64(bufWait, wait.Seconds())
+			obs.ObserveInt64(bufExhausted, exhausted)
+		}
+		if at := o.metadataAt.Load(); at != 0 {
+			obs.ObserveFloat64(metaAge, time.Since(time.Unix(0, at)).Seconds())
+		}
+		o.inFlight.Range(func(k, v any) bool {
+			obs.ObserveInt64(inFlight, v.(*atomic.Int64).Load(), o.node(k.(int32)).opt)
+			return true
+		})
+		o.conn.mu.Lock()
+		for node, state := range o.conn.states {
+			obs.ObserveInt64(connCount, 1, metric.WithAttributes(attribute.Int(AttrNodeID, int(node)),
+				attribute.String(AttrConnectionState, state.String())))
+		}
+		o.conn.mu.Unlock()
+		return nil
+	}, bufTotal, bufAvail, bufWaiting, bufWait, bufExhausted, metaAge, inFlight, connCount)
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}

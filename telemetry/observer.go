@@ -1,0 +1,269 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/network"
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// ProducerObserver implements producer.Observer with OpenTelemetry: the lifecycle spans of
+// sampled records, connection-level spans, and the producer's metrics. It is safe for
+// concurrent use. Build one with NewProducerObserver, or let Setup build it (Provider.Observer).
+type ProducerObserver struct {
+	tracer   trace.Tracer
+	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
+	header   string
+	clientID string
+	m        *instruments
+
+	sendNames sync.Map // topic -> "send " + topic
+	topics    sync.Map // topic -> *topicAttrs
+	nodes     sync.Map // int32 -> *nodeAttrs
+
+	// Gauge state. inFlight and metadataAt are written on the sender goroutine and read by the
+	// metric reader; conn and pools change rarely and take a mutex.
+	inFlight   sync.Map // int32 -> *atomic.Int64
+	metadataAt atomic.Int64
+	conn       connections
+	poolsMu    sync.Mutex
+	pools      map[*accumulator.BufferPool]struct{}
+}
+
+var _ producer.Observer = (*ProducerObserver)(nil)
+
+// ObserverConfig configures a ProducerObserver.
+type ObserverConfig struct {
+	// Sampler decides which records are traced (and the connection spans' roots). Nil turns
+	// tracing off: no record is traced and no span is started; metrics still flow. The tracer
+	// provider's own sampler should be ProviderSampler(Sampler), as Setup arranges.
+	Sampler sdktrace.Sampler
+	// TraceHeader is the record header that carries a traced record's trace context;
+	// empty means DefaultTraceHeader ("traceparent"). A header of that name already on the
+	// record (say, the log line's own context) is replaced by the send span's.
+	TraceHeader string
+	// ClientID is messaging.client.id on the send spans (the producer's client.id).
+	ClientID string
+}
+
+// NewProducerObserver returns an observer that records spans with tp and metrics with mp.
+func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg ObserverConfig) (*ProducerObserver, error) {
+	o := &ProducerObserver{
+		tracer:   tp.Tracer(InstrumentationName),
+		sampler:  cfg.Sampler,
+		header:   cfg.TraceHeader,
+		clientID: cfg.ClientID,
+		pools:    map[*accumulator.BufferPool]struct{}{},
+	}
+	if o.header == "" {
+		o.header = DefaultTraceHeader
+	}
+	o.conn.states = map[int32]network.ConnectionState{}
+	o.conn.pending = map[int32]*pendingConnect{}
+	m, err := newInstruments(mp.Meter(InstrumentationName), o)
+	if err != nil {
+		return nil, err
+	}
+	o.m = m
+	return o, nil
+}
+
+// StartSend decides whether the record is traced. The decision runs the sampler on the
+// context's span (the log line's, when it carried one) or on a fresh random trace id, before
+// any span exists: an unsampled record returns here having allocated nothing. A sampled record
+// gets its `send {topic}` span, started at now, and headers carrying that span's context.
+func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, now time.Time) (accumulator.RecordTrace, []producer.Header) {
+	if o.sampler == nil {
+		return nil, r.Headers
+	}
+	p := sdktrace.SamplingParameters{ParentContext: ctx, Name: SpanSendPrefix, Kind: trace.SpanKindProducer}
+	if psc := trace.SpanContextFromContext(ctx); psc.IsValid() {
+		p.TraceID = psc.TraceID()
+	} else {
+		binary.BigEndian.PutUint64(p.TraceID[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(p.TraceID[8:], rand.Uint64())
+	}
+	if o.sampler.ShouldSample(p).Decision != sdktrace.RecordAndSample {
+		return nil, r.Headers
+	}
+	return o.startRecordTrace(ctx, r, now)
+}
+
+func (o *ProducerObserver) startRecordTrace(ctx context.Context, r *producer.Record, now time.Time) (accumulator.RecordTrace, []producer.Header) {
+	attrs := []attribute.KeyValue{
+		attribute.String(AttrMessagingSystem, messagingSystemKafka),
+		attribute.String(AttrMessagingOperationName, messagingOperationSend),
+		attribute.String(AttrMessagingOperationType, messagingOperationSend),
+		attribute.String(AttrMessagingDestinationName, r.Topic),
+	}
+	if o.clientID != "" {
+		attrs = append(attrs, attribute.String(AttrMessagingClientID, o.clientID))
+	}
+	if r.Value == nil {
+		attrs = append(attrs, attribute.Bool(AttrMessagingKafkaTombstone, true))
+	}
+	spanCtx, span := o.tracer.Start(markDecided(ctx), o.sendName(r.Topic),
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now), trace.WithAttributes(attrs...))
+	sc := span.SpanContext()
+	if !sc.IsValid() || !span.IsRecording() {
+		// A provider that records nothing (a no-op one, or a sampler that overrode ours).
+		span.End()
+		return nil, r.Headers
+	}
+	t := &recordTrace{o: o, ctx: spanCtx, span: span, start: now}
+	return t, injectTraceContext(r.Headers, o.header, sc)
+}
+
+func (o *ProducerObserver) sendName(topic string) string {
+	if n, ok := o.sendNames.Load(topic); ok {
+		return n.(string)
+	}
+	n := SpanSendPrefix + topic
+	o.sendNames.Store(topic, n)
+	return n
+}
+
+// Appended records the append stage of every record, and counts a record that Send failed.
+func (o *ProducerObserver) Appended(topic string, start, end time.Time, err error) {
+	ta := o.topic(topic)
+	d := seconds(end.Sub(start))
+	o.m.stage.Record(context.Background(), d, ta.stage[stageIndexAppend])
+	if err != nil {
+		et := attribute.String(AttrErrorType, ErrorType(err))
+		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, et))
+		o.m.opDuration.Record(context.Background(), d, metric.WithAttributes(append(ta.opAttrs(), et)...))
+	}
+}
+
+// AttemptDone records the stages of one produce attempt of a batch, the batch's shape on its
+// first attempt, and the records a retry sends again.
+func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool) {
+	ctx := context.Background()
+	ta := o.topic(a.TopicPartition.Topic)
+	queued := seconds(a.Drained.Sub(a.Enqueued))
+	o.m.stage.Record(ctx, queued, ta.stage[stageIndexDrain])
+	o.m.queueTime.Record(ctx, queued, ta.destOpt)
+	o.m.stage.Record(ctx, seconds(a.Queued.Sub(a.Drained)), ta.stage[stageIndexDoSend])
+	written := a.Written
+	if !written.IsZero() {
+		o.m.stage.Record(ctx, seconds(written.Sub(a.Queued)), ta.stage[stageIndexCompletedSend])
+	} else {
+		written = a.Queued
+	}
+	o.m.stage.Record(ctx, seconds(a.Received.Sub(written)), ta.stage[stageIndexCompletedReceive])
+	if a.Number == 1 {
+		codec := attribute.String(AttrCompression, b.Codec().String())
+		o.m.batchSize.Record(ctx, int64(a.Bytes), metric.WithAttributes(ta.dest, codec))
+		o.m.batchRecords.Record(ctx, int64(a.Records), ta.destOpt)
+		if a.UncompressedBytes > 0 {
+			o.m.compression.Record(ctx, float64(a.Bytes)/float64(a.UncompressedBytes), metric.WithAttributes(ta.dest, codec))
+		}
+	}
+	if retry {
+		o.m.retried.Add(ctx, int64(a.Records), metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, ErrorType(a.Err))))
+	}
+}
+
+// BatchDone records the callback stage of a completed batch, and for each of its records the
+// end-to-end latency and whether it was sent or failed.
+func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, callbacksStart, callbacksEnd time.Time) {
+	ctx := context.Background()
+	ta := o.topic(b.TopicPartition.Topic)
+	o.m.stage.Record(ctx, seconds(callbacksEnd.Sub(callbacksStart)), ta.stage[stageIndexCallback])
+	n := int64(b.RecordCount())
+	opt := ta.opOK
+	if err == nil {
+		o.m.sent.Add(ctx, n, ta.sentOpt)
+	} else {
+		et := attribute.String(AttrErrorType, ErrorType(err))
+		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, et))
+		opt = metric.WithAttributes(append(ta.opAttrs(), et)...)
+	}
+	for sent := range b.SendTimes() {
+		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(sent)), opt)
+	}
+}
+
+// ProducerStarted adds pool to the buffer gauges until the producer stops.
+func (o *ProducerObserver) ProducerStarted(pool *accumulator.BufferPool) (stopped func()) {
+	o.poolsMu.Lock()
+	o.pools[pool] = struct{}{}
+	o.poolsMu.Unlock()
+	return func() {
+		o.poolsMu.Lock()
+		delete(o.pools, pool)
+		o.poolsMu.Unlock()
+	}
+}
+
+// InFlightRequests keeps node's in-flight count for the gauge.
+func (o *ProducerObserver) InFlightRequests(node int32, count int) {
+	v, ok := o.inFlight.Load(node)
+	if !ok {
+		v, _ = o.inFlight.LoadOrStore(node, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Store(int64(count))
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// Indexes of the stages in topicAttrs.stage, in lifecycle order.
+const (
+	stageIndexAppend = iota
+	stageIndexDrain
+	stageIndexDoSend
+	stageIndexCompletedSend
+	stageIndexCompletedReceive
+	stageIndexCallback
+	stageCount
+)
+
+var stageNames = [stageCount]string{StageAppend, StageDrain, StageDoSend, StageCompletedSend, StageCompletedReceive, StageCallback}
+
+// topicAttrs are a topic's attribute sets, built once so that the per-record and per-batch
+// measurements allocate nothing.
+type topicAttrs struct {
+	dest    attribute.KeyValue
+	destOpt metric.MeasurementOption
+	sentOpt metric.MeasurementOption
+	opOK    metric.MeasurementOption
+	stage   [stageCount]metric.MeasurementOption
+}
+
+func (t *topicAttrs) opAttrs() []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String(AttrMessagingSystem, messagingSystemKafka),
+		attribute.String(AttrMessagingOperationName, messagingOperationSend),
+		attribute.String(AttrMessagingOperationType, messagingOperationSend),
+		t.dest,
+	}
+}
+
+func (o *ProducerObserver) topic(topic string) *topicAttrs {
+	if v, ok := o.topics.Load(topic); ok {
+		return v.(*topicAttrs)
+	}
+	t := &topicAttrs{dest: attribute.String(AttrMessagingDestinationName, topic)}
+	t.destOpt = metric.WithAttributeSet(attribute.NewSet(t.dest))
+	t.sentOpt = metric.WithAttributeSet(attribute.NewSet(
+		attribute.String(AttrMessagingSystem, messagingSystemKafka),
+		attribute.String(AttrMessagingOperationName, messagingOperationSend),
+		t.dest))
+	t.opOK = metric.WithAttributeSet(attribute.NewSet(t.opAttrs()...))
+	for i, s := range stageNames {
+		t.stage[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
+	}
+	v, _ := o.topics.LoadOrStore(topic, t)
+	return v.(*topicAttrs)
+}

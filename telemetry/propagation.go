@@ -1,0 +1,87 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/hex"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// traceparentLen is the length of a version 00 W3C traceparent: 00-{32 hex}-{16 hex}-{2 hex}.
+const traceparentLen = 55
+
+// ContextWithLineTrace returns ctx carrying the trace context of a log line, given as a W3C
+// traceparent ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), as a remote parent:
+// a record sent with the returned context gets a `send` span that is a child of the line's
+// span, and is sampled when the line's context is (parent-based sampling). An empty or invalid
+// traceparent returns ctx unchanged, so the sampler decides alone.
+func ContextWithLineTrace(ctx context.Context, traceparent []byte) context.Context {
+	sc, ok := parseTraceparent(traceparent)
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// parseTraceparent reads a W3C traceparent. Versions other than 00 are read by their 00
+// prefix, as the specification asks; all-zero ids and version ff are invalid.
+func parseTraceparent(tp []byte) (trace.SpanContext, bool) {
+	if len(tp) < traceparentLen || (len(tp) > traceparentLen && tp[traceparentLen] != '-') ||
+		tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	var version [1]byte
+	if _, err := hex.Decode(version[:], tp[0:2]); err != nil || version[0] == 0xff ||
+		(version[0] == 0 && len(tp) != traceparentLen) {
+		return trace.SpanContext{}, false
+	}
+	var cfg trace.SpanContextConfig
+	var flags [1]byte
+	if !decodeLowerHex(cfg.TraceID[:], tp[3:35]) || !decodeLowerHex(cfg.SpanID[:], tp[36:52]) ||
+		!decodeLowerHex(flags[:], tp[53:55]) {
+		return trace.SpanContext{}, false
+	}
+	cfg.TraceFlags = trace.TraceFlags(flags[0]) & trace.FlagsSampled
+	cfg.Remote = true
+	sc := trace.NewSpanContext(cfg)
+	return sc, sc.IsValid()
+}
+
+// decodeLowerHex decodes src into dst, accepting only lowercase hex as W3C requires.
+func decodeLowerHex(dst, src []byte) bool {
+	for _, c := range src {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	_, err := hex.Decode(dst, src)
+	return err == nil
+}
+
+// formatTraceparent writes sc as a version 00 traceparent.
+func formatTraceparent(sc trace.SpanContext) []byte {
+	b := make([]byte, traceparentLen)
+	copy(b, "00-")
+	tid, sid := sc.TraceID(), sc.SpanID()
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
+	return b
+}
+
+// injectTraceContext returns a copy of headers with key set to sc's traceparent: a header of
+// that name already there (the log line's own context) is replaced, since the send span, its
+// child, is the consumer's parent now. headers belongs to the caller and is not modified.
+func injectTraceContext(headers []producer.Header, key string, sc trace.SpanContext) []producer.Header {
+	out := make([]producer.Header, 0, len(headers)+1)
+	for _, h := range headers {
+		if h.Key != key {
+			out = append(out, h)
+		}
+	}
+	return append(out, producer.Header{Key: key, Value: formatTraceparent(sc)})
+}

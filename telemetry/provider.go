@@ -1,0 +1,270 @@
+// Package telemetry is kafkatrail's OpenTelemetry integration: tracer and meter providers
+// configured from the standard OTEL_* environment variables, the span and metric vocabulary
+// (names.go), the producer observer that turns the producer's stage timestamps into spans and
+// metrics, the agent's metrics, and a slog handler that stamps records with the current trace.
+//
+// A sampled record's trace is a `send {topic}` span with six contiguous children (append,
+// drain, doSend, completedSend, completedReceive, callback), one set of the request stages per
+// attempt. The decision is made once per record at Send; an unsampled record allocates nothing
+// for tracing. Exporting never blocks the producer: spans go through a bounded queue (drops are
+// counted) and metrics are aggregated in memory and read by the exporter's own goroutine.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// Defaults of Config.
+const (
+	DefaultShutdownTimeout = 5 * time.Second
+	DefaultSpanQueueSize   = 4096
+)
+
+// Config configures Setup. The zero value is usable: everything else comes from the standard
+// OpenTelemetry environment variables (OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER,
+// OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER,
+// OTEL_TRACES_SAMPLER_ARG, OTEL_METRIC_EXPORT_INTERVAL, OTEL_BSP_*).
+type Config struct {
+	// ServiceName is service.name when OTEL_SERVICE_NAME is not set (the environment wins, as
+	// in every OpenTelemetry SDK); empty means DefaultServiceName.
+	ServiceName string
+	// ServiceVersion is service.version, when not empty.
+	ServiceVersion string
+	// SampleRatio, when set, is the share of records traced (parent-based: a record whose log
+	// line carried a sampled trace context is always traced), and overrides
+	// OTEL_TRACES_SAMPLER. Set it only when the user gave --trace-sample-ratio; nil means
+	// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG if set, else DefaultSampleRatio.
+	SampleRatio *float64
+	// TraceHeader is the record header a traced record's context is written to; empty means
+	// DefaultTraceHeader.
+	TraceHeader string
+	// ClientID is messaging.client.id on send spans.
+	ClientID string
+	// SpanQueueSize bounds the spans waiting for export; beyond it spans are dropped and
+	// counted (kafkatrail.telemetry.spans.dropped). Zero means DefaultSpanQueueSize.
+	SpanQueueSize int
+	// ShutdownTimeout bounds Shutdown when its context has no earlier deadline. Zero means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Ratio returns a pointer to r, for Config.SampleRatio.
+func Ratio(r float64) *float64 { return &r }
+
+// Provider holds the configured tracer and meter providers and the producer observer built on
+// them. Shutdown flushes and stops them.
+type Provider struct {
+	tp        trace.TracerProvider
+	mp        metric.MeterProvider
+	sdkTP     *sdktrace.TracerProvider // nil when traces are off
+	sdkMP     *sdkmetric.MeterProvider // nil when metrics are off
+	spans     *droppingProcessor
+	observer  *ProducerObserver
+	agent     *AgentMetrics
+	shutdownT time.Duration
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Setup builds the providers the way every OpenTelemetry SDK does, from the environment:
+//
+//   - OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER: otlp (the default), console, none, and
+//     for metrics prometheus (a scrape endpoint on OTEL_EXPORTER_PROMETHEUS_HOST:PORT,
+//     default localhost:9464). They are go.opentelemetry.io/contrib/exporters/autoexport's.
+//   - OTLP goes over gRPC unless OTEL_EXPORTER_OTLP_PROTOCOL (or the _TRACES_ / _METRICS_
+//     variant) says http/protobuf; endpoint, headers, TLS and timeout come from the
+//     OTEL_EXPORTER_OTLP_* variables.
+//   - service.name: OTEL_SERVICE_NAME, else cfg.ServiceName, else "kafkatrail-agent";
+//     OTEL_RESOURCE_ATTRIBUTES adds attributes.
+//   - Sampling: see Config.SampleRatio.
+//
+// An exporter that cannot reach its backend never blocks or slows the producer: span export
+// runs behind a bounded queue, metric export on the reader's goroutine.
+func Setup(ctx context.Context, cfg Config) (*Provider, error) {
+	p := &Provider{shutdownT: cfg.ShutdownTimeout}
+	if p.shutdownT <= 0 {
+		p.shutdownT = DefaultShutdownTimeout
+	}
+	res, err := newResource(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	sampler, tracing, err := samplerFromConfig(cfg.SampleRatio)
+	if err != nil {
+		return nil, err
+	}
+
+	// Metrics first: the span processor counts its drops with them.
+	reader, err := newMetricReader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
+	}
+	p.mp = metricnoop.NewMeterProvider()
+	if !autoexport.IsNoneMetricReader(reader) {
+		p.sdkMP = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
+		p.mp = p.sdkMP
+	}
+	meter := p.mp.Meter(InstrumentationName)
+	dropped, err := meter.Int64Counter(MetricSpansDropped, metric.WithUnit("{span}"),
+		metric.WithDescription("Spans dropped because the export queue was full."))
+	if err != nil {
+		return nil, errors.Join(err, p.shutdownNow())
+	}
+
+	p.tp = tracenoop.NewTracerProvider()
+	if tracing {
+		exp, err := newSpanExporter(ctx)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("telemetry: traces exporter: %w", err), p.shutdownNow())
+		}
+		if autoexport.IsNoneSpanExporter(exp) {
+			tracing = false
+		} else {
+			size := cfg.SpanQueueSize
+			if size <= 0 {
+				size = DefaultSpanQueueSize
+			}
+			// The batch processor blocks only the queue's goroutine; its own queue stays small.
+			bsp := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking())
+			p.spans = newDroppingProcessor(bsp, size, dropped)
+			p.sdkTP = sdktrace.NewTracerProvider(sdktrace.WithResource(res),
+				sdktrace.WithSampler(ProviderSampler(sampler)), sdktrace.WithSpanProcessor(p.spans))
+			p.tp = p.sdkTP
+		}
+	}
+	if !tracing {
+		sampler = nil
+	}
+	p.observer, err = NewProducerObserver(p.tp, p.mp, ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID})
+	if err != nil {
+		return nil, errors.Join(err, p.shutdownNow())
+	}
+	p.agent, err = NewAgentMetrics(p.mp)
+	if err != nil {
+		return nil, errors.Join(err, p.shutdownNow())
+	}
+	return p, nil
+}
+
+// newResource describes this process: service.name (OTEL_SERVICE_NAME wins over the config),
+// OTEL_RESOURCE_ATTRIBUTES, the SDK and the host.
+func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
+	name := cfg.ServiceName
+	if name == "" {
+		name = DefaultServiceName
+	}
+	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
+	if cfg.ServiceVersion != "" {
+		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
+	}
+	// Later detectors override earlier ones: the environment has the last word.
+	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithTelemetrySDK(),
+		resource.WithHost(), resource.WithFromEnv())
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	// A partial resource (say, a malformed OTEL_RESOURCE_ATTRIBUTES entry) is still usable.
+	return res, nil
+}
+
+// otlpOverGRPC reports whether the signal's exporter is OTLP with no protocol chosen: the
+// specification's default is http/protobuf, which autoexport follows, but kafkatrail's is gRPC.
+func otlpOverGRPC(exporterEnv, protocolEnv string) bool {
+	exporter := strings.TrimSpace(os.Getenv(exporterEnv))
+	return (exporter == "" || exporter == "otlp") &&
+		os.Getenv(protocolEnv) == "" && os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL") == ""
+}
+
+func newSpanExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	if otlpOverGRPC("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
+		return otlptracegrpc.New(ctx)
+	}
+	return autoexport.NewSpanExporter(ctx)
+}
+
+func newMetricReader(ctx context.Context) (sdkmetric.Reader, error) {
+	if otlpOverGRPC("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
+		exp, err := otlpmetricgrpc.New(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return sdkmetric.NewPeriodicReader(exp), nil
+	}
+	return autoexport.NewMetricReader(ctx)
+}
+
+// TracerProvider returns the tracer provider (a no-op one when traces are off), for spans of
+// the caller's own.
+func (p *Provider) TracerProvider() trace.TracerProvider { return p.tp }
+
+// MeterProvider returns the meter provider (a no-op one when metrics are off).
+func (p *Provider) MeterProvider() metric.MeterProvider { return p.mp }
+
+// Observer returns the producer observer: lifecycle spans and producer metrics.
+func (p *Provider) Observer() *ProducerObserver { return p.observer }
+
+// ProducerOption installs the observer in a producer: producer.New(cfg, p.ProducerOption()).
+func (p *Provider) ProducerOption() producer.Option { return producer.WithObserver(p.observer) }
+
+// Agent returns the agent's file and line metrics.
+func (p *Provider) Agent() *AgentMetrics { return p.agent }
+
+// Logger wraps h so that records logged with a context inside a span carry trace_id and span_id.
+func (p *Provider) Logger(h slog.Handler) slog.Handler { return NewLogHandler(h) }
+
+// Shutdown exports what is buffered (spans queued, the last metrics) and stops the exporters,
+// within ctx's deadline or ShutdownTimeout, whichever comes first. Call it after the producer
+// has closed, so the last records' traces are in. It is safe to call more than once.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	p.shutdownOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, p.shutdownT)
+		defer cancel()
+		var errs []error
+		// Traces first: their drops are counted in the metrics exported last.
+		if p.sdkTP != nil {
+			errs = append(errs, p.sdkTP.Shutdown(ctx))
+		}
+		if p.sdkMP != nil {
+			errs = append(errs, p.sdkMP.Shutdown(ctx))
+		}
+		p.shutdownErr = errors.Join(errs...)
+	})
+	return p.shutdownErr
+}
+
+// shutdownNow releases what Setup built before it failed.
+func (p *Provider) shutdownNow() error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.shutdownT)
+	defer cancel()
+	return p.Shutdown(ctx)
+}
+
+// SpansDropped returns how many spans were dropped because the export queue was full.
+func (p *Provider) SpansDropped() int64 {
+	if p.spans == nil {
+		return 0
+	}
+	return p.spans.Dropped()
+}

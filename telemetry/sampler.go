@@ -1,0 +1,99 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// samplerFromConfig returns the sampler that decides which records (and other root spans) are
+// traced, and whether tracing can produce anything at all (false for a ratio of 0 and
+// always_off, so the observer skips even the decision). Precedence: an explicit ratio
+// (the agent's --trace-sample-ratio), then OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
+// then parent-based DefaultSampleRatio.
+func samplerFromConfig(ratio *float64) (sdktrace.Sampler, bool, error) {
+	if ratio != nil {
+		if *ratio < 0 || *ratio > 1 {
+			return nil, false, fmt.Errorf("trace sample ratio %v: must be between 0 and 1", *ratio)
+		}
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*ratio)), *ratio > 0, nil
+	}
+	name := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")))
+	if name == "" {
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(DefaultSampleRatio)), true, nil
+	}
+	arg := strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER_ARG"))
+	argRatio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil // the specification's default for the ratio samplers
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio between 0 and 1", arg)
+		}
+		return r, nil
+	}
+	switch name {
+	case "always_on":
+		return sdktrace.AlwaysSample(), true, nil
+	case "always_off":
+		return sdktrace.NeverSample(), false, nil
+	case "traceidratio":
+		r, err := argRatio()
+		if err != nil {
+			return nil, false, err
+		}
+		return sdktrace.TraceIDRatioBased(r), r > 0, nil
+	case "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), true, nil
+	case "parentbased_always_off":
+		// Still on: a line whose trace context is sampled is traced.
+		return sdktrace.ParentBased(sdktrace.NeverSample()), true, nil
+	case "parentbased_traceidratio":
+		r, err := argRatio()
+		if err != nil {
+			return nil, false, err
+		}
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), true, nil
+	}
+	return nil, false, fmt.Errorf("OTEL_TRACES_SAMPLER=%q: supported are always_on, always_off, traceidratio, "+
+		"parentbased_always_on, parentbased_always_off, parentbased_traceidratio", name)
+}
+
+// decidedKey marks a context whose span the observer already decided to sample.
+type decidedKey struct{}
+
+// markDecided returns ctx marked so that providerSampler samples spans started from it.
+func markDecided(ctx context.Context) context.Context {
+	return context.WithValue(ctx, decidedKey{}, true)
+}
+
+// providerSampler is the tracer provider's sampler. The observer decides whether a record is
+// traced before it starts any span (so an unsampled record allocates nothing), and marks the
+// context of a sampled one; this sampler honours that mark, so the SDK does not decide a second
+// time on a trace id of its own, and leaves every other span to the configured sampler.
+type providerSampler struct{ inner sdktrace.Sampler }
+
+// ProviderSampler wraps a sampler for a TracerProvider that a ProducerObserver records into: it
+// samples the spans whose record the observer decided to trace and asks inner about the rest.
+// Setup installs it; tests that build their own provider use it too.
+func ProviderSampler(inner sdktrace.Sampler) sdktrace.Sampler { return providerSampler{inner: inner} }
+
+func (s providerSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.ParentContext != nil && p.ParentContext.Value(decidedKey{}) != nil {
+		return sdktrace.SamplingResult{
+			Decision:   sdktrace.RecordAndSample,
+			Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),
+		}
+	}
+	return s.inner.ShouldSample(p)
+}
+
+func (s providerSampler) Description() string {
+	return "KafkatrailDecided{" + s.inner.Description() + "}"
+}

@@ -1,0 +1,388 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// recordTraceOf returns the send span named name and its children in the order they were
+// created (which is lifecycle order), failing unless there is exactly one such send span.
+func recordTraceOf(t *testing.T, h *harness, name string) (sdktrace.ReadOnlySpan, []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	var parent sdktrace.ReadOnlySpan
+	ended := h.spans.Ended()
+	for _, s := range ended {
+		if s.Name() == name {
+			if parent != nil {
+				t.Fatalf("two %q spans", name)
+			}
+			parent = s
+		}
+	}
+	if parent == nil {
+		t.Fatalf("no %q span among %v", name, spanNames(ended))
+	}
+	var children []sdktrace.ReadOnlySpan
+	for _, s := range ended {
+		if s.Parent().SpanID() == parent.SpanContext().SpanID() {
+			children = append(children, s)
+		}
+	}
+	return parent, children
+}
+
+func spanNames(spans []sdktrace.ReadOnlySpan) []string {
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = s.Name()
+	}
+	return out
+}
+
+// checkTiling asserts the children cover the parent exactly: the first starts with it, each
+// starts where the previous ended, the last ends with it; so their durations add up.
+func checkTiling(t *testing.T, parent sdktrace.ReadOnlySpan, children []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	at := parent.StartTime()
+	var sum time.Duration
+	for _, c := range children {
+		if !c.StartTime().Equal(at) {
+			t.Fatalf("%s starts at %v, previous stage ended at %v", c.Name(), c.StartTime(), at)
+		}
+		if c.EndTime().Before(c.StartTime()) {
+			t.Fatalf("%s ends before it starts", c.Name())
+		}
+		if c.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			t.Fatalf("%s is in another trace", c.Name())
+		}
+		sum += c.EndTime().Sub(c.StartTime())
+		at = c.EndTime()
+	}
+	if !at.Equal(parent.EndTime()) {
+		t.Fatalf("stages end at %v, the send span at %v", at, parent.EndTime())
+	}
+	if total := parent.EndTime().Sub(parent.StartTime()); sum != total {
+		t.Fatalf("stages add up to %v, the send span lasts %v", sum, total)
+	}
+}
+
+func attrOf(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+func wantAttr(t *testing.T, s sdktrace.ReadOnlySpan, key string, want any) {
+	t.Helper()
+	v, ok := attrOf(s, key)
+	if !ok {
+		t.Fatalf("%s has no %s; attributes %v", s.Name(), key, s.Attributes())
+	}
+	if got := v.AsInterface(); got != want {
+		t.Fatalf("%s: %s = %v (%T), want %v (%T)", s.Name(), key, got, got, want, want)
+	}
+}
+
+func TestTraceSuccess(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny,
+		Key: []byte("k"), Value: []byte("v"), Headers: []producer.Header{{Key: "app", Value: []byte("x")}}})
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+
+	parent, children := recordTraceOf(t, h, "send orders")
+	if got, want := spanNames(children), []string{"append", "drain", "doSend", "completedSend", "completedReceive", "callback"}; !slices.Equal(got, want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	checkTiling(t, parent, children)
+	if parent.SpanKind() != trace.SpanKindProducer || parent.Parent().IsValid() {
+		t.Fatalf("send span kind %v, parent %v: want a PRODUCER root", parent.SpanKind(), parent.Parent())
+	}
+	wantAttr(t, parent, AttrMessagingSystem, "kafka")
+	wantAttr(t, parent, AttrMessagingOperationName, "send")
+	wantAttr(t, parent, AttrMessagingDestinationName, "orders")
+	wantAttr(t, parent, AttrMessagingPartitionID, "0")
+	wantAttr(t, parent, AttrMessagingKafkaOffset, o.md.Offset)
+	wantAttr(t, parent, AttrMessagingClientID, "kafkatrail-test")
+	if parent.Status().Code == codes.Error {
+		t.Fatalf("send span status %v", parent.Status())
+	}
+	for _, s := range children[2:5] {
+		wantAttr(t, s, AttrAttempt, int64(1))
+		wantAttr(t, s, AttrNodeID, int64(0))
+		wantAttr(t, s, AttrMessagingBatchCount, int64(1))
+		wantAttr(t, s, AttrMessagingPartitionID, "0")
+		for _, k := range []string{AttrCorrelationID, AttrAPIVersion, AttrBatchBytes} {
+			if _, ok := attrOf(s, k); !ok {
+				t.Fatalf("%s has no %s", s.Name(), k)
+			}
+		}
+	}
+
+	// The record carries the send span's context, so a consumer continues the trace; the
+	// caller's own header is kept.
+	rec := consumeOne(t, c.ListenAddrs(), "orders")
+	var tp, app string
+	for _, hd := range rec.Headers {
+		switch hd.Key {
+		case DefaultTraceHeader:
+			tp = string(hd.Value)
+		case "app":
+			app = string(hd.Value)
+		}
+	}
+	sc := parent.SpanContext()
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; tp != want || app != "x" {
+		t.Fatalf("headers %v: want traceparent %s and app=x", rec.Headers, want)
+	}
+}
+
+func TestTraceRetryShowsEveryAttempt(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders")
+	var faults atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		faults.Add(1)
+		return produceError(r, kerr.NotLeaderForPartition.Code), nil, true // once: not kept
+	})
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")})
+	if o.err != nil || faults.Load() != 1 {
+		t.Fatalf("callback error %v after %d injected faults, want success after 1", o.err, faults.Load())
+	}
+
+	parent, children := recordTraceOf(t, h, "send orders")
+	want := []string{"append",
+		"drain", "doSend", "completedSend", "completedReceive",
+		"drain", "doSend", "completedSend", "completedReceive",
+		"callback"}
+	if got := spanNames(children); !slices.Equal(got, want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	checkTiling(t, parent, children)
+	for i, s := range children[1:9] {
+		wantAttr(t, s, AttrAttempt, int64(i/4+1))
+	}
+	wantAttr(t, children[4], AttrErrorType, "NOT_LEADER_OR_FOLLOWER")
+	if children[4].Status().Code != codes.Error {
+		t.Fatalf("failed attempt's completedReceive has status %v", children[4].Status())
+	}
+	if _, ok := attrOf(children[8], AttrErrorType); ok {
+		t.Fatal("successful attempt's completedReceive has error.type")
+	}
+	c1, _ := attrOf(children[2], AttrCorrelationID)
+	c2, _ := attrOf(children[6], AttrCorrelationID)
+	if c1.AsInt64() == c2.AsInt64() {
+		t.Fatalf("both attempts have correlation id %d: want one request per attempt", c1.AsInt64())
+	}
+	if _, ok := attrOf(parent, AttrErrorType); ok || parent.Status().Code == codes.Error {
+		t.Fatal("a record delivered on retry has an error on its send span")
+	}
+}
+
+func TestTraceFailureHasErrorType(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders")
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return produceError(r, kerr.TopicAuthorizationFailed.Code), nil, true
+	})
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")})
+	if !errors.Is(o.err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("callback error %v, want TOPIC_AUTHORIZATION_FAILED", o.err)
+	}
+
+	parent, children := recordTraceOf(t, h, "send orders")
+	if got, want := spanNames(children), []string{"append", "drain", "doSend", "completedSend", "completedReceive", "callback"}; !slices.Equal(got, want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	checkTiling(t, parent, children)
+	wantAttr(t, parent, AttrErrorType, "TOPIC_AUTHORIZATION_FAILED")
+	wantAttr(t, children[4], AttrErrorType, "TOPIC_AUTHORIZATION_FAILED")
+	if parent.Status().Code != codes.Error || !strings.Contains(parent.Status().Description, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("send span status %v", parent.Status())
+	}
+	if _, ok := attrOf(parent, AttrMessagingKafkaOffset); ok {
+		t.Fatal("a failed record has an offset")
+	}
+}
+
+func TestTraceFailureInSendHasAppendAndCallback(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, func(cfg *producer.Config) { cfg.MaxRequestSize = 1000 })
+	o := newOutcome()
+	err := p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: make([]byte, 2000)}, o.callback)
+	o.wait(t)
+	if err == nil {
+		t.Fatal("Send accepted a record larger than max.request.size")
+	}
+	parent, children := recordTraceOf(t, h, "send orders")
+	if got, want := spanNames(children), []string{"append", "callback"}; !slices.Equal(got, want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	checkTiling(t, parent, children)
+	wantAttr(t, parent, AttrErrorType, ErrorTypeRecordTooLarge)
+}
+
+func TestTraceContinuesTheLineTrace(t *testing.T) {
+	h := newHarness(t, sdktrace.ParentBased(sdktrace.NeverSample())) // only a sampled parent gets a trace
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	const line = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := ContextWithLineTrace(context.Background(), []byte(line))
+	if o := sendOne(t, p, ctx, &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v"),
+		Headers: []producer.Header{{Key: DefaultTraceHeader, Value: []byte(line)}}}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	parent, _ := recordTraceOf(t, h, "send orders")
+	if got := parent.Parent(); got.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" ||
+		got.SpanID().String() != "00f067aa0ba902b7" || !got.IsRemote() {
+		t.Fatalf("send span's parent %v, want the line's span", got)
+	}
+	// The line's traceparent header is replaced by the send span's, not duplicated.
+	rec := consumeOne(t, c.ListenAddrs(), "orders")
+	var n int
+	for _, hd := range rec.Headers {
+		if hd.Key == DefaultTraceHeader {
+			n++
+			if !strings.Contains(string(hd.Value), parent.SpanContext().SpanID().String()) {
+				t.Fatalf("traceparent %s, want the send span's", hd.Value)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d traceparent headers, want 1", n)
+	}
+
+	// An unsampled line context means no trace at all.
+	h.spans.Reset()
+	unsampled := ContextWithLineTrace(context.Background(), []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"))
+	sendOne(t, p, unsampled, &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")})
+	for _, s := range h.spans.Ended() {
+		if strings.HasPrefix(s.Name(), SpanSendPrefix) {
+			t.Fatalf("unsampled line produced span %q", s.Name())
+		}
+	}
+}
+
+func TestUnsampledRecordIsUntouched(t *testing.T) {
+	for name, sampler := range map[string]sdktrace.Sampler{
+		"tracing off": nil,
+		"never":       sdktrace.NeverSample(),
+		"ratio 0":     sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, sampler)
+			r := &producer.Record{Topic: "orders", Headers: []producer.Header{{Key: "a", Value: []byte("b")}}}
+			ctx := context.Background()
+			allocs := testing.AllocsPerRun(1000, func() {
+				tr, headers := h.obs.StartSend(ctx, r, time.Time{})
+				if tr != nil || len(headers) != 1 || &headers[0] != &r.Headers[0] {
+					t.Fatal("an unsampled record was traced or its headers replaced")
+				}
+			})
+			if allocs != 0 {
+				t.Fatalf("StartSend for an unsampled record allocates %v times, want 0", allocs)
+			}
+		})
+	}
+}
+
+func TestConnectionSpans(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	var connects, metadata int
+	for _, s := range h.spans.Ended() {
+		switch s.Name() {
+		case SpanConnect:
+			connects++
+			if s.SpanKind() != trace.SpanKindClient || s.Status().Code == codes.Error {
+				t.Fatalf("connect span kind %v status %v", s.SpanKind(), s.Status())
+			}
+			var names []string
+			for _, ch := range h.spans.Ended() {
+				if ch.Parent().SpanID() == s.SpanContext().SpanID() {
+					names = append(names, ch.Name())
+				}
+			}
+			if !slices.Equal(names, []string{SpanDial, SpanAPIVersions}) {
+				t.Fatalf("connect children %v, want dial and ApiVersions", names)
+			}
+		case SpanMetadata:
+			metadata++
+		}
+	}
+	// The bootstrap connection, then the broker's own (node 0, a new id for the same address).
+	if connects < 1 || metadata < 1 {
+		t.Fatalf("%d connect and %d Metadata spans, want at least one of each", connects, metadata)
+	}
+}
+
+func TestFailedConnectionSpan(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	addr := closedPort(t)
+	p := newProducer(t, []string{addr}, h.obs, func(cfg *producer.Config) { cfg.MaxBlockMs = 300 })
+	o := newOutcome()
+	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
+	o.wait(t)
+	for _, s := range h.spans.Ended() {
+		if s.Name() != SpanConnect {
+			continue
+		}
+		if s.Status().Code != codes.Error {
+			t.Fatalf("failed connect has status %v", s.Status())
+		}
+		wantAttr(t, s, AttrErrorType, ErrorTypeConnection)
+		return
+	}
+	t.Fatalf("no connect span among %v", spanNames(h.spans.Ended()))
+}
+
+// consumeOne reads the first record of topic.
+func consumeOne(t *testing.T, bootstrap []string, topic string) *kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no record consumed within 20s")
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			return recs[0]
+		}
+	}
+}

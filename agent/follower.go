@@ -152,8 +152,9 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 	}
 	sink := followerSink{fl: fl, ctx: ctx}
 	lastData := fl.t.now()
-	waited := true      // look at the fingerprint on the first pass
-	readFailed := false // a read or stat error was logged and has not cleared yet
+	var lastMod time.Time // modification time when the fingerprint was last compared at the end
+	waited := true        // look at the fingerprint on the first pass
+	readFailed := false   // a read or stat error was logged and has not cleared yet
 	for ctx.Err() == nil {
 		// Read the flags before the stat: they are set after the rename that ends the file's
 		// writes, so a stat taken after loading them sees every byte written before. Loaded
@@ -217,7 +218,21 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 			continue
 		}
 
-		// At the end of the file.
+		// At the end of the file. A copytruncate whose new content has already grown back to
+		// the read offset shows no shrink; the modification time moved, though, so look at the
+		// first bytes again: if they changed, the file was truncated and rewritten.
+		if mod := fi.ModTime(); !mod.Equal(lastMod) {
+			if !lastMod.IsZero() && pos > 0 {
+				replaced, err := fl.checkFingerprint(size)
+				if err == nil && replaced {
+					if err := fl.restart(sink, "file's first bytes changed (truncated and rewritten to the same size)", pos, size); err != nil {
+						return false, false, err
+					}
+					continue
+				}
+			}
+			lastMod = mod
+		}
 		idle := fl.t.now().Sub(lastData)
 		if fl.split.pending() && idle >= cfg.PartialLineIdle {
 			if _, err := fl.split.flush(sink); err != nil {

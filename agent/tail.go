@@ -50,11 +50,7 @@ func (a *Agent) RunTail(ctx context.Context) error {
 // handleFileLine is the tailer's LineHandler: track the line, then send it; its callback
 // acknowledges or fails the line in its file's tracker.
 func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
-	if len(line.Data) == 0 && line.Truncated {
-		return nil
-	}
 	end := line.End
-	f.Track(end)
 	return a.sendLine(ctx, line.Data, f.Path, func(_ producer.RecordMetadata, err error) {
 		if err != nil {
 			f.Fail(end, err)

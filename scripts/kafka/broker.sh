@@ -4,7 +4,9 @@
 #
 #   broker.sh start    fresh state (wipes data, regenerates TLS), start, wait until ready;
 #                      exits 75 if the state dir or a port is in use by another broker
+#   broker.sh resume   start again on the existing data (after stop or kill), wait until ready
 #   broker.sh stop     TERM the broker by its PID (KILL after 30 s), remove the pid file
+#   broker.sh kill     kill -9 the broker by its PID (a crash, for fault tests)
 #   broker.sh status   exit 0 if running (prints PID and bootstrap), 3 if not
 #   broker.sh env      print `export KAFKA_...=...` lines for tests: eval "$(broker.sh env)"
 #   broker.sh java CLASS [ARGS...]   run a Kafka Java tool (e.g.
@@ -223,6 +225,12 @@ cmd_start() {
   local t0=$SECONDS
 
   mkdir -p "$STATE"
+  local keep=${1:-}
+  if [[ $keep == keep && -d $DATA && -f $CONF/server.properties ]]; then
+    # resume: the same data, configuration and certificates, as after a broker crash or restart.
+    local t_tls=$SECONDS t_format=$SECONDS
+    mv -f "$LOG" "$LOG.previous" 2>/dev/null || true
+  else
   rm -rf "$DATA" "$CONF" "$TLS" "$LOG" "$STATE/format.log" "$STATE/tls.log"
   mkdir -p "$DATA" "$CONF" "$TLS"
   gen_tls
@@ -241,6 +249,7 @@ cmd_start() {
     die "kafka-storage format failed"
   fi
   local t_format=$SECONDS
+  fi
 
   # New session (setsid) so a Ctrl-C in the caller's terminal does not hit the broker directly:
   # the caller stops it by PID. The inner shell writes its own PID, then execs java (same PID).
@@ -274,6 +283,15 @@ cmd_start() {
     sleep 0.3
   done
   log "started pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT (log: $LOG)"
+}
+
+cmd_kill() {
+  local pid
+  pid=$(running_pid) || { log "not running"; return 0; }
+  kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$PIDFILE"
+  log "killed pid $pid"
 }
 
 cmd_stop() {
@@ -336,7 +354,9 @@ cmd_java() {
 
 case ${1:-} in
   start) cmd_start ;;
+  resume) cmd_start keep ;;
   stop) cmd_stop ;;
+  kill) cmd_kill ;;
   status) cmd_status ;;
   env) cmd_env ;;
   java) shift; cmd_java "$@" ;;

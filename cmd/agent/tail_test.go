@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+)
+
+// runningAgent is an agent process started in the background.
+type runningAgent struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	logf   string
+	exited chan struct{}
+	err    error
+}
+
+func startAgent(t *testing.T, env []string, args ...string) *runningAgent {
+	t.Helper()
+	logf := filepath.Join(t.TempDir(), "agent.log")
+	f, err := os.Create(logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(agentBin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(cleanEnv(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &runningAgent{t: t, cmd: cmd, logf: logf, exited: make(chan struct{})}
+	go func() {
+		a.err = cmd.Wait()
+		f.Close()
+		close(a.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-a.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-a.exited
+		}
+	})
+	return a
+}
+
+func (a *runningAgent) log() string {
+	b, _ := os.ReadFile(a.logf)
+	return tail(string(b))
+}
+
+// stop sends SIGTERM and waits for a clean exit (status 0).
+func (a *runningAgent) stop(timeout time.Duration) {
+	a.t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(timeout):
+		a.t.Fatalf("agent did not stop within %v after SIGTERM; log:\n%s", timeout, a.log())
+	}
+	if a.err != nil {
+		a.t.Fatalf("agent exited with %v; log:\n%s", a.err, a.log())
+	}
+}
+
+// kill9 kills the agent as a crash would.
+func (a *runningAgent) kill9() {
+	_ = a.cmd.Process.Kill()
+	<-a.exited
+}
+
+// rss returns the agent's resident memory in bytes.
+func (a *runningAgent) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+// lineWriter appends numbered lines to a file, as an application logging would.
+type lineWriter struct {
+	t    *testing.T
+	path string
+	f    *os.File
+	w    *bufio.Writer
+	next int
+}
+
+func newLineWriter(t *testing.T, path string) *lineWriter {
+	lw := &lineWriter{t: t, path: path}
+	lw.open()
+	return lw
+}
+
+func (lw *lineWriter) open() {
+	f, err := os.OpenFile(lw.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		lw.t.Fatal(err)
+	}
+	lw.f, lw.w = f, bufio.NewWriterSize(f, 64<<10)
+}
+
+func (lw *lineWriter) write(n int) {
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(lw.w, "line-%09d some log text of a plausible length for an application\n", lw.next)
+		lw.next++
+	}
+	if err := lw.w.Flush(); err != nil {
+		lw.t.Fatal(err)
+	}
+}
+
+// rotateRename is logrotate's default: rename the file away, create a new one.
+func (lw *lineWriter) rotateRename(suffix string) {
+	lw.f.Close()
+	if err := os.Rename(lw.path, lw.path+suffix); err != nil {
+		lw.t.Fatal(err)
+	}
+	lw.open()
+}
+
+// rotateCopyTruncate is logrotate's copytruncate: copy the content away, truncate in place;
+// the writer keeps its descriptor (O_APPEND, so it continues at the new end).
+func (lw *lineWriter) rotateCopyTruncate(suffix string) {
+	data, err := os.ReadFile(lw.path)
+	if err != nil {
+		lw.t.Fatal(err)
+	}
+	if err := os.WriteFile(lw.path+suffix, data, 0o644); err != nil {
+		lw.t.Fatal(err)
+	}
+	if err := os.Truncate(lw.path, 0); err != nil {
+		lw.t.Fatal(err)
+	}
+}
+
+// waitForRecords consumes topic until n distinct lines arrived, or fails at the deadline.
+func waitForRecords(t *testing.T, bootstrap, topic string, n int, timeout time.Duration, agent *runningAgent) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	seen := make(map[string]bool, n)
+	for len(seen) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("only %d of %d lines reached Kafka within %v; agent log:\n%s", len(seen), n, timeout, agent.log())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if f := strings.Fields(string(r.Value)); len(f) > 0 {
+				seen[f[0]] = true
+			}
+		})
+	}
+}
+
+// countLines reads the topic with kcat and returns how many lost and duplicated of line-0..n-1.
+func countLines(t *testing.T, bootstrap, topic string, n int) (lost, dup int) {
+	t.Helper()
+	seen := make([]int, n)
+	for _, v := range kcatValues(t, bootstrap, topic) {
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(f[0], "line-"))
+		if err != nil || i < 0 || i >= n {
+			t.Fatalf("unexpected record %.80q", v)
+		}
+		seen[i]++
+	}
+	for _, c := range seen {
+		if c == 0 {
+			lost++
+		} else {
+			dup += c - 1
+		}
+	}
+	return lost, dup
+}
+
+func tailArgs(bootstrap, topic, path, state string) []string {
+	return []string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", state,
+		"--start-at", "beginning", "--partial-line-idle", "200ms", "--log-level", "info", "--log-format", "text"}
+}
+
+func TestTailMillionLineFile(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	topic := kafkatest.NewTopic(t, 6)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	const n = 1_000_000
+	lw := newLineWriter(t, path)
+	lw.write(n)
+	start := time.Now()
+	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
+	waitForRecords(t, bootstrap, topic, n, 5*time.Minute, a)
+	took := time.Since(start)
+	a.stop(time.Minute)
+	t.Logf("%d lines from a file in %v: %.0f lines/s", n, took, n/took.Seconds())
+	if lost, dup := countLines(t, bootstrap, topic, n); lost != 0 || dup != 0 {
+		t.Fatalf("%d lost, %d duplicated", lost, dup)
+	}
+	// The checkpoint must now point at the end: a restart sends nothing again.
+	b := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
+	lw.write(10)
+	waitForRecords(t, bootstrap, topic, n+10, time.Minute, b)
+	b.stop(time.Minute)
+	if lost, dup := countLines(t, bootstrap, topic, n+10); lost != 0 || dup != 0 {
+		t.Fatalf("after a restart: %d lost, %d duplicated", lost, dup)
+	}
+}
+
+func TestTailRotationWhileWriting(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	topic := kafkatest.NewTopic(t, 3)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	lw := newLineWriter(t, path)
+	lw.write(1000)
+	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
+	// The agent must know the file before it is first rotated: a file renamed away before the
+	// agent ever saw it is not at the followed path any more.
+	waitForRecords(t, bootstrap, topic, lw.next, time.Minute, a)
+	for round := 0; round < 10; round++ {
+		lw.write(5000)
+		if round%2 == 0 {
+			lw.rotateRename(fmt.Sprintf(".%d", round))
+		} else {
+			// copytruncate loses what is written between the copy and the truncation; this
+			// writer writes nothing in between, so every line must arrive exactly once.
+			waitForRecords(t, bootstrap, topic, lw.next, time.Minute, a)
+			lw.rotateCopyTruncate(fmt.Sprintf(".%d", round))
+		}
+	}
+	lw.write(1000)
+	waitForRecords(t, bootstrap, topic, lw.next, 2*time.Minute, a)
+	a.stop(time.Minute)
+	if lost, dup := countLines(t, bootstrap, topic, lw.next); lost != 0 || dup != 0 {
+		t.Fatalf("%d of %d lines lost, %d duplicated across rename and copytruncate rotations", lost, lw.next, dup)
+	}
+}
+
+func TestTailKill9AndRestartLosesNothing(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	topic := kafkatest.NewTopic(t, 3)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	lw := newLineWriter(t, path)
+	const rounds, perRound = 5, 40000
+	for round := 0; round < rounds; round++ {
+		a := startAgent(t, nil, tailArgs(bootstrap, topic, path, state)...)
+		lw.write(perRound)
+		// Let it get part of the way, then crash it mid-stream.
+		waitForRecords(t, bootstrap, topic, lw.next-perRound/2, time.Minute, a)
+		a.kill9()
+	}
+	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, state)...)
+	waitForRecords(t, bootstrap, topic, lw.next, 2*time.Minute, a)
+	a.stop(time.Minute)
+	lost, dup := countLines(t, bootstrap, topic, lw.next)
+	t.Logf("kill -9 %d times during %d lines: %d lost, %d duplicated", rounds, lw.next, lost, dup)
+	if lost != 0 {
+		t.Fatalf("%d lines lost", lost)
+	}
+	// Duplicates can only be lines in flight or acknowledged after the last checkpoint write:
+	// bounded by what one second of reading can put in flight, far below a round.
+	if dup > rounds*perRound/2 {
+		t.Fatalf("%d duplicates: more than the lines in flight at the crashes", dup)
+	}
+}

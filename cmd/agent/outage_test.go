@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+)
+
+// privateBroker is a broker of this test's own (the shared one must stay up for the other
+// packages' tests), managed through scripts/kafka/broker.sh.
+type privateBroker struct {
+	t     *testing.T
+	env   []string
+	port  int
+	state string
+}
+
+func startPrivateBroker(t *testing.T) *privateBroker {
+	t.Helper()
+	kafkatest.Bootstrap(t) // the environment make test sets up (jars fetched, Java present)
+	port := freeBasePort(t)
+	b := &privateBroker{t: t, port: port, state: filepath.Join(os.TempDir(), fmt.Sprintf("kafkatrail-outage-%d", port))}
+	b.env = append(os.Environ(), fmt.Sprintf("KAFKA_PORT=%d", port), "KAFKATRAIL_STATE="+b.state)
+	b.run("start")
+	t.Cleanup(func() {
+		b.run("stop")
+		os.RemoveAll(b.state)
+		os.Remove(b.state + ".lock")
+	})
+	return b
+}
+
+func (b *privateBroker) bootstrap() string { return fmt.Sprintf("127.0.0.1:%d", b.port) }
+
+func (b *privateBroker) run(verb string) {
+	b.t.Helper()
+	cmd := exec.Command("../../scripts/kafka/broker.sh", verb)
+	cmd.Env = b.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.t.Fatalf("broker.sh %s: %v\n%s", verb, err, out)
+	}
+}
+
+// freeBasePort finds four consecutive free ports (the broker's listeners) above 30000.
+func freeBasePort(t *testing.T) int {
+	for base := 30000 + os.Getpid()%2000*10; base < 60000; base += 10 {
+		ok := true
+		for p := base; p < base+4 && ok; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+// TestTailBrokerDown30sLosesNothingAndBoundsMemory stops the broker for 30 s while the
+// application keeps logging: reading pauses when the producer's buffer is full, resident memory
+// stays bounded, and once the broker is back every line arrives.
+func TestTailBrokerDown30sLosesNothingAndBoundsMemory(t *testing.T) {
+	b := startPrivateBroker(t)
+	dir := t.TempDir()
+	// A build without -race: its memory is what users get.
+	bin := filepath.Join(dir, "agent")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	path := filepath.Join(dir, "app.log")
+	topic := "outage"
+	lw := newLineWriter(t, path)
+	lw.write(20000)
+	const bufferMemory = 8 << 20
+	args := append(tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state")),
+		"-X", fmt.Sprintf("buffer.memory=%d", bufferMemory))
+	saved := agentBin
+	agentBin = bin
+	a := startAgent(t, nil, args...)
+	agentBin = saved
+	waitForRecords(t, b.bootstrap(), topic, lw.next, time.Minute, a)
+
+	b.run("stop")
+	down := time.Now()
+	var peak int64
+	for time.Since(down) < 30*time.Second {
+		lw.write(2000) // about 140 KB: 4.2 MB per second, far more than the buffer holds
+		if r := a.rss(); r > peak {
+			peak = r
+		}
+		time.Sleep(30 * time.Millisecond) // the application's pace, not a wait for the agent
+	}
+	written := lw.next
+	b.run("resume")
+	back := time.Now()
+	waitForRecords(t, b.bootstrap(), topic, written, 3*time.Minute, a)
+	recovered := time.Since(back)
+	a.stop(time.Minute)
+	lost, dup := countLines(t, b.bootstrap(), topic, written)
+	t.Logf("broker down 30 s: %d lines written in all, %d lost, %d duplicated; peak RSS %.1f MiB (buffer.memory %d MiB); all delivered %v after the broker returned",
+		written, lost, dup, float64(peak)/(1<<20), bufferMemory>>20, recovered.Round(100*time.Millisecond))
+	if lost != 0 {
+		t.Fatalf("%d lines lost", lost)
+	}
+	// buffer.memory plus a constant: the runtime, read buffers and the acknowledgement trackers.
+	if limit := int64(bufferMemory + 48<<20); peak > limit {
+		t.Fatalf("peak RSS %d MiB over buffer.memory + 48 MiB", peak>>20)
+	}
+	if strings.Contains(a.log(), "level=ERROR") {
+		t.Logf("agent logged errors during the outage:\n%s", a.log())
+	}
+}

@@ -21,6 +21,7 @@ type harness struct {
 	obs    *ProducerObserver
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
 }
 
 func newHarness(t testing.TB, sampler sdktrace.Sampler) *harness {
@@ -32,6 +33,7 @@ func newHarness(t testing.TB, sampler sdktrace.Sampler) *harness {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(providerSampler)), sdktrace.WithSpanProcessor(h.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
+	h.mp = mp
 	t.Cleanup(func() {
 		_ = tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())

@@ -21,6 +21,8 @@ import (
 // ProducerObserver implements producer.Observer with OpenTelemetry: the lifecycle spans of
 // sampled records, connection-level spans, and the producer's metrics. It is safe for
 // concurrent use. Build one with NewProducerObserver, or let Setup build it (Provider.Observer).
+// Give it to one producer: the per-node gauges (in-flight requests, connection states) are
+// keyed by broker node id, which two producers would share.
 type ProducerObserver struct {
 	tracer   trace.Tracer
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
@@ -138,7 +140,7 @@ func (o *ProducerObserver) sendName(topic string) string {
 func (o *ProducerObserver) Appended(topic string, start, end time.Time, err error) {
 	ta := o.topic(topic)
 	d := seconds(end.Sub(start))
-	o.m.stage.Record(context.Background(), d, ta.stage[stageIndexAppend])
+	o.m.stage.Record(context.Background(), d, ta.stage[stageIndexAppend]...)
 	if err != nil {
 		et := attribute.String(AttrErrorType, ErrorType(err))
 		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, et))
@@ -152,16 +154,16 @@ func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulat
 	ctx := context.Background()
 	ta := o.topic(a.TopicPartition.Topic)
 	queued := seconds(a.Drained.Sub(a.Enqueued))
-	o.m.stage.Record(ctx, queued, ta.stage[stageIndexDrain])
+	o.m.stage.Record(ctx, queued, ta.stage[stageIndexDrain]...)
 	o.m.queueTime.Record(ctx, queued, ta.destOpt)
-	o.m.stage.Record(ctx, seconds(a.Queued.Sub(a.Drained)), ta.stage[stageIndexDoSend])
+	o.m.stage.Record(ctx, seconds(a.Queued.Sub(a.Drained)), ta.stage[stageIndexDoSend]...)
 	written := a.Written
 	if !written.IsZero() {
-		o.m.stage.Record(ctx, seconds(written.Sub(a.Queued)), ta.stage[stageIndexCompletedSend])
+		o.m.stage.Record(ctx, seconds(written.Sub(a.Queued)), ta.stage[stageIndexCompletedSend]...)
 	} else {
 		written = a.Queued
 	}
-	o.m.stage.Record(ctx, seconds(a.Received.Sub(written)), ta.stage[stageIndexCompletedReceive])
+	o.m.stage.Record(ctx, seconds(a.Received.Sub(written)), ta.stage[stageIndexCompletedReceive]...)
 	if a.Number == 1 {
 		codec := attribute.String(AttrCompression, b.Codec().String())
 		o.m.batchSize.Record(ctx, int64(a.Bytes), metric.WithAttributes(ta.dest, codec))
@@ -180,18 +182,18 @@ func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulat
 func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, callbacksStart, callbacksEnd time.Time) {
 	ctx := context.Background()
 	ta := o.topic(b.TopicPartition.Topic)
-	o.m.stage.Record(ctx, seconds(callbacksEnd.Sub(callbacksStart)), ta.stage[stageIndexCallback])
+	o.m.stage.Record(ctx, seconds(callbacksEnd.Sub(callbacksStart)), ta.stage[stageIndexCallback]...)
 	n := int64(b.RecordCount())
-	opt := ta.opOK
+	opts := ta.opOK
 	if err == nil {
 		o.m.sent.Add(ctx, n, ta.sentOpt)
 	} else {
 		et := attribute.String(AttrErrorType, ErrorType(err))
 		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, et))
-		opt = metric.WithAttributes(append(ta.opAttrs(), et)...)
+		opts = []metric.RecordOption{metric.WithAttributes(append(ta.opAttrs(), et)...)}
 	}
 	for sent := range b.SendTimes() {
-		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(sent)), opt)
+		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(sent)), opts...)
 	}
 }
 
@@ -232,13 +234,14 @@ const (
 var stageNames = [stageCount]string{StageAppend, StageDrain, StageDoSend, StageCompletedSend, StageCompletedReceive, StageCallback}
 
 // topicAttrs are a topic's attribute sets, built once so that the per-record and per-batch
-// measurements allocate nothing.
+// measurements allocate nothing. The per-record ones are kept as option slices: passing a
+// single option to a variadic instrument method would allocate its slice on every call.
 type topicAttrs struct {
 	dest    attribute.KeyValue
 	destOpt metric.MeasurementOption
 	sentOpt metric.MeasurementOption
-	opOK    metric.MeasurementOption
-	stage   [stageCount]metric.MeasurementOption
+	opOK    []metric.RecordOption
+	stage   [stageCount][]metric.RecordOption
 }
 
 func (t *topicAttrs) opAttrs() []attribute.KeyValue {
@@ -260,9 +263,9 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 		attribute.String(AttrMessagingSystem, messagingSystemKafka),
 		attribute.String(AttrMessagingOperationName, messagingOperationSend),
 		t.dest))
-	t.opOK = metric.WithAttributeSet(attribute.NewSet(t.opAttrs()...))
+	t.opOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(t.opAttrs()...))}
 	for i, s := range stageNames {
-		t.stage[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
+		t.stage[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrStage, s), t.dest))}
 	}
 	v, _ := o.topics.LoadOrStore(topic, t)
 	return v.(*topicAttrs)

@@ -1,0 +1,102 @@
+package telemetry
+
+import (
+	"context"
+	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// discardProcessor ends the pipeline: spans are built and ended, then forgotten, so the
+// benchmark measures what tracing costs the producer, not an exporter.
+type discardProcessor struct{}
+
+func (discardProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (discardProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (discardProcessor) Shutdown(context.Context) error                  { return nil }
+func (discardProcessor) ForceFlush(context.Context) error                { return nil }
+
+// BenchmarkSendTracing measures Send to acknowledgement of 100-byte records against an
+// in-process kfake broker, without telemetry and with the observer at three sampling ratios:
+//
+//	go test -run '^$' -bench SendTracing -benchmem ./telemetry/
+//
+// allocs/op counts every allocation of the process per record: the producer's, the sender's
+// and kfake's, amortised over flushes of 1000 records; the differences between sub-benchmarks
+// are what telemetry costs. "off" is the observer with metrics and no tracing; an unsampled
+// record allocates nothing for tracing (TestUnsampledRecordIsUntouched pins it to zero).
+func BenchmarkSendTracing(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		observe bool
+		sampler sdktrace.Sampler
+	}{
+		{"none", false, nil},
+		{"off", true, nil},
+		{"1%", true, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))},
+		{"100%", true, sdktrace.AlwaysSample()},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := newKfake(b, "bench")
+			cfg := producer.DefaultConfig()
+			cfg.BootstrapServers = c.ListenAddrs()
+			cfg.LingerMs = 1000     // batches go at each Flush, not while the loop appends
+			cfg.BatchSize = 1 << 20 // and never fill up in between
+			var opts []producer.Option
+			if bc.observe {
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				defer mp.Shutdown(context.Background())
+				s := bc.sampler
+				if s == nil {
+					s = sdktrace.NeverSample()
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(s)), sdktrace.WithSpanProcessor(discardProcessor{}))
+				defer tp.Shutdown(context.Background())
+				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler})
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts = append(opts, producer.WithObserver(obs))
+			}
+			p, err := producer.New(cfg, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			ctx := context.Background()
+			rec := &producer.Record{Topic: "bench", Partition: producer.PartitionAny, Value: make([]byte, 100)}
+			var failed error
+			cb := func(_ producer.RecordMetadata, err error) {
+				if err != nil {
+					failed = err // the sender goroutine runs every callback; Flush orders it before the read
+				}
+			}
+			// Warm up: metadata, connection, producer id.
+			if err := p.Send(ctx, rec, cb); err != nil {
+				b.Fatal(err)
+			}
+			if err := p.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+
+			const window = 1000
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_ = p.Send(ctx, rec, cb)
+				if i%window == window-1 || i == b.N-1 {
+					if err := p.Flush(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			if failed != nil {
+				b.Fatal(failed)
+			}
+		})
+	}
+}

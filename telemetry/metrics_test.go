@@ -1,0 +1,282 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// collect reads every metric the reader holds, by name.
+func collect(t *testing.T, h *harness) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != InstrumentationName {
+			t.Fatalf("metric scope %q, want %q", sm.Scope.Name, InstrumentationName)
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+// kindOf names a metric's data the way MetricDesc.Kind does.
+func kindOf(m metricdata.Metrics) string {
+	switch d := m.Data.(type) {
+	case metricdata.Histogram[float64], metricdata.Histogram[int64]:
+		return "histogram"
+	case metricdata.Sum[int64]:
+		if d.IsMonotonic {
+			return "counter"
+		}
+		return "gauge"
+	case metricdata.Sum[float64]:
+		if d.IsMonotonic {
+			return "counter"
+		}
+		return "gauge"
+	case metricdata.Gauge[int64], metricdata.Gauge[float64]:
+		return "gauge"
+	}
+	return "unknown"
+}
+
+// attrSets returns the attribute sets of a metric's data points.
+func attrSets(m metricdata.Metrics) []attribute.Set {
+	var out []attribute.Set
+	switch d := m.Data.(type) {
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Sum[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	}
+	return out
+}
+
+// sumOf adds up an int64 counter's points whose attributes include every one of want.
+func sumOf(m metricdata.Metrics, want ...attribute.KeyValue) int64 {
+	d, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		return -1
+	}
+	var n int64
+next:
+	for _, p := range d.DataPoints {
+		for _, kv := range want {
+			if v, ok := p.Attributes.Value(kv.Key); !ok || v != kv.Value {
+				continue next
+			}
+		}
+		n += p.Value
+	}
+	return n
+}
+
+// TestMetricsHaveTheDocumentedNamesAndUnits drives a producer through success, a dropped
+// connection, a retry, a broker failure and a connection that cannot be made, then checks that
+// every producer and network metric in Metrics was produced with its documented kind, unit and
+// attribute keys.
+func TestMetricsHaveTheDocumentedNamesAndUnits(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders", "denied")
+	var produced atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		switch {
+		case producesTo(r, "denied"):
+			return produceError(r, kerr.TopicAuthorizationFailed.Code), nil, true
+		case produced.Add(1) == 1:
+			return nil, errors.New("injected: drop the connection"), true
+		case produced.Load() == 2:
+			return produceError(r, kerr.NotLeaderForPartition.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	p := newProducer(t, c.ListenAddrs(), h.obs, func(cfg *producer.Config) { cfg.CompressionType = "gzip" })
+	for i := 0; i < 3; i++ {
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte(strings.Repeat("v", 200))}); o.err != nil {
+			t.Fatalf("record %d: %v", i, o.err)
+		}
+	}
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "denied", Partition: producer.PartitionAny, Value: []byte("v")}); o.err == nil {
+		t.Fatal("record to the denied topic succeeded")
+	}
+	// A second producer that cannot connect: connection failures, and a record failed in Send.
+	bad := newProducer(t, []string{closedPort(t)}, h.obs, func(cfg *producer.Config) { cfg.MaxBlockMs = 300 })
+	o := newOutcome()
+	_ = bad.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
+	o.wait(t)
+
+	got := collect(t, h)
+	for _, d := range Metrics {
+		if strings.HasPrefix(d.Name, "kafkatrail.agent.") || d.Name == MetricSpansDropped {
+			continue // AgentMetrics and Setup's span queue; tested on their own
+		}
+		m, ok := got[d.Name]
+		if !ok {
+			t.Errorf("%s: not produced", d.Name)
+			continue
+		}
+		if m.Unit != d.Unit {
+			t.Errorf("%s: unit %q, documented %q", d.Name, m.Unit, d.Unit)
+		}
+		if k := kindOf(m); k != d.Kind {
+			t.Errorf("%s: kind %s, documented %s", d.Name, k, d.Kind)
+		}
+		if m.Description == "" {
+			t.Errorf("%s: no description", d.Name)
+		}
+		for _, set := range attrSets(m) {
+			for _, kv := range set.ToSlice() {
+				if !containsString(d.Attrs, string(kv.Key)) {
+					t.Errorf("%s: attribute %s is not documented (documented: %v)", d.Name, kv.Key, d.Attrs)
+				}
+			}
+		}
+	}
+	for name := range got {
+		if !documented(name) {
+			t.Errorf("%s: produced but not in Metrics", name)
+		}
+	}
+
+	// A few values that pin the semantics down.
+	dest := attribute.String(AttrMessagingDestinationName, "orders")
+	if n := sumOf(got[MetricSentMessages], dest); n != 3 {
+		t.Errorf("%s = %d for orders, want 3", MetricSentMessages, n)
+	}
+	if n := sumOf(got[MetricRecordsRetried], dest, attribute.String(AttrErrorType, "NOT_LEADER_OR_FOLLOWER")); n != 1 {
+		t.Errorf("%s = %d for NOT_LEADER_OR_FOLLOWER, want 1", MetricRecordsRetried, n)
+	}
+	if n := sumOf(got[MetricRecordsRetried], dest, attribute.String(AttrErrorType, ErrorTypeDisconnected)); n != 1 {
+		t.Errorf("%s = %d for a dropped connection, want 1", MetricRecordsRetried, n)
+	}
+	if n := sumOf(got[MetricRecordsFailed], attribute.String(AttrMessagingDestinationName, "denied"),
+		attribute.String(AttrErrorType, "TOPIC_AUTHORIZATION_FAILED")); n != 1 {
+		t.Errorf("%s = %d for the denied topic, want 1", MetricRecordsFailed, n)
+	}
+	if n := sumOf(got[MetricRecordsFailed], dest, attribute.String(AttrErrorType, ErrorTypeMetadata)); n != 1 {
+		t.Errorf("%s = %d for a metadata timeout, want 1", MetricRecordsFailed, n)
+	}
+	if n := sumOf(got[MetricConnectionCloses]); n < 1 {
+		t.Errorf("%s = %d after a dropped connection", MetricConnectionCloses, n)
+	}
+	if n := sumOf(got[MetricConnectionFailures], attribute.String(AttrErrorType, ErrorTypeConnection)); n < 1 {
+		t.Errorf("%s = %d after a refused connection", MetricConnectionFailures, n)
+	}
+	stages := map[string]bool{}
+	for _, set := range attrSets(got[MetricStageDuration]) {
+		v, _ := set.Value(AttrStage)
+		stages[v.AsString()] = true
+	}
+	for _, s := range stageNames {
+		if !stages[s] {
+			t.Errorf("%s has no stage=%s", MetricStageDuration, s)
+		}
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func documented(name string) bool {
+	for _, d := range Metrics {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAgentMetrics(t *testing.T) {
+	h := newHarness(t, nil)
+	a, err := NewAgentMetrics(h.mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := a.File("/var/log/app.log")
+	f.Read(10, 1000)
+	f.Truncated()
+	f.Split()
+	f.Dropped("too_long")
+	f.SetPosition(5000, 1000, 400)
+	in := a.File(StdinPath)
+	in.Read(1, 5)
+
+	got := collect(t, h)
+	for _, d := range Metrics {
+		if !strings.HasPrefix(d.Name, "kafkatrail.agent.") {
+			continue
+		}
+		m, ok := got[d.Name]
+		if !ok {
+			t.Errorf("%s: not produced", d.Name)
+			continue
+		}
+		if m.Unit != d.Unit || kindOf(m) != d.Kind {
+			t.Errorf("%s: %s in %q, documented %s in %q", d.Name, kindOf(m), m.Unit, d.Kind, d.Unit)
+		}
+	}
+	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
+	if n := sumOf(got[MetricAgentBytesRead], path); n != 1000 {
+		t.Errorf("bytes read %d, want 1000", n)
+	}
+	gauge := func(name string) int64 {
+		for _, p := range got[name].Data.(metricdata.Gauge[int64]).DataPoints {
+			if v, ok := p.Attributes.Value(AttrLogFilePath); !ok || v.AsString() == "/var/log/app.log" {
+				return p.Value
+			}
+		}
+		return -1
+	}
+	if b, l, w := gauge(MetricAgentFileBehind), gauge(MetricAgentCheckpointLag), gauge(MetricAgentFilesWatched); b != 4000 || l != 600 || w != 2 {
+		t.Errorf("behind %d, checkpoint lag %d, files watched %d; want 4000, 600, 2", b, l, w)
+	}
+	f.Close()
+	in.Close()
+	got = collect(t, h)
+	if w := gauge(MetricAgentFilesWatched); w != 0 {
+		t.Errorf("files watched %d after closing both, want 0", w)
+	}
+}

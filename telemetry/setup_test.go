@@ -1,0 +1,267 @@
+package telemetry
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// fakeCollector is an in-process OTLP/gRPC receiver for traces and metrics.
+type fakeCollector struct {
+	colltrace.UnimplementedTraceServiceServer
+
+	mu       sync.Mutex
+	spans    []string // span names
+	services []string // service.name of every resource
+	metrics  map[string]bool
+	addr     string
+}
+
+func startCollector(t *testing.T) *fakeCollector {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fakeCollector{metrics: map[string]bool{}, addr: l.Addr().String()}
+	srv := grpc.NewServer()
+	colltrace.RegisterTraceServiceServer(srv, c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return c
+}
+
+func (c *fakeCollector) Export(_ context.Context, req *colltrace.ExportTraceServiceRequest) (*colltrace.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, kv := range rs.Resource.GetAttributes() {
+			if kv.Key == "service.name" {
+				c.services = append(c.services, kv.Value.GetStringValue())
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				c.spans = append(c.spans, s.Name)
+			}
+		}
+	}
+	return &colltrace.ExportTraceServiceResponse{}, nil
+}
+
+// metricsExporter is the collector's metrics service; a type of its own because both
+// services' methods are named Export.
+type metricsExporter struct {
+	collmetrics.UnimplementedMetricsServiceServer
+	c *fakeCollector
+}
+
+func (m metricsExporter) Export(_ context.Context, req *collmetrics.ExportMetricsServiceRequest) (*collmetrics.ExportMetricsServiceResponse, error) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	for _, rm := range req.ResourceMetrics {
+		for _, sm := range rm.ScopeMetrics {
+			for _, x := range sm.Metrics {
+				m.c.metrics[x.Name] = true
+			}
+		}
+	}
+	return &collmetrics.ExportMetricsServiceResponse{}, nil
+}
+
+// clearOTelEnv unsets every OTEL_ variable a developer's shell may have, for this test.
+func clearOTelEnv(t *testing.T) {
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_ENDPOINT",
+		"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+		t.Setenv(k, "")
+	}
+}
+
+// TestSetupExportsOverOTLPgRPCByDefault runs a traced record through a producer wired the way
+// the agent wires it, with nothing configured but the endpoint: spans and metrics must reach an
+// OTLP/gRPC receiver by Shutdown, under OTEL_SERVICE_NAME.
+func TestSetupExportsOverOTLPgRPCByDefault(t *testing.T) {
+	clearOTelEnv(t)
+	coll := startCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+coll.addr)
+	t.Setenv("OTEL_SERVICE_NAME", "kafkatrail-test")
+	// The metrics service listens on an endpoint of its own, which also exercises the per-signal variable.
+	srvMetrics := startMetricsOnly(t, coll)
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://"+srvMetrics)
+
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newKfake(t, "orders")
+	cfg := producer.DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := producer.New(cfg, prov.ProducerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutcome()
+	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
+	o.wait(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	coll.mu.Lock()
+	defer coll.mu.Unlock()
+	for _, want := range []string{"send orders", SpanAppend, SpanCallback, SpanConnect} {
+		if !containsString(coll.spans, want) {
+			t.Errorf("span %q not exported; got %v", want, coll.spans)
+		}
+	}
+	if len(coll.services) == 0 || coll.services[0] != "kafkatrail-test" {
+		t.Errorf("service.name %v, want kafkatrail-test", coll.services)
+	}
+	for _, want := range []string{MetricOperationDuration, MetricStageDuration, MetricInFlightRequests} {
+		if !coll.metrics[want] {
+			t.Errorf("metric %s not exported", want)
+		}
+	}
+}
+
+func startMetricsOnly(t *testing.T, c *fakeCollector) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// TestShutdownIsBoundedWhenTheBackendIsDown: an exporter pointed at nothing must not hold the
+// agent's exit past the shutdown timeout.
+func TestShutdownIsBoundedWhenTheBackendIsDown(t *testing.T) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+closedPort(t))
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spans and metrics waiting for export.
+	for i := 0; i < 100; i++ {
+		_, span := prov.TracerProvider().Tracer("test").Start(markDecided(context.Background()), "s")
+		span.End()
+	}
+	start := time.Now()
+	_ = prov.Shutdown(context.Background()) // an error is expected: nothing could be exported
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("shutdown took %v with a 500ms timeout", d)
+	}
+	start = time.Now()
+	_ = prov.Shutdown(context.Background())
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("a second shutdown took %v: want it to return at once", d)
+	}
+}
+
+func TestSetupWithExportersOff(t *testing.T) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	prov, err := Setup(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prov.Shutdown(context.Background())
+	r := &producer.Record{Topic: "t"}
+	for i := 0; i < 1000; i++ {
+		if tr, _ := prov.Observer().StartSend(context.Background(), r, time.Now()); tr != nil {
+			t.Fatal("a record was traced with OTEL_TRACES_EXPORTER=none")
+		}
+	}
+}
+
+func TestOTLPProtocolChoice(t *testing.T) {
+	for _, tc := range []struct {
+		exporter, signalProto, proto string
+		grpc                         bool
+	}{
+		{"", "", "", true},
+		{"otlp", "", "", true},
+		{"otlp", "", "http/protobuf", false},
+		{"otlp", "http/protobuf", "", false},
+		{"", "grpc", "", false}, // an explicit choice goes through autoexport, which honours it
+		{"console", "", "", false},
+		{"none", "", "", false},
+	} {
+		t.Setenv("OTEL_TRACES_EXPORTER", tc.exporter)
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tc.signalProto)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.proto)
+		if got := otlpOverGRPC("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); got != tc.grpc {
+			t.Errorf("%+v: our gRPC default %v, want %v", tc, got, tc.grpc)
+		}
+	}
+}
+
+func TestSamplerConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		ratio        *float64
+		env, arg     string
+		desc         string // substring of the sampler's description
+		tracing, bad bool
+	}{
+		{nil, "", "", "TraceIDRatioBased{0.01}", true, false},
+		{Ratio(0.25), "always_on", "", "TraceIDRatioBased{0.25}", true, false}, // the flag wins
+		{Ratio(0), "", "", "TraceIDRatioBased{0}", false, false},
+		{Ratio(1.5), "", "", "", false, true},
+		{nil, "always_on", "", "AlwaysOnSampler", true, false},
+		{nil, "always_off", "", "AlwaysOffSampler", false, false},
+		{nil, "traceidratio", "0.5", "TraceIDRatioBased{0.5}", true, false},
+		{nil, "parentbased_traceidratio", "0.1", "ParentBased{root:TraceIDRatioBased{0.1}", true, false},
+		{nil, "parentbased_traceidratio", "", "TraceIDRatioBased{1}", true, false},
+		{nil, "parentbased_always_off", "", "ParentBased{root:AlwaysOffSampler", true, false},
+		{nil, "traceidratio", "lots", "", false, true},
+		{nil, "jaeger_remote", "", "", false, true},
+	} {
+		t.Setenv("OTEL_TRACES_SAMPLER", tc.env)
+		t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
+		s, tracing, err := samplerFromConfig(tc.ratio)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%+v: no error", tc)
+			}
+			continue
+		}
+		if err != nil || tracing != tc.tracing || !strings.Contains(s.Description(), tc.desc) {
+			t.Errorf("%+v: sampler %v, tracing %v, error %v", tc, s.Description(), tracing, err)
+		}
+	}
+}

@@ -24,6 +24,8 @@ type Agent struct {
 	builders sync.Pool // *recordBuilder, one per concurrent sender of lines
 
 	stats Stats
+
+	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
 }
 
 // Stats counts lines through the agent. Safe for concurrent use.
@@ -97,6 +99,9 @@ func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {
 		a.stats.LinesAcked.Add(1)
 		return
 	}
+	if notBuffered(err) {
+		return
+	}
 	if a.stats.fail(err) {
 		a.log.Error("line not delivered", "error", err)
 	}
@@ -104,16 +109,35 @@ func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {
 
 // sendLine sends one line (read from path, or stdin when path is "") and reports its outcome to cb.
 // It blocks while the producer's buffer is full, which pauses reading: backpressure.
+//
+// A line that could not even be buffered because buffer.memory stayed full for max.block.ms (a
+// broker slow or down for longer than that) is offered again until it fits or ctx ends: for a
+// log shipper that is backpressure, not a failure. Callbacks ignore that error for this reason.
 func (a *Agent) sendLine(ctx context.Context, line []byte, path string, cb producer.Callback) error {
 	b := a.builders.Get().(*recordBuilder)
 	defer a.builders.Put(b)
 	a.stats.LinesRead.Add(1)
-	err := a.prod.Send(ctx, b.build(line, path), cb)
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+	rec := b.build(line, path)
+	for {
+		err := a.prod.Send(ctx, rec, cb)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, producer.ErrBufferExhausted):
+			if a.bufferFullLogged.CompareAndSwap(false, true) {
+				a.log.Warn("producer buffer full for max.block.ms: brokers are slow or down; reading stays paused", "error", err)
+			}
+			continue
+		default:
+			return nil // the callback got it
+		}
 	}
-	return nil // any other failure went to cb
 }
+
+// notBuffered reports an error that sendLine retries itself, which callbacks must ignore.
+func notBuffered(err error) bool { return errors.Is(err, producer.ErrBufferExhausted) }
 
 // shutdown flushes and closes the producer within the shutdown timeout: everything buffered is
 // delivered or failed through its callback.

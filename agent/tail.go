@@ -53,6 +53,9 @@ func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
 	end := line.End
 	return a.sendLine(ctx, line.Data, f.Path, func(_ producer.RecordMetadata, err error) {
 		if err != nil {
+			if notBuffered(err) {
+				return // sendLine offers the line again
+			}
 			f.Fail(end, err)
 			if a.stats.fail(err) {
 				a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)

@@ -6,7 +6,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
 )
+
+// ErrBufferExhausted (wrapped) is Send's error when buffer.memory stayed full for max.block.ms:
+// the brokers take records more slowly than they come. The record was not buffered; sending it
+// again later is safe.
+var ErrBufferExhausted = accumulator.ErrBufferExhausted
 
 // ErrProducerClosed is returned (and passed to callbacks) for records sent after Close began, and
 // for records still buffered when Close's deadline passed.

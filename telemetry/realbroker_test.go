@@ -1,0 +1,68 @@
+package telemetry
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// TestRealBrokerTraces sends a traced record through each of the real broker's listeners and
+// checks the record's six tiled stages and the connect span's steps: dial, then TLS and SASL
+// where the listener has them, then ApiVersions.
+func TestRealBrokerTraces(t *testing.T) {
+	user, password := kafkatest.SASLCredentials(t)
+	for _, tc := range []struct {
+		name      string
+		bootstrap func(testing.TB) string
+		config    func(*producer.Config)
+		steps     []string
+	}{
+		{"PLAINTEXT", kafkatest.Bootstrap, nil, []string{SpanDial, SpanAPIVersions}},
+		{"SASL_PLAINTEXT", kafkatest.SASLBootstrap, func(c *producer.Config) {
+			c.SecurityProtocol, c.SASLMechanism, c.SASLUsername, c.SASLPassword = "SASL_PLAINTEXT", "SCRAM-SHA-256", user, password
+		}, []string{SpanDial, SpanSASLAuthenticate, SpanAPIVersions}},
+		{"SSL", kafkatest.SSLBootstrap, func(c *producer.Config) {
+			c.SecurityProtocol, c.SSLCALocation = "SSL", kafkatest.CAFile(t)
+		}, []string{SpanDial, SpanTLSHandshake, SpanAPIVersions}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bootstrap := tc.bootstrap(t)
+			topic := kafkatest.NewTopic(t, 1)
+			h := newHarness(t, sdktrace.AlwaysSample())
+			p := newProducer(t, []string{bootstrap}, h.obs, tc.config)
+			if o := sendOne(t, p, context.Background(), &producer.Record{Topic: topic, Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+				t.Fatal(o.err)
+			}
+			parent, children := recordTraceOf(t, h, SpanSendPrefix+topic)
+			if got, want := spanNames(children), []string{"append", "drain", "doSend", "completedSend", "completedReceive", "callback"}; !slices.Equal(got, want) {
+				t.Fatalf("stages %v, want %v", got, want)
+			}
+			checkTiling(t, parent, children)
+
+			var connects int
+			for _, s := range h.spans.Ended() {
+				if s.Name() != SpanConnect {
+					continue
+				}
+				connects++
+				var steps []sdktrace.ReadOnlySpan
+				for _, c := range h.spans.Ended() {
+					if c.Parent().SpanID() == s.SpanContext().SpanID() {
+						steps = append(steps, c)
+					}
+				}
+				if got := spanNames(steps); !slices.Equal(got, tc.steps) {
+					t.Fatalf("connect steps %v, want %v", got, tc.steps)
+				}
+			}
+			if connects == 0 {
+				t.Fatal("no connect span")
+			}
+		})
+	}
+}

@@ -26,6 +26,8 @@ type Agent struct {
 	stats Stats
 
 	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
+
+	tailer atomic.Pointer[Tailer] // set while RunTail runs, for SetTailGlobs and stats
 }
 
 // Stats counts lines through the agent. Safe for concurrent use.

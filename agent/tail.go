@@ -24,6 +24,7 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		_ = a.shutdown()
 		return err
 	}
+	a.tailer.Store(t)
 	runErr := t.Run(ctx)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		a.log.Error("tailer stopped", "error", runErr)
@@ -45,6 +46,15 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return err
 	}
 	return ErrInterrupted
+}
+
+// SetTailGlobs changes the files followed from the next scan on (SIGHUP). Safe for concurrent
+// use; a no-op before RunTail started.
+func (a *Agent) SetTailGlobs(globs []string) error {
+	if t := a.tailer.Load(); t != nil {
+		return t.SetGlobs(globs)
+	}
+	return nil
 }
 
 // handleFileLine is the tailer's LineHandler: track the line, then send it; its callback

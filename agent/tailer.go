@@ -163,6 +163,9 @@ type Tailer struct {
 	saveMu      sync.Mutex
 	lastWritten map[fileKey]checkpointEntry
 
+	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
+	globs atomic.Pointer[[]string]
+
 	totals  fileCounters
 	running atomic.Bool
 	wg      sync.WaitGroup
@@ -255,13 +258,30 @@ func (t *Tailer) Run(ctx context.Context) error {
 	}
 }
 
+// SetGlobs replaces the patterns to follow, from the next scan on (a configuration reload).
+// Files already followed stay followed until released. Safe for concurrent use.
+func (t *Tailer) SetGlobs(globs []string) error {
+	for _, g := range globs {
+		if _, err := filepath.Match(g, ""); err != nil {
+			return fmt.Errorf("tail: bad pattern %q: %w", g, err)
+		}
+	}
+	globs = slices.Clone(globs)
+	t.globs.Store(&globs)
+	return nil
+}
+
 // fail ends Run with err, from a follower.
 func (t *Tailer) fail(err error) { t.fatal(fatalError{err}) }
 
 // match returns the paths the globs match now, sorted and without duplicates.
 func (t *Tailer) match() []string {
 	var paths []string
-	for _, g := range t.cfg.Globs {
+	globs := t.cfg.Globs
+	if g := t.globs.Load(); g != nil {
+		globs = *g
+	}
+	for _, g := range globs {
 		m, _ := filepath.Glob(g) // the patterns were validated: no ErrBadPattern
 		paths = append(paths, m...)
 	}

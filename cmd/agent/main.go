@@ -60,14 +60,13 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 
 	level := new(slog.LevelVar)
 	log := newLogger(cfg, level, stderr)
-	ctx, stop := signalContext(log, func() { reload(args, environ, level, log) })
-	defer stop()
-
 	a, err := agent.New(cfg, log)
 	if err != nil {
 		printConfigError(stderr, err)
 		return exitUsage
 	}
+	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
+	defer stop()
 	if cfg.Stdin {
 		err = a.RunStdin(ctx, stdin)
 	} else {
@@ -173,9 +172,9 @@ func newLogger(cfg agent.Config, level *slog.LevelVar, w io.Writer) *slog.Logger
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// reload re-reads the configuration on SIGHUP. The log level applies at once; other changes
-// are reported as needing a restart.
-func reload(args []string, environ []string, level *slog.LevelVar, log *slog.Logger) {
+// reload re-reads the configuration on SIGHUP. The log level and the files to follow apply at
+// once; other changes at the next start.
+func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agent, log *slog.Logger) {
 	cfg, code := parse("agent", args, io.Discard, environ)
 	if code >= 0 {
 		log.Error("SIGHUP: configuration not reloaded: it does not parse")
@@ -185,10 +184,13 @@ func reload(args []string, environ []string, level *slog.LevelVar, log *slog.Log
 		log.Error("SIGHUP: configuration not reloaded", "error", err)
 		return
 	}
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err == nil {
-		log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel,
-			"note", "log-level applies now; other keys apply at the next start")
+	if err := a.SetTailGlobs(cfg.Tail); err != nil {
+		log.Error("SIGHUP: tail patterns not reloaded", "error", err)
+		return
 	}
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel, "tail", cfg.Tail,
+		"note", "log-level and tail apply now; other keys at the next start")
 }
 
 func isTerminal(f *os.File) bool {

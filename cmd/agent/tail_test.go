@@ -295,3 +295,40 @@ func TestTailKill9AndRestartLosesNothing(t *testing.T) {
 		t.Fatalf("%d duplicates: more than the lines in flight at the crashes", dup)
 	}
 }
+
+// TestSIGHUPReloadsTailPatterns: the agent follows a second file after its configuration file
+// names it and SIGHUP arrives.
+func TestSIGHUPReloadsTailPatterns(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	topic := kafkatest.NewTopic(t, 1)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	writeCfg := func(tails ...string) {
+		body := fmt.Sprintf("brokers: [%s]\ntopic: %s\nstate-dir: %s\nstart-at: beginning\nlog-format: text\ntail:\n", bootstrap, topic, filepath.Join(dir, "state"))
+		for _, p := range tails {
+			body += "  - " + p + "\n"
+		}
+		if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := filepath.Join(dir, "first.log"), filepath.Join(dir, "second.log")
+	writeCfg(first)
+	lw := newLineWriter(t, first)
+	lw.write(100)
+	a := startAgent(t, nil, "--config", cfgPath)
+	waitForRecords(t, bootstrap, topic, 100, time.Minute, a)
+
+	lw2 := newLineWriter(t, second)
+	lw2.next = 100 // numbers continue, so every line of both files is distinct
+	lw2.write(100)
+	writeCfg(first, second)
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitForRecords(t, bootstrap, topic, 200, time.Minute, a)
+	a.stop(time.Minute)
+	if !strings.Contains(a.log(), "SIGHUP: configuration reloaded") {
+		t.Fatalf("no reload logged:\n%s", a.log())
+	}
+}

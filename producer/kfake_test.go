@@ -230,6 +230,46 @@ func TestKfakeRoundTripEveryCodec(t *testing.T) {
 	}
 }
 
+// TestKfakeRoundTripEveryAcks covers acks=0 and acks=1 (without idempotence, which needs
+// acks=all) next to the default acks=all.
+func TestKfakeRoundTripEveryAcks(t *testing.T) {
+	for _, acks := range []string{"0", "1", "all"} {
+		t.Run("acks="+acks, func(t *testing.T) {
+			c := newKfake(t, 3)
+			var seen atomic.Int32
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if want := map[string]int16{"0": 0, "1": 1, "all": -1}[acks]; r.(*kmsg.ProduceRequest).Acks != want {
+					seen.Store(-1 << 20)
+				}
+				seen.Add(1)
+				return nil, nil, false
+			})
+			p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) {
+				cfg.Acks = acks
+				cfg.EnableIdempotence = acks == "all"
+			})
+			recs := makeRecords(3000, 50)
+			res := produceAll(t, p, "t", recs, 30*time.Second)
+			if err := res.firstError(); err != nil {
+				t.Fatal(err)
+			}
+			if seen.Load() <= 0 {
+				t.Fatalf("produce requests did not carry acks=%s", acks)
+			}
+			for i, m := range res.metas {
+				if acks == "0" && m.Offset != -1 {
+					t.Fatalf("acks=0 record %d reports offset %d; the broker sends none", i, m.Offset)
+				}
+				if acks != "0" && m.Offset < 0 {
+					t.Fatalf("acks=%s record %d has no offset", acks, i)
+				}
+			}
+			checkRoundTrip(t, recs, consumeAll(t, c.ListenAddrs(), "t", len(recs), 30*time.Second), 3)
+		})
+	}
+}
+
 func TestKfakeRetriesInjectedErrorsWithoutDuplicates(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

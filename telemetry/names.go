@@ -50,9 +50,12 @@ const DefaultTraceHeader = "traceparent"
 // batch, each set carrying its attempt number. A record that failed before reaching a broker
 // has only the stages it reached, then callback.
 //
-// Connection-level spans are roots of their own traces (kind CLIENT): connect (from the
+// Connection-level spans are roots of their own traces (kind CLIENT), recorded whenever tracing
+// is on, whatever the ratio (they are few, and they explain the slow records): connect (from the
 // connection attempt to READY, or to the failure) with children dial, tlsHandshake,
-// saslAuthenticate and ApiVersions; and one Metadata span per metadata request.
+// saslAuthenticate and ApiVersions for the steps taken; and one Metadata span per metadata request.
+//
+// The full reference, generated from this file, is docs/telemetry.md.
 const (
 	SpanSendPrefix       = "send " // + topic: "send orders"
 	SpanAppend           = "append"

@@ -1,0 +1,90 @@
+package telemetry
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+const docPath = "../docs/telemetry.md"
+
+// renderDoc writes docs/telemetry.md from the vocabulary in names.go, so the document cannot
+// drift from what the code emits.
+func renderDoc() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# Telemetry: spans, metrics and logs\n\n")
+	p("<!-- Generated from telemetry/names.go by `KAFKATRAIL_UPDATE_DOCS=1 go test ./telemetry/ -run Doc`; a test fails when it is stale. -->\n\n")
+	p("kafkatrail exports OpenTelemetry traces and metrics, configured by the standard `OTEL_*` environment\n")
+	p("variables (`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`: `otlp` (default), `console`, `none`, and\n")
+	p("`prometheus` for metrics; OTLP over gRPC unless `OTEL_EXPORTER_OTLP_PROTOCOL` or its `_TRACES_`/`_METRICS_`\n")
+	p("variant says `http/protobuf`; `OTEL_EXPORTER_OTLP_ENDPOINT`, headers, TLS; `OTEL_SERVICE_NAME` (default\n")
+	p("`%s`); `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_METRIC_EXPORT_INTERVAL`).\n\n", DefaultServiceName)
+	p("## Sampling\n\n")
+	p("A record is traced when the sampler says so at `Send`: parent-based with a ratio of %v by default;\n", DefaultSampleRatio)
+	p("`--trace-sample-ratio` sets the ratio; otherwise `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` are honoured\n")
+	p("(`always_on`, `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off`,\n")
+	p("`parentbased_traceidratio`). A log line that carries a W3C trace context makes the record's `send` span its\n")
+	p("child, and a sampled line is always traced. An unsampled record allocates nothing for tracing.\n")
+	p("A traced record carries its `send` span's context in the `%s` header (configurable), so a consumer\n", DefaultTraceHeader)
+	p("continues the trace. Spans are exported behind a bounded queue (%d spans by default); when it is full,\n", DefaultSpanQueueSize)
+	p("spans are dropped and counted in `%s`, and the producer never waits.\n\n", MetricSpansDropped)
+	p("## Spans\n\n")
+	p("A traced record's trace is a `%s{topic}` span (kind PRODUCER) whose children tile it, so their\n", SpanSendPrefix)
+	p("durations add up to the record's latency:\n\n")
+	p("| span | from | to |\n|---|---|---|\n")
+	for _, r := range [][3]string{
+		{SpanAppend, "Send called", "record in a batch (waits for metadata and buffer memory)"},
+		{SpanDrain, "record in a batch", "batch drained for a node (linger, readiness, retry backoff)"},
+		{SpanDoSend, "drained", "request queued for the socket"},
+		{SpanCompletedSend, "queued", "last byte written to the socket"},
+		{SpanCompletedReceive, "written", "response read and matched to the request"},
+		{SpanCallback, "response matched", "the record's callback returned"},
+	} {
+		p("| `%s` | %s | %s |\n", r[0], r[1], r[2])
+	}
+	p("\n`%s`, `%s`, `%s` and `%s` repeat for every attempt of a retried batch, each with `%s`.\n",
+		SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, AttrAttempt)
+	p("The request stages carry `%s`, `%s`, `%s`, `%s`, `%s`, `%s`; a failed attempt\n",
+		AttrNodeID, AttrMessagingPartitionID, AttrMessagingBatchCount, AttrBatchBytes, AttrCorrelationID, AttrAPIVersion)
+	p("has `%s` (the Kafka error's name, e.g. `NOT_LEADER_OR_FOLLOWER`) and an error status. The `send` span has\n", AttrErrorType)
+	p("`%s`, `%s`, `%s`, `%s`, `%s`, `%s`, `%s`,\n", AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType,
+		AttrMessagingDestinationName, AttrMessagingPartitionID, AttrMessagingKafkaOffset, AttrMessagingClientID)
+	p("and `%s` when the record failed.\n\n", AttrErrorType)
+	p("Connection-level spans (kind CLIENT, roots of their own traces, recorded whenever tracing is on): `%s` from\n", SpanConnect)
+	p("the attempt to READY with children `%s`, `%s`, `%s` and `%s` for the steps taken; and `%s`\n",
+		SpanDial, SpanTLSHandshake, SpanSASLAuthenticate, SpanAPIVersions, SpanMetadata)
+	p("for every metadata request.\n\n")
+	p("## Metrics\n\n")
+	p("Prometheus names follow the OTLP translation: dots become underscores, the unit becomes a suffix\n")
+	p("(`s` -> `_seconds`, `By` -> `_bytes`) and counters end in `_total`; e.g. `%s` is\n", MetricStageDuration)
+	p("`kafkatrail_producer_stage_duration_seconds_bucket{stage=\"drain\"}`.\n\n")
+	p("| name | kind | unit | attributes | meaning |\n|---|---|---|---|---|\n")
+	for _, m := range Metrics {
+		attrs := make([]string, len(m.Attrs))
+		for i, a := range m.Attrs {
+			attrs[i] = "`" + a + "`"
+		}
+		p("| `%s` | %s | `%s` | %s | %s |\n", m.Name, m.Kind, m.Unit, strings.Join(attrs, ", "), m.Doc)
+	}
+	p("\n## Logs\n\n")
+	p("Log records written with a context inside a span carry `%s` and `%s`.\n", LogKeyTraceID, LogKeySpanID)
+	return b.String()
+}
+
+// TestDocIsCurrent fails when docs/telemetry.md differs from what names.go generates.
+// Regenerate with KAFKATRAIL_UPDATE_DOCS=1.
+func TestDocIsCurrent(t *testing.T) {
+	want := renderDoc()
+	if os.Getenv("KAFKATRAIL_UPDATE_DOCS") != "" {
+		if err := os.WriteFile(docPath, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(docPath)
+	if err != nil || string(got) != want {
+		t.Fatal("docs/telemetry.md is stale: run KAFKATRAIL_UPDATE_DOCS=1 go test ./telemetry/ -run Doc")
+	}
+}

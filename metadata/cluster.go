@@ -28,6 +28,7 @@ type Cluster struct {
 	topicIDs    map[string][16]byte
 	topicErrors map[string]error
 	byNode      map[int32][]TopicPartition // sorted by topic, then partition
+	available   map[string][]int32         // partitions with a leader, per topic: Send asks per record
 	bootstrap   bool
 	clusterID   string
 	controller  int32
@@ -41,6 +42,7 @@ func emptyCluster() *Cluster {
 		topicIDs:    map[string][16]byte{},
 		topicErrors: map[string]error{},
 		byNode:      map[int32][]TopicPartition{},
+		available:   map[string][]int32{},
 		controller:  -1,
 	}
 }
@@ -109,13 +111,9 @@ func (c *Cluster) PartitionCount(topic string) int { return len(c.topics[topic])
 
 // AvailablePartitions returns the partitions of topic that have a leader, in partition order.
 func (c *Cluster) AvailablePartitions(topic string) []int32 {
-	var ids []int32
-	for _, p := range c.topics[topic] {
-		if p.Leader >= 0 {
-			ids = append(ids, p.Partition)
-		}
-	}
-	return ids
+	// Computed once per snapshot: the sticky partitioner asks for every unkeyed record.
+	// Callers must not modify the slice.
+	return c.available[topic]
 }
 
 // Topics returns the topics the snapshot knows partitions for, sorted.
@@ -184,6 +182,7 @@ func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster) *Cluster {
 		for _, p := range ps {
 			if p.Leader >= 0 {
 				c.byNode[p.Leader] = append(c.byNode[p.Leader], TopicPartition{name, p.Partition})
+				c.available[name] = append(c.available[name], p.Partition)
 			}
 		}
 	}

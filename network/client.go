@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -103,6 +104,9 @@ type NetworkClient struct {
 	// before the writer reports its send complete, so completion is keyed to the request, not
 	// to the newest in flight.
 	sending map[int32]*inflight.Request
+	// frames holds each node's frame being written, to return to framePool once the writer
+	// reports it sent (never earlier: until then the writer goroutine may still read it).
+	frames map[int32]*[]byte
 	// aborted are responses decided in Send (version mismatch, not ready), delivered by the
 	// next Poll so callbacks always run from Poll.
 	aborted []*inflight.Response
@@ -132,6 +136,7 @@ func newClient(cfg Config, meta *metadata.Metadata, rnd *rand.Rand) *NetworkClie
 		apiVersions:        map[int32]map[int16]versionRange{},
 		apiVersionsPending: map[int32]int16{},
 		sending:            map[int32]*inflight.Request{},
+		frames:             map[int32]*[]byte{},
 		obs:                cfg.Observer,
 	}
 	c.updater = &defaultMetadataUpdater{client: c, meta: meta}
@@ -285,21 +290,29 @@ func (c *NetworkClient) nextCorrelationID() int32 {
 	return id
 }
 
+// framePool recycles request frames, so a produce request does not allocate its size again:
+// kmsg appends the whole request, records included, into the frame.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
 // doSend frames r with the next correlation id, records it in flight and hands it to the
 // selector. The caller checked canSendRequest and set the version.
 func (c *NetworkClient) doSend(r *inflight.Request) {
 	r.CorrelationID = c.nextCorrelationID()
 	r.APIVersion = r.Body.GetVersion()
-	frame := c.formatter.AppendRequest(nil, r.Body, r.CorrelationID)
+	buf := framePool.Get().(*[]byte)
+	frame := c.formatter.AppendRequest((*buf)[:0], r.Body, r.CorrelationID)
+	*buf = frame
 	c.inFlight.Add(r)
 	c.sending[r.Destination] = r
 	if err := c.selector.Send(r.Destination, frame); err != nil {
 		// canSendRequest rules this out; undo rather than leave a request that never completes.
 		c.inFlight.CompleteLastSent(r.Destination)
 		delete(c.sending, r.Destination)
+		framePool.Put(buf) // never handed to a writer
 		c.aborted = append(c.aborted, &inflight.Response{Request: r, Received: r.Queued, Err: err})
 		return
 	}
+	c.frames[r.Destination] = buf
 	if c.obs != nil {
 		c.obs.RequestSent(r, len(frame))
 		c.noteInFlight(r.Destination)
@@ -355,6 +368,10 @@ func (c *NetworkClient) completeResponses(responses []*inflight.Response) {
 // no response (acks=0).
 func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, nodes []int32, now time.Time) []*inflight.Response {
 	for _, node := range nodes {
+		if buf := c.frames[node]; buf != nil {
+			delete(c.frames, node)
+			framePool.Put(buf)
+		}
 		r := c.sending[node]
 		if r == nil {
 			continue // already answered: the response was read before the send was reported
@@ -484,6 +501,8 @@ func (c *NetworkClient) processDisconnection(responses []*inflight.Response, nod
 	delete(c.apiVersions, node)
 	delete(c.apiVersionsPending, node)
 	delete(c.sending, node)
+	// A frame the writer may still hold is left to the GC rather than recycled.
+	delete(c.frames, node)
 	var authErr *AuthenticationError
 	if errors.As(cause, &authErr) {
 		c.states.AuthenticationFailed(node, now, authErr)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -206,12 +207,17 @@ func (s *Sender) timeoutError(b *accumulator.ProducerBatch, now time.Time, cause
 	}
 }
 
+// recordsPool recycles the encoded record batches of a request: they live only until the network
+// client has copied them into the request's frame.
+var recordsPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
 // sendProduceRequest builds one ProduceRequest for a node's drained batches.
 func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerBatch, now time.Time) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = s.acks
 	req.TimeoutMillis = int32(s.requestTimeout.Milliseconds())
 	byTP := make(map[metadata.TopicPartition]*accumulator.ProducerBatch, len(batches))
+	bufs := make([]*[]byte, 0, len(batches))
 	topicIndex := make(map[string]int)
 	for _, b := range batches {
 		tp := b.TopicPartition
@@ -226,7 +232,10 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 		}
 		p := kmsg.NewProduceRequestTopicPartition()
 		p.Partition = tp.Partition
-		p.Records = b.AppendEncoded(nil)
+		buf := recordsPool.Get().(*[]byte)
+		p.Records = b.AppendEncoded((*buf)[:0])
+		*buf = p.Records
+		bufs = append(bufs, buf)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
 	s.client.Send(&network.ClientRequest{
@@ -239,6 +248,16 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 			s.handleProduceResponse(resp, byTP)
 		},
 	}, now)
+	// The client framed the request (records copied into the frame) or refused it; either way
+	// the encoded batches are no longer read. Drop the references so nothing sees reused bytes.
+	for _, t := range req.Topics {
+		for i := range t.Partitions {
+			t.Partitions[i].Records = nil
+		}
+	}
+	for _, buf := range bufs {
+		recordsPool.Put(buf)
+	}
 	if s.onRequest != nil {
 		s.onRequest()
 	}

@@ -40,6 +40,23 @@ func (m *mockClient) ConnectionDelay(int32, time.Time) time.Duration {
 	return time.Second
 }
 func (m *mockClient) Send(req *network.ClientRequest, now time.Time) {
+	// The real client copies the request into its frame during Send and the Sender reuses the
+	// encoded batches afterwards; keep a copy, as the wire would.
+	if pr, ok := req.Body.(*kmsg.ProduceRequest); ok {
+		cp := *pr
+		cp.Topics = make([]kmsg.ProduceRequestTopic, len(pr.Topics))
+		for ti, t := range pr.Topics {
+			cp.Topics[ti] = t
+			cp.Topics[ti].Partitions = make([]kmsg.ProduceRequestTopicPartition, len(t.Partitions))
+			for pi, p := range t.Partitions {
+				p.Records = append([]byte(nil), p.Records...)
+				cp.Topics[ti].Partitions[pi] = p
+			}
+		}
+		copied := *req
+		copied.Body = &cp
+		req = &copied
+	}
 	m.sent = append(m.sent, req)
 	m.pending = append(m.pending, req)
 }

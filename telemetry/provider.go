@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -67,6 +68,10 @@ type Config struct {
 	// ShutdownTimeout bounds Shutdown when its context has no earlier deadline. Zero means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// ErrorLogger, when set, receives OpenTelemetry's own errors (an export that failed, a
+	// backend that is down) as warnings, instead of the standard log package's stderr. It is
+	// installed process-wide (otel.SetErrorHandler).
+	ErrorLogger *slog.Logger
 }
 
 // Ratio returns a pointer to r, for Config.SampleRatio.
@@ -104,6 +109,9 @@ type Provider struct {
 // runs behind a bounded queue, metric export on the reader's goroutine.
 func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{shutdownT: cfg.ShutdownTimeout}
+	if l := cfg.ErrorLogger; l != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { l.Warn("telemetry", "error", err) }))
+	}
 	if p.shutdownT <= 0 {
 		p.shutdownT = DefaultShutdownTimeout
 	}

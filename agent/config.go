@@ -151,11 +151,22 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The agent's producer defaults that differ from the Java client's (both can be overridden with
+// -X client.id=... and -X buffer.memory=...).
+const (
+	AgentClientID     = "kafkatrail-agent"
+	AgentBufferMemory = 8 << 20
+)
+
 // ProducerConfig builds the producer's configuration: the Java defaults, then the brokers, then
 // every producer property. Errors name the property (as producer.<key>).
 func (c *Config) ProducerConfig() (producer.Config, error) {
 	pc := producer.DefaultConfig()
-	pc.ClientID = "kafkatrail-agent"
+	pc.ClientID = AgentClientID
+	// The files are the agent's durable buffer, so its memory buffer need only keep the
+	// brokers busy: 8 MiB does (5 requests in flight per broker of up to batch.size per
+	// partition), and keeps the agent's resident memory near 40 MiB instead of 130.
+	pc.BufferMemory = AgentBufferMemory
 	if len(c.Brokers) > 0 {
 		pc.BootstrapServers = c.Brokers
 	}

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -68,7 +70,15 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
 	defer stop()
 	if cfg.Stdin {
+		stopProgress := func() {}
+		if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+			pctx, pstop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); progress(pctx, f, a.Stats(), time.Second) }()
+			stopProgress = func() { pstop(); <-done }
+		}
 		err = a.RunStdin(ctx, stdin)
+		stopProgress() // clear the line before the result is printed
 	} else {
 		err = a.RunTail(ctx)
 	}

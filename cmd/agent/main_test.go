@@ -153,6 +153,9 @@ func TestStdinMillionLinesAllAcknowledged(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, tail(r.stderr))
 	}
 	t.Logf("%d lines through stdin in %v: %.0f lines/s", n, r.took, n/r.took.Seconds())
+	if strings.Contains(r.stderr, "\r") {
+		t.Fatal("a progress line was drawn although stderr is not a terminal")
+	}
 	checkEveryLineOnce(t, kcatValues(t, bootstrap, topic), n)
 }
 

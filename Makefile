@@ -40,3 +40,12 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# Side by side (issue 6, docs/benchmarks.md): the agent against kcat, a franz-go program and
+# Kafka's ProducerPerformance; the file path against kcat -l, the OpenTelemetry Collector and
+# rsyslog; tracing cost; memory with the broker down. Installs what it needs, starts its own
+# broker, writes docs/benchmarks.md and docs/benchmarks.json (about 1 h in full on 2 cores;
+# BENCH_RECORDS=200000 BENCH_FILE_LINES=200000 BENCH_RUNS=1 for a quick run). CI does not run it.
+.PHONY: bench
+bench:
+	scripts/bench.sh

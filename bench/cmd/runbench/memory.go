@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// MemoryResult is one memory run: the agent tails a file that keeps growing while the broker
+// is stopped; its RSS is sampled every second.
+type MemoryResult struct {
+	BufferMemory      int64     `json:"buffer_memory"`
+	Seconds           int       `json:"seconds"`
+	LinesPerSecond    int       `json:"writer_lines_per_s"`
+	LineSize          int       `json:"line_size"`
+	RSSBeforeStopMiB  float64   `json:"rss_before_broker_stop_mib"`
+	PeakRSSMiB        float64   `json:"peak_rss_mib"`
+	FinalRSSMiB       float64   `json:"final_rss_mib"`
+	MaxRSSMiB         float64   `json:"maxrss_mib"` // getrusage after exit: includes shutdown
+	OverBufferMiB     float64   `json:"peak_minus_buffer_memory_mib"`
+	SamplesMiB        []float64 `json:"rss_samples_mib"`
+	FileBytes         int64     `json:"file_bytes_written"`
+	CheckpointAtStop  int64     `json:"checkpoint_at_broker_stop"`
+	CheckpointAtEnd   int64     `json:"checkpoint_at_end"`
+	InKafkaAtStop     int64     `json:"records_in_kafka_at_broker_stop"`
+	ExitedEarly       string    `json:"exited_early,omitempty"`
+	Error             string    `json:"error,omitempty"`
+	BrokerStopSeconds float64   `json:"broker_stop_s"`
+	BrokerDownAtStart bool      `json:"broker_down_at_start"`
+}
+
+// memory stops the broker: it runs last. Each buffer.memory in turn: the broker is started
+// again on its data (`broker.sh resume`) before each run after the first, and left stopped at
+// the end (with-broker.sh's own stop then finds nothing to do). If it cannot be resumed, the
+// run starts with the broker down and says so.
+func (b *bench) memory() error {
+	line := make([]byte, b.prm.FileLineSize+1)
+	for i := range line {
+		line[i] = 'a' + byte(i%26)
+	}
+	line[len(line)-1] = '\n'
+	brokerUp := true
+	for _, bufMem := range b.prm.MemoryBuffers {
+		if b.ctx.Err() != nil {
+			return errStopped
+		}
+		if !brokerUp {
+			out, err := exec.Command(b.p.brokerSh, "resume").CombinedOutput()
+			if err != nil {
+				logf("memory: broker.sh resume: %v: %s", err, lastLines(string(out), 2))
+			} else {
+				brokerUp = true
+			}
+		}
+		res := b.memoryRun(bufMem, line, &brokerUp)
+		b.report.Memory = append(b.report.Memory, res)
+		logf("memory buffer.memory=%d MiB: peak RSS %.1f MiB (%.1f MiB over buffer.memory), before the broker stop %.1f MiB %s",
+			bufMem>>20, res.PeakRSSMiB, res.OverBufferMiB, res.RSSBeforeStopMiB, res.Error)
+	}
+	return nil
+}
+
+func (b *bench) memoryRun(bufMem int64, line []byte, brokerUp *bool) (res MemoryResult) {
+	res = MemoryResult{BufferMemory: bufMem, Seconds: b.prm.MemorySeconds, LinesPerSecond: b.prm.MemoryRate, LineSize: len(line) - 1,
+		CheckpointAtStop: -1}
+	dir := filepath.Join(b.p.work, fmt.Sprintf("memory-%d", bufMem))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "growing.log")
+	f, err := os.Create(file)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer f.Close()
+	topic := ""
+	if *brokerUp {
+		topic = b.topicName("m", "agent", strconv.FormatInt(bufMem>>20, 10)+"MiB", 1)
+		if err := b.adm.createTopic(b.ctx, topic, b.prm.Partitions); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+	} else {
+		topic = "bench-memory-broker-down"
+		res.BrokerDownAtStart = true
+	}
+
+	// The writer: FileLines-sized lines at MemoryRate lines/s, in 10 ms steps.
+	stopWriter := make(chan struct{})
+	writerDone := make(chan int64)
+	go func() {
+		var written int64
+		perTick := max(b.prm.MemoryRate/100, 1)
+		chunk := make([]byte, 0, perTick*len(line))
+		for i := 0; i < perTick; i++ {
+			chunk = append(chunk, line...)
+		}
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopWriter:
+				writerDone <- written
+				return
+			case <-t.C:
+				n, _ := f.Write(chunk)
+				written += int64(n)
+			}
+		}
+	}()
+	defer func() {
+		close(stopWriter)
+		res.FileBytes = <-writerDone
+	}()
+
+	state := filepath.Join(dir, "state")
+	c := cell{Size: len(line) - 1, Batch: 16384, Comp: "none"}
+	args := []string{"--brokers", b.p.bootstrap, "--topic", topic, "--tail", file, "--start-at", "beginning",
+		"--state-dir", state, "--header-host=", "--header-path=", "--log-level", "warn", "--shutdown-timeout", "2s"}
+	for _, kv := range b.javaProps(c) {
+		if len(kv) > 14 && kv[:14] == "buffer.memory=" {
+			kv = "buffer.memory=" + strconv.FormatInt(bufMem, 10)
+		}
+		args = append(args, "-X", kv)
+	}
+	cmd := exec.Command(b.p.agent, args...)
+	cmd.Env = agentEnv()
+	p, err := startProc("agent", cmd)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer func() {
+		_ = p.stop(40 * time.Second)
+		res.MaxRSSMiB = float64(p.usage.MaxRSSKiB) / 1024
+		res.CheckpointAtEnd = checkpointOffset(filepath.Join(state, "checkpoints.json"), file)
+	}()
+	cp := filepath.Join(state, "checkpoints.json")
+	if *brokerUp {
+		// Let it flow until a few MB are acknowledged, then stop the broker.
+		_ = waitFor(b.ctx, 30*time.Second, 50*time.Millisecond, func() (bool, error) {
+			return checkpointOffset(cp, file) > 4<<20 || p.exited(), nil
+		})
+		time.Sleep(2 * time.Second)
+		if kb, err := rssKiB(p.pid()); err == nil {
+			res.RSSBeforeStopMiB = float64(kb) / 1024
+		}
+		res.CheckpointAtStop = checkpointOffset(cp, file)
+		res.InKafkaAtStop, _ = b.adm.count(b.ctx, topic)
+		t0 := time.Now()
+		out, err := exec.Command(b.p.brokerSh, "stop").CombinedOutput()
+		res.BrokerStopSeconds = time.Since(t0).Seconds()
+		if err != nil {
+			res.Error = fmt.Sprintf("broker.sh stop: %v: %s", err, lastLines(string(out), 2))
+			return res
+		}
+		*brokerUp = false
+		logf("memory: broker stopped (%s); sampling the agent's RSS for %d s", lastLines(string(out), 1), b.prm.MemorySeconds)
+	}
+	for i := 0; i < b.prm.MemorySeconds; i++ {
+		select {
+		case <-b.ctx.Done():
+			res.Error = "interrupted"
+			return res
+		case <-time.After(time.Second):
+		}
+		if p.exited() {
+			res.ExitedEarly = fmt.Sprint(p.exitErr())
+			res.Error = "the agent exited during the measurement: " + res.ExitedEarly
+			break
+		}
+		kb, err := rssKiB(p.pid())
+		if err != nil {
+			continue
+		}
+		mib := float64(kb) / 1024
+		res.SamplesMiB = append(res.SamplesMiB, mib)
+		res.PeakRSSMiB = max(res.PeakRSSMiB, mib)
+		res.FinalRSSMiB = mib
+	}
+	res.OverBufferMiB = res.PeakRSSMiB - float64(bufMem)/(1<<20)
+	return res
+}

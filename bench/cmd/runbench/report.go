@@ -1,0 +1,706 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Run is one measured run of one tool.
+type Run struct {
+	Section           string          `json:"section"` // producers, file, tracing
+	Tool              string          `json:"tool"`
+	Cell              string          `json:"cell"`
+	Rep               int             `json:"rep"`
+	Topic             string          `json:"topic,omitempty"`
+	OK                bool            `json:"ok"`
+	Error             string          `json:"error,omitempty"`
+	Records           int64           `json:"records"`
+	InKafka           int64           `json:"records_in_kafka"`
+	Bytes             int64           `json:"payload_bytes"`
+	WallSec           float64         `json:"wall_s"`
+	RecordsPerSec     float64         `json:"records_per_s"`
+	MiBPerSec         float64         `json:"mib_per_s"`
+	CPUUserSec        float64         `json:"cpu_user_s"`
+	CPUSysSec         float64         `json:"cpu_sys_s"`
+	CPUSec            float64         `json:"cpu_s"`
+	MaxRSSMiB         float64         `json:"peak_rss_mib"`
+	BrokerCPUSec      float64         `json:"broker_cpu_s"`
+	Latency           *Latency        `json:"latency_ms,omitempty"`
+	ToolRecordsPerSec float64         `json:"tool_reported_records_per_s,omitempty"`
+	Partitions        map[int32]int64 `json:"partition_end_offsets,omitempty"`
+	Extra             map[string]any  `json:"extra,omitempty"`
+}
+
+// Summary is the median of a tool's successful runs in one cell.
+type Summary struct {
+	Section           string   `json:"section"`
+	Tool              string   `json:"tool"`
+	Cell              string   `json:"cell"`
+	Runs              int      `json:"runs"`
+	OK                int      `json:"ok"`
+	RecordsPerSec     float64  `json:"records_per_s"`
+	MiBPerSec         float64  `json:"mib_per_s"`
+	WallSec           float64  `json:"wall_s"`
+	CPUSec            float64  `json:"cpu_s"`
+	CPUMicrosPerRec   float64  `json:"cpu_us_per_record"`
+	MaxRSSMiB         float64  `json:"peak_rss_mib"`
+	BrokerCPUSec      float64  `json:"broker_cpu_s"`
+	P50               *float64 `json:"p50_ms,omitempty"`
+	P99               *float64 `json:"p99_ms,omitempty"`
+	P999              *float64 `json:"p99_9_ms,omitempty"`
+	ToolRecordsPerSec *float64 `json:"tool_reported_records_per_s,omitempty"`
+	Spans             *float64 `json:"spans_exported,omitempty"`
+	Errors            []string `json:"errors,omitempty"`
+}
+
+// Ratio is our agent's records/s over another tool's, both medians of the same invocation;
+// PerRep are the ratios within each repetition (alternating runs: the closest pairs).
+type Ratio struct {
+	Section string    `json:"section"`
+	Cell    string    `json:"cell"`
+	Of      string    `json:"of"`
+	Over    string    `json:"over"`
+	Ratio   float64   `json:"ratio"`
+	PerRep  []float64 `json:"per_rep,omitempty"`
+	Target  float64   `json:"target,omitempty"`
+	Met     *bool     `json:"met,omitempty"`
+}
+
+// Report is everything one `make bench` measured.
+type Report struct {
+	Started      string  `json:"started"`
+	Finished     string  `json:"finished"`
+	DurationSec  float64 `json:"duration_s"`
+	MakeBenchSec float64 `json:"make_bench_s,omitempty"` // the whole make bench: installs, builds, broker start
+
+	Params    Params            `json:"params"`
+	Env       map[string]string `json:"environment"`
+	Notes     []string          `json:"notes,omitempty"`
+	Summaries []Summary         `json:"summaries"`
+	Ratios    []Ratio           `json:"ratios"`
+	Memory    []MemoryResult    `json:"memory,omitempty"`
+	Runs      []Run             `json:"runs"`
+}
+
+type key struct{ section, tool, cell string }
+
+func summarize(r *Report) {
+	r.Summaries = nil
+	r.Ratios = nil
+	groups := map[key][]Run{}
+	var order []key
+	for _, run := range r.Runs {
+		k := key{run.Section, run.Tool, run.Cell}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], run)
+	}
+	for _, k := range order {
+		runs := groups[k]
+		s := Summary{Section: k.section, Tool: k.tool, Cell: k.cell, Runs: len(runs)}
+		var rps, mibs, wall, cpu, rss, bcpu, p50, p99, p999, own, spans []float64
+		var recs int64
+		for _, run := range runs {
+			if !run.OK {
+				s.Errors = append(s.Errors, fmt.Sprintf("rep %d: %s", run.Rep, run.Error))
+				continue
+			}
+			s.OK++
+			recs = run.Records
+			rps = append(rps, run.RecordsPerSec)
+			mibs = append(mibs, run.MiBPerSec)
+			wall = append(wall, run.WallSec)
+			cpu = append(cpu, run.CPUSec)
+			rss = append(rss, run.MaxRSSMiB)
+			bcpu = append(bcpu, run.BrokerCPUSec)
+			if run.Latency != nil {
+				p50 = append(p50, run.Latency.P50)
+				p99 = append(p99, run.Latency.P99)
+				p999 = append(p999, run.Latency.P999)
+			}
+			if run.ToolRecordsPerSec > 0 {
+				own = append(own, run.ToolRecordsPerSec)
+			}
+			if v, ok := run.Extra["spans_exported"]; ok {
+				spans = append(spans, toFloat(v))
+			}
+		}
+		if s.OK > 0 {
+			s.RecordsPerSec, s.MiBPerSec, s.WallSec = median(rps), median(mibs), median(wall)
+			s.CPUSec, s.MaxRSSMiB, s.BrokerCPUSec = median(cpu), median(rss), median(bcpu)
+			if recs > 0 {
+				s.CPUMicrosPerRec = s.CPUSec / float64(recs) * 1e6
+			}
+			opt := func(xs []float64) *float64 {
+				if len(xs) == 0 {
+					return nil
+				}
+				m := median(xs)
+				return &m
+			}
+			s.P50, s.P99, s.P999, s.ToolRecordsPerSec, s.Spans = opt(p50), opt(p99), opt(p999), opt(own), opt(spans)
+		}
+		r.Summaries = append(r.Summaries, s)
+	}
+
+	find := func(section, tool, cell string) *Summary {
+		for i := range r.Summaries {
+			s := &r.Summaries[i]
+			if s.Section == section && s.Tool == tool && s.Cell == cell {
+				return s
+			}
+		}
+		return nil
+	}
+	perRep := func(section, cell, a, b string) []float64 {
+		byRep := map[int][2]float64{}
+		for _, run := range r.Runs {
+			if run.Section != section || run.Cell != cell || !run.OK {
+				continue
+			}
+			v := byRep[run.Rep]
+			if run.Tool == a {
+				v[0] = run.RecordsPerSec
+			}
+			if run.Tool == b {
+				v[1] = run.RecordsPerSec
+			}
+			byRep[run.Rep] = v
+		}
+		var reps []int
+		for rep := range byRep {
+			reps = append(reps, rep)
+		}
+		sort.Ints(reps)
+		var out []float64
+		for _, rep := range reps {
+			if v := byRep[rep]; v[0] > 0 && v[1] > 0 {
+				out = append(out, v[0]/v[1])
+			}
+		}
+		return out
+	}
+	addRatio := func(section, cell, of, over string, target float64) {
+		a, b := find(section, of, cell), find(section, over, cell)
+		if a == nil || b == nil || a.OK == 0 || b.OK == 0 {
+			return
+		}
+		q := Ratio{Section: section, Cell: cell, Of: of, Over: over, Ratio: a.RecordsPerSec / b.RecordsPerSec,
+			PerRep: perRep(section, cell, of, over), Target: target}
+		if target > 0 {
+			met := q.Ratio >= target
+			q.Met = &met
+		}
+		r.Ratios = append(r.Ratios, q)
+	}
+	seenCell := map[string]bool{}
+	for _, s := range r.Summaries {
+		if s.Section != "producers" || seenCell[s.Cell] {
+			continue
+		}
+		seenCell[s.Cell] = true
+		for _, other := range producerTools[1:] {
+			target := 0.0
+			if s.Cell == headlineCell {
+				switch other {
+				case "kgo":
+					target = 1.0
+				case "kcat":
+					target = 1.3
+				}
+			}
+			addRatio("producers", s.Cell, "agent", other, target)
+		}
+	}
+	for _, s := range r.Summaries {
+		if s.Section == "file" && s.Tool == "agent" {
+			for _, other := range fileTools[1:] {
+				target := 0.0
+				switch other {
+				case "kcat":
+					target = 1.0
+				case "otelcol":
+					target = 2.5
+				}
+				addRatio("file", s.Cell, "agent", other, target)
+			}
+		}
+	}
+	// Tracing: sampled over off (the cost is 1 - ratio).
+	addRatio2 := func(of string, target float64) {
+		a, b := find("tracing", "agent", of), find("tracing", "agent", "tracing off")
+		if a == nil || b == nil || a.OK == 0 || b.OK == 0 {
+			return
+		}
+		byRep := map[int][2]float64{}
+		for _, run := range r.Runs {
+			if run.Section == "tracing" && run.OK {
+				v := byRep[run.Rep]
+				if run.Cell == of {
+					v[0] = run.RecordsPerSec
+				} else if run.Cell == "tracing off" {
+					v[1] = run.RecordsPerSec
+				}
+				byRep[run.Rep] = v
+			}
+		}
+		var reps []int
+		for rep := range byRep {
+			reps = append(reps, rep)
+		}
+		sort.Ints(reps)
+		var per []float64
+		for _, rep := range reps {
+			if v := byRep[rep]; v[0] > 0 && v[1] > 0 {
+				per = append(per, v[0]/v[1])
+			}
+		}
+		q := Ratio{Section: "tracing", Cell: of, Of: of, Over: "tracing off", Ratio: a.RecordsPerSec / b.RecordsPerSec, PerRep: per, Target: target}
+		if target > 0 {
+			met := q.Ratio >= target
+			q.Met = &met
+		}
+		r.Ratios = append(r.Ratios, q)
+	}
+	addRatio2("sampled 1 %", 0.97)
+	addRatio2("sampled 100 %", 0)
+}
+
+const headlineCell = "100B-b16KiB-none"
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	}
+	return 0
+}
+
+var toolNames = map[string]string{
+	"agent":         "kafkatrail agent",
+	"kcat":          "kcat -P (librdkafka)",
+	"kgo":           "kgoprod (franz-go kgo)",
+	"producer-perf": "ProducerPerformance (Java)",
+	"otelcol":       "OpenTelemetry Collector",
+	"rsyslog":       "rsyslog imfile+omkafka",
+}
+
+func toolName(t string) string {
+	if n, ok := toolNames[t]; ok {
+		return n
+	}
+	return t
+}
+
+func fnum(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 10000:
+		return groupThousands(fmt.Sprintf("%.0f", v))
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func groupThousands(s string) string {
+	n := len(s)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (n-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func optNum(p *float64) string {
+	if p == nil {
+		return ""
+	}
+	return fnum(*p)
+}
+
+func ratioText(q Ratio) string {
+	s := fmt.Sprintf("**%.2fx**", q.Ratio)
+	if len(q.PerRep) > 1 {
+		lo, hi := q.PerRep[0], q.PerRep[0]
+		for _, v := range q.PerRep {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		s += fmt.Sprintf(" (%.2f-%.2f)", lo, hi)
+	}
+	if q.Met != nil {
+		if *q.Met {
+			s += fmt.Sprintf(" ✅ target ≥ %.2gx", q.Target)
+		} else {
+			s += fmt.Sprintf(" ❌ target ≥ %.2gx", q.Target)
+		}
+	}
+	return s
+}
+
+func (r *Report) ratio(section, cell, of, over string) *Ratio {
+	for i := range r.Ratios {
+		q := &r.Ratios[i]
+		if q.Section == section && q.Cell == cell && q.Of == of && q.Over == over {
+			return q
+		}
+	}
+	return nil
+}
+
+func (r *Report) summary(section, tool, cell string) *Summary {
+	for i := range r.Summaries {
+		s := &r.Summaries[i]
+		if s.Section == section && s.Tool == tool && s.Cell == cell {
+			return s
+		}
+	}
+	return nil
+}
+
+func (r *Report) cells(section string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range r.Summaries {
+		if s.Section == section && !seen[s.Cell] {
+			seen[s.Cell] = true
+			out = append(out, s.Cell)
+		}
+	}
+	return out
+}
+
+func (r *Report) tools(section string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range r.Summaries {
+		if s.Section == section && !seen[s.Tool] {
+			seen[s.Tool] = true
+			out = append(out, s.Tool)
+		}
+	}
+	return out
+}
+
+func cellTitle(id string) string {
+	// "100B-b16KiB-none" -> "100 B records, batch.size 16 KiB, compression none"
+	parts := strings.Split(id, "-")
+	if len(parts) != 3 {
+		return id
+	}
+	size := strings.TrimSuffix(parts[0], "B")
+	if size == "1024" {
+		size = "1 Ki"
+	} else {
+		size += " "
+	}
+	batch := strings.TrimPrefix(parts[1], "b")
+	batch = strings.Replace(strings.Replace(batch, "KiB", " KiB", 1), "MiB", " MiB", 1)
+	return fmt.Sprintf("%sB records, batch.size %s, compression %s", size, batch, parts[2])
+}
+
+func renderMarkdown(r *Report) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p := r.Params
+	w("# Benchmarks\n\n")
+	w("Generated by `make bench` (`scripts/bench.sh`, `bench/cmd/runbench`) from [`benchmarks.json`](benchmarks.json): do not edit by hand. ")
+	w("Run from %s to %s (%.1f min of measuring", r.Started, r.Finished, r.DurationSec/60)
+	if r.MakeBenchSec > 0 {
+		w("; %.1f min for the whole `make bench`, checks, builds and broker start included", r.MakeBenchSec/60)
+	}
+	w("), at commit `%s`%s.\n\n", r.Env["git_commit"], map[bool]string{true: " with uncommitted changes", false: ""}[r.Env["git_dirty"] != ""])
+	quick := p.Records < 2_000_000 || p.Runs < 3 || p.FileLines < 1_000_000
+	if quick {
+		w("> **A quick run**, not the full benchmark: %d records per producer run (full: 2,000,000), %d lines in the file path (full: 1,000,000), %d repetition(s) (full: 3). Ratios from short runs are noisy.\n\n",
+			p.Records, p.FileLines, p.Runs)
+	}
+	w("Every figure is the **median of %d alternating runs** (each repetition runs every cell and every tool in turn, so a slow minute of the machine hits all tools alike). ", p.Runs)
+	w("Ratios compare tools **within this invocation** only; absolute figures depend on the machine (%s cores, %s; the broker shares them: see *Method*). ", r.Env["cores"], r.Env["cpu"])
+	w("records/s and MiB/s are wall-clock: from the tool's start to its exit (stdin/generator runs) or until the topic holds every line (file path); MiB is 2^20 bytes of record values.\n\n")
+
+	// Headline.
+	w("## The issue's targets\n\n")
+	w("| target | measured |\n|---|---|\n")
+	if q := r.ratio("producers", headlineCell, "agent", "kgo"); q != nil {
+		w("| records/s, 100 B, no compression, batch 16 KiB: agent ≥ 1.0x kgo | %s |\n", ratioText(*q))
+	}
+	if q := r.ratio("producers", headlineCell, "agent", "kcat"); q != nil {
+		w("| records/s, 100 B, no compression, batch 16 KiB: agent ≥ 1.3x kcat | %s |\n", ratioText(*q))
+	}
+	for _, c := range r.cells("file") {
+		if q := r.ratio("file", c, "agent", "kcat"); q != nil {
+			w("| file path lines/s: agent ≥ 1.0x `kcat -P -l` | %s |\n", ratioText(*q))
+		}
+		if q := r.ratio("file", c, "agent", "otelcol"); q != nil {
+			w("| file path lines/s: agent ≥ 2.5x the OpenTelemetry Collector | %s |\n", ratioText(*q))
+		}
+		if s := r.summary("file", "agent", c); s != nil && s.OK > 0 {
+			mark := "✅"
+			if s.MaxRSSMiB*1.048576 >= 40 {
+				mark = "❌"
+			}
+			w("| file path: agent peak RSS < 40 MB | %.1f MiB (%.1f MB) %s |\n", s.MaxRSSMiB, s.MaxRSSMiB*1.048576, mark)
+		}
+	}
+	if q := r.ratio("tracing", "sampled 1 %", "sampled 1 %", "tracing off"); q != nil {
+		mark := "✅"
+		if q.Ratio < 0.97 {
+			mark = "❌"
+		}
+		w("| tracing sampled at 1 %% costs ≤ 3 %% of throughput | %.1f %% (1 %% sampled / off = %.3f) %s |\n", (1-q.Ratio)*100, q.Ratio, mark)
+	}
+	for _, m := range r.Memory {
+		if m.BrokerDownAtStart || m.Error != "" {
+			continue
+		}
+		w("| broker stopped, growing file: RSS stays under buffer.memory + a constant | peak %.1f MiB with buffer.memory %d MiB: constant %.1f MiB |\n",
+			m.PeakRSSMiB, m.BufferMemory>>20, m.OverBufferMiB)
+	}
+	w("\n")
+
+	// Producers.
+	if cells := r.cells("producers"); len(cells) > 0 {
+		w("## Producers: %s records per run, stdin (or the tool's own generator) to Kafka\n\n", groupThousands(fmt.Sprint(p.Records)))
+		w("All tools: acks=all, enable.idempotence=true, linger.ms=5, the batch.size and compression of the cell, max.request.size %d, buffer.memory %d MiB (see *Method* for each tool's spelling). ", p.MaxRequestBytes, p.BufferMemory>>20)
+		w("Topics are created before each run with %d partitions, deleted after it. Latency is Send-to-acknowledgement as ProducerPerformance reports it (the other tools do not report it). ", p.Partitions)
+		w("ProducerPerformance's records/s here includes its JVM start, like every other tool's; its own figure (from its first send) is in the *own* column.\n\n")
+		for _, c := range cells {
+			w("### %s\n\n", cellTitle(c))
+			w("| tool | records/s | MiB/s | p50 ms | p99 ms | p99.9 ms | CPU s | CPU µs/record | peak RSS MiB | broker CPU s | own records/s | runs ok |\n")
+			w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+			for _, t := range r.tools("producers") {
+				s := r.summary("producers", t, c)
+				if s == nil {
+					continue
+				}
+				if s.OK == 0 {
+					w("| %s | failed | | | | | | | | | | 0/%d |\n", toolName(t), s.Runs)
+					continue
+				}
+				w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", toolName(t), fnum(s.RecordsPerSec), fnum(s.MiBPerSec),
+					optNum(s.P50), optNum(s.P99), optNum(s.P999), fnum(s.CPUSec), fnum(s.CPUMicrosPerRec), fnum(s.MaxRSSMiB),
+					fnum(s.BrokerCPUSec), optNum(s.ToolRecordsPerSec), s.OK, s.Runs)
+			}
+			w("\nagent's records/s over:")
+			for _, other := range producerTools[1:] {
+				if q := r.ratio("producers", c, "agent", other); q != nil {
+					w(" %s %s;", toolName(other), ratioText(*q))
+				}
+			}
+			w("\n\n")
+		}
+		w("### All ratios (agent records/s over the other tool's; in brackets the lowest and highest ratio within one repetition)\n\n")
+		w("| cell | over kcat | over kgo | over ProducerPerformance |\n|---|---|---|---|\n")
+		for _, c := range cells {
+			w("| %s |", c)
+			for _, other := range producerTools[1:] {
+				if q := r.ratio("producers", c, "agent", other); q != nil {
+					w(" %s |", ratioText(*q))
+				} else {
+					w(" |")
+				}
+			}
+			w("\n")
+		}
+		w("\n")
+	}
+
+	// File path.
+	if cells := r.cells("file"); len(cells) > 0 {
+		for _, c := range cells {
+			w("## The file path: %s, until every line is in Kafka\n\n", c)
+			w("Each tool reads the same file from its beginning into a new %d-partition topic with acks=all (idempotence on where the tool has it); a run ends when the topic's end offsets add up to the line count (polled every 50 ms; the agent's checkpoint must also reach the file's size), then the tool is stopped by its PID (`kcat -P -l` exits by itself). CPU and peak RSS are getrusage's for the whole process life.\n\n", p.Partitions)
+			w("| tool | lines/s | MiB/s | CPU s | CPU µs/line | peak RSS MiB | broker CPU s | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+			for _, t := range r.tools("file") {
+				s := r.summary("file", t, c)
+				if s == nil {
+					continue
+				}
+				if s.OK == 0 {
+					w("| %s | failed (see below) | | | | | | 0/%d |\n", toolName(t), s.Runs)
+					continue
+				}
+				w("| %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", toolName(t), fnum(s.RecordsPerSec), fnum(s.MiBPerSec), fnum(s.CPUSec),
+					fnum(s.CPUMicrosPerRec), fnum(s.MaxRSSMiB), fnum(s.BrokerCPUSec), s.OK, s.Runs)
+			}
+			w("\nagent's lines/s over:")
+			for _, other := range fileTools[1:] {
+				if q := r.ratio("file", c, "agent", other); q != nil {
+					w(" %s %s;", toolName(other), ratioText(*q))
+				}
+			}
+			w("\n\n")
+		}
+	}
+
+	// Tracing.
+	if cells := r.cells("tracing"); len(cells) > 0 {
+		w("## Tracing cost: the agent, %s records of 100 B, batch 16 KiB, no compression\n\n", groupThousands(fmt.Sprint(p.Records)))
+		if r.Env["agent_trace_sample_ratio_flag"] == "true" {
+			w("Sampling set with `--trace-sample-ratio`. ")
+		} else {
+			w("This agent build has no `--trace-sample-ratio` flag: sampling set with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` and `OTEL_TRACES_SAMPLER_ARG`. ")
+		}
+		w("*Off* is `OTEL_TRACES_EXPORTER=none` (no trace pipeline at all). The sampled runs export spans over OTLP/gRPC to `otlpsink` on 127.0.0.1, a receiver that only counts, so they pay the real cost of making, batching and exporting spans (`OTEL_TRACES_EXPORTER=none` would turn tracing off altogether, measuring nothing). Metrics are exported there in all three modes.\n\n")
+		w("| mode | records/s | relative to off | CPU s | CPU µs/record | peak RSS MiB | spans exported | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		off := r.summary("tracing", "agent", "tracing off")
+		for _, c := range cells {
+			s := r.summary("tracing", "agent", c)
+			if s == nil {
+				continue
+			}
+			if s.OK == 0 {
+				w("| %s | failed | | | | | | 0/%d |\n", c, s.Runs)
+				continue
+			}
+			rel := ""
+			if off != nil && off.OK > 0 {
+				rel = fmt.Sprintf("%.3f", s.RecordsPerSec/off.RecordsPerSec)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", c, fnum(s.RecordsPerSec), rel, fnum(s.CPUSec), fnum(s.CPUMicrosPerRec),
+				fnum(s.MaxRSSMiB), optNum(s.Spans), s.OK, s.Runs)
+		}
+		w("\n")
+		if s := r.summary("tracing", "agent", "sampled 100 %"); s != nil && s.Spans != nil && *s.Spans == 0 {
+			w("> **No span reached the sink even at 100 %%**: this agent build does not trace (telemetry not wired into `cmd/agent` yet), so the three modes measure the same thing.\n\n")
+		}
+	}
+
+	// Memory.
+	if len(r.Memory) > 0 {
+		w("## Memory: the agent tails a growing file while the broker is stopped\n\n")
+		w("A writer appends %d-byte lines at %d lines/s to a new file that the agent tails from the beginning. With the broker up, the agent ships until more than 4 MB are acknowledged; then `broker.sh stop` stops the broker and the agent's RSS (VmRSS) is sampled every second for %d s while the file keeps growing (the broker is resumed on its data before the next buffer.memory).\n\n",
+			p.FileLineSize, p.MemoryRate, p.MemorySeconds)
+		w("| buffer.memory | broker | RSS before stop MiB | peak RSS MiB | peak − buffer.memory MiB | final RSS MiB | maxrss MiB (whole life) | file written MB | checkpoint at stop MB | note |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, m := range r.Memory {
+			br := "stopped after 4 MB"
+			if m.BrokerDownAtStart {
+				br = "down from the start"
+			}
+			w("| %d MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.BufferMemory>>20, br, fnum(m.RSSBeforeStopMiB), fnum(m.PeakRSSMiB),
+				fnum(m.OverBufferMiB), fnum(m.FinalRSSMiB), fnum(m.MaxRSSMiB), fnum(float64(m.FileBytes)/1e6), fnum(float64(max(m.CheckpointAtStop, 0))/1e6), m.Error)
+		}
+		var ok []MemoryResult
+		for _, m := range r.Memory {
+			if m.Error == "" && !m.BrokerDownAtStart && m.PeakRSSMiB > 0 {
+				ok = append(ok, m)
+			}
+		}
+		if len(ok) >= 2 {
+			lo, hi := ok[0], ok[0]
+			for _, m := range ok {
+				if m.BufferMemory < lo.BufferMemory {
+					lo = m
+				}
+				if m.BufferMemory > hi.BufferMemory {
+					hi = m
+				}
+			}
+			if hi.BufferMemory > lo.BufferMemory {
+				slope := (hi.PeakRSSMiB - lo.PeakRSSMiB) / (float64(hi.BufferMemory-lo.BufferMemory) / (1 << 20))
+				icpt := lo.PeakRSSMiB - slope*float64(lo.BufferMemory)/(1<<20)
+				w("\nThrough the two points: peak RSS ≈ **%.2f × buffer.memory + %.1f MiB**", slope, icpt)
+				if slope > 1.2 {
+					w(" — it grows faster than buffer.memory itself, so \"buffer.memory plus a constant\" does not hold at these settings: each MiB of buffer.memory costs %.1f MiB of RSS", slope)
+				}
+				w(".\n")
+			}
+		}
+		w("\n")
+	}
+
+	// Notes and failures.
+	var fails []string
+	for _, s := range r.Summaries {
+		for _, e := range s.Errors {
+			fails = append(fails, fmt.Sprintf("- %s / %s / %s: %s", s.Section, toolName(s.Tool), s.Cell, e))
+		}
+	}
+	if len(r.Notes) > 0 || len(fails) > 0 {
+		w("## Notes and failed runs\n\n")
+		for _, n := range r.Notes {
+			w("- %s\n", n)
+		}
+		for _, f := range fails {
+			w("%s\n", f)
+		}
+		w("\n")
+	}
+
+	w("%s", methodText)
+
+	w("## Environment\n\n")
+	var keys []string
+	for k := range r.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w("- %s: `%s`\n", k, r.Env[k])
+	}
+	w("- parameters: %d repetitions, %d records per producer run, %d file lines, sizes %v, batch.size %v, compression %v, %d partitions\n",
+		p.Runs, p.Records, p.FileLines, p.Sizes, p.Batches, p.Compressions, p.Partitions)
+	return b.String()
+}
+
+const methodText = "## Method\n\n" +
+	"```sh\n" +
+	"make bench                                   # full: 3 repetitions, 2M records per producer run, 1M file lines\n" +
+	"BENCH_RECORDS=200000 BENCH_RUNS=1 make bench   # a quick run\n" +
+	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, memory)\n" +
+	"```\n\n" +
+	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), " +
+	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), `BENCH_PAUSE` (1 s between runs), " +
+	"`BENCH_RUN_TIMEOUT` (900 s), `BENCH_OUT` (docs). `make bench` installs what is missing (scripts/deps.sh: kcat, Java, Kafka 4.4.0; " +
+	"rsyslog and rsyslog-kafka from Debian), builds the agent (`go build ./cmd/agent`, no -race), the bench module's programs, and the " +
+	"OpenTelemetry Collector (once, ~3-4 min, cached in `${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin`), then runs everything under " +
+	"`scripts/kafka/with-broker.sh` (one fresh broker for the whole invocation) and writes this file and `benchmarks.json`.\n\n" +
+	"**Data.** Stdin tools and the file path read a file of lines of random upper-case letters (A-Z), the same kind of payload " +
+	"ProducerPerformance generates itself (`--record-size`), so lz4 finds little to compress for every tool alike; real logs compress far better. " +
+	"Each line is one record: the value is the line without its newline, no key, no headers.\n\n" +
+	"**The tools and their settings.**\n\n" +
+	"- *kafkatrail agent*: `agent --brokers B --topic T --header-host= --header-path= -X acks=all -X enable.idempotence=true -X linger.ms=5 " +
+	"-X batch.size=S -X compression.type=C -X max.request.size=1048576 -X buffer.memory=33554432 < file`; the two header flags turn off the " +
+	"source.host/source.path headers it adds by default (no other tool sends headers). Telemetry export off (`OTEL_TRACES_EXPORTER=none`, " +
+	"`OTEL_METRICS_EXPORTER=none`) except in the tracing section. File path: `--tail FILE --start-at beginning --state-dir DIR`.\n" +
+	"- *kcat* (Debian's, librdkafka): `kcat -P -b B -t T -l FILE -q -X acks=all -X enable.idempotence=true -X linger.ms=5 -X batch.size=S " +
+	"-X compression.type=C -X message.max.bytes=1048576 -X batch.num.messages=1000000 -X queue.buffering.max.kbytes=32768 " +
+	"-X queue.buffering.max.messages=10000000`. librdkafka also ends a batch at batch.num.messages (default 10000, which a 1 MiB batch of " +
+	"100 B records would hit) and bounds a request by message.max.bytes: the first is raised out of the way, the second set to max.request.size; " +
+	"its buffer is bounded in bytes like buffer.memory. Partitioning: librdkafka's default (sticky for keyless records).\n" +
+	"- *kgoprod* (`bench/kgoprod`, franz-go v1.22.3): the same `-X` properties mapped onto kgo options (RequiredAcks(AllISRAcks), idempotent " +
+	"writes (kgo's default; up to 5 requests in flight), ProducerLinger(5ms), ProducerBatchMaxBytes(S), ProducerBatchCompression(C), " +
+	"MaxBufferedBytes(32 MiB), MaxBufferedRecords(1<<20)); values are copied into 1 MiB slabs and records taken from slices, so the program " +
+	"adds little of its own per record.\n" +
+	"- *ProducerPerformance* (kafka-tools 4.4.0, `scripts/kafka/broker.sh java org.apache.kafka.tools.ProducerPerformance`, -Xmx512m): " +
+	"`--num-records N --record-size S --throughput -1 --producer-props bootstrap.servers=B acks=all enable.idempotence=true linger.ms=5 " +
+	"batch.size=S compression.type=C max.request.size=1048576 buffer.memory=33554432`; its last line gives the latency percentiles.\n" +
+	"- *OpenTelemetry Collector* (built with the OpenTelemetry Collector Builder v0.165.0 from `bench/otelcol/builder-config.yaml`: " +
+	"filelog receiver, kafka exporter, file_storage): filelog `start_at: beginning` with its offsets in file_storage; kafka exporter " +
+	"`required_acks: -1` (franz-go, idempotent), `linger: 5ms`, `logs.encoding: raw` (one record per line; the string body is sent JSON-quoted, " +
+	"so each record is 2 bytes longer), `sending_queue.block_on_overflow: true` (without it the exporter drops lines when its queue is full " +
+	"instead of slowing the receiver), its own telemetry off (no port opened).\n" +
+	"- *rsyslog* (Debian's rsyslogd 8.2302 with rsyslog-kafka): `rsyslogd -n -f CONF -i PIDFILE` with its own work directory; imfile " +
+	"(inotify) into omkafka with the same librdkafka properties as kcat (`confParam`) and `request.required.acks=-1` (`topicConfParam`), " +
+	"template `%msg%` (the line only), `partitions.auto=\"on\"`. No network input is loaded: nothing listens.\n\n" +
+	"**Measurement.** Each tool runs as a child process in its own process group; wall time is from its start to its exit (or until the topic " +
+	"holds every line); CPU seconds are user+system and peak RSS is ru_maxrss, both from getrusage of the waited-for child (for " +
+	"ProducerPerformance that is the JVM, which `broker.sh java` execs). Broker CPU is the broker JVM's utime+stime over the run. Every run is " +
+	"checked: the topic's end offsets must add up to exactly the records sent (no loss, no duplicates), else the run counts as failed and is " +
+	"left out of the medians. Everything listens on 127.0.0.1 and every process is stopped by its PID.\n\n" +
+	"**Caveats.** The broker, the tool under test and the harness share the machine's cores, so a tool's own CPU use slows the broker: " +
+	"CPU µs/record is the fairer figure of a tool's cost, records/s of what this machine delivers end to end. Other work on the machine " +
+	"(see loadavg_at_start) adds noise; the alternation spreads it over all tools, and the per-repetition ratio ranges show how much.\n\n"

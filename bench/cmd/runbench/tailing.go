@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var fileTools = []string{"agent", "kcat", "otelcol", "rsyslog"}
+
+// fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
+// holds every line (end offsets summed, polled every 50 ms), then the tool is stopped by its
+// PID (kcat -l exits by itself). lines/s counts from the tool's start to that moment.
+func (b *bench) fileSection() error {
+	data, err := b.dataFile(b.prm.FileLines, b.prm.FileLineSize)
+	if err != nil {
+		return err
+	}
+	c := cell{Size: b.prm.FileLineSize, Batch: 16384, Comp: "none"}
+	total := b.prm.Runs * len(fileTools)
+	i := 0
+	for rep := 1; rep <= b.prm.Runs; rep++ {
+		for _, tool := range fileTools {
+			if !b.toolOn(tool) {
+				continue
+			}
+			if b.ctx.Err() != nil {
+				return errStopped
+			}
+			i++
+			r := b.fileRun(tool, c, rep, data)
+			b.report.Runs = append(b.report.Runs, r)
+			logf("[%d/%d] file rep %d %-8s %s", i, total, rep, tool, r.brief())
+			b.pause()
+		}
+	}
+	return nil
+}
+
+func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
+	r := Run{Section: "file", Tool: tool, Cell: fmt.Sprintf("%d lines of %d B", b.prm.FileLines, c.Size), Rep: rep,
+		Records: int64(b.prm.FileLines), Bytes: int64(b.prm.FileLines) * int64(c.Size)}
+	if tool == "otelcol" && b.p.otelcol == "" {
+		r.Error = "not run: " + b.otelMissing
+		return r
+	}
+	r.Topic = b.topicName("f", tool, "file", rep)
+	dir := filepath.Join(b.p.work, r.Topic)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	if err := b.adm.createTopic(b.ctx, r.Topic, b.prm.Partitions); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer func() {
+		if err := b.adm.deleteTopic(b.ctx, r.Topic); err != nil {
+			logf("delete topic %s: %v", r.Topic, err)
+		}
+	}()
+
+	var cmd *exec.Cmd
+	selfExit := false
+	switch tool {
+	case "agent":
+		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
+			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
+			"--shutdown-timeout", "10s"}
+		for _, kv := range b.javaProps(c) {
+			args = append(args, "-X", kv)
+		}
+		cmd = exec.Command(b.p.agent, args...)
+		cmd.Env = agentEnv()
+	case "kcat":
+		args := []string{"-P", "-b", b.p.bootstrap, "-t", r.Topic, "-l", data, "-q"}
+		for _, kv := range b.rdkafkaProps(c) {
+			args = append(args, "-X", kv)
+		}
+		cmd = exec.Command(b.p.kcat, args...)
+		selfExit = true
+	case "otelcol":
+		conf := filepath.Join(dir, "otelcol.yaml")
+		if err := os.WriteFile(conf, []byte(b.otelConfig(dir, data, r.Topic, c)), 0o644); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		cmd = exec.Command(b.p.otelcol, "--config", "file:"+conf)
+		cmd.Env = cleanEnv()
+	case "rsyslog":
+		conf := filepath.Join(dir, "rsyslog.conf")
+		if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		if err := os.WriteFile(conf, []byte(b.rsyslogConfig(dir, data, r.Topic, c)), 0o644); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		cmd = exec.Command(b.p.rsyslogd, "-n", "-f", conf, "-i", filepath.Join(dir, "rsyslogd.pid"))
+	default:
+		r.Error = "unknown tool " + tool
+		return r
+	}
+
+	cpu0 := b.brokerCPU()
+	p, err := startProc(tool, cmd)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	timeout := time.Duration(b.prm.RunTimeoutSec) * time.Second
+	var doneAt time.Time
+	var werr error
+	lastCount := int64(-1)
+	lastChange := time.Now()
+	werr = waitFor(b.ctx, timeout, 50*time.Millisecond, func() (bool, error) {
+		n, err := b.adm.count(b.ctx, r.Topic)
+		if err != nil {
+			return false, nil
+		}
+		if n != lastCount {
+			lastCount, lastChange = n, time.Now()
+		}
+		if n >= r.Records {
+			doneAt = time.Now()
+			return true, nil
+		}
+		if p.exited() && !selfExit {
+			return false, fmt.Errorf("%s exited early: %v", tool, p.exitErr())
+		}
+		if p.exited() && selfExit && time.Since(p.end) > 5*time.Second {
+			return false, fmt.Errorf("%s exited with %d of %d lines in the topic: %v", tool, n, r.Records, p.exitErr())
+		}
+		if time.Since(lastChange) > 60*time.Second {
+			return false, fmt.Errorf("no progress for 60 s at %d of %d lines", n, r.Records)
+		}
+		return false, nil
+	})
+	if werr == nil && tool == "agent" {
+		// The agent's own completion: its checkpoint reaches the file's size.
+		size := fileSize(data)
+		werr = waitFor(b.ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) {
+			return checkpointOffset(filepath.Join(dir, "state", "checkpoints.json"), data) == size, nil
+		})
+		if werr != nil {
+			werr = fmt.Errorf("every line is in the topic but the checkpoint is %d of %d bytes after 30 s",
+				checkpointOffset(filepath.Join(dir, "state", "checkpoints.json"), data), size)
+		} else {
+			r.Extra = map[string]any{"checkpoint_complete_s": time.Since(p.start).Seconds()}
+		}
+	}
+	var serr error
+	if selfExit {
+		serr = p.wait(timeout)
+		if serr == nil {
+			serr = p.exitErr()
+		}
+	} else {
+		// A non-zero exit on SIGTERM is not a failure of the run; needing SIGKILL is.
+		if err := p.stop(30 * time.Second); err != nil && strings.Contains(err.Error(), "after SIGTERM") {
+			serr = err
+		}
+	}
+	r.BrokerCPUSec = b.brokerCPU() - cpu0
+	r.setUsage(p)
+	if !doneAt.IsZero() {
+		r.WallSec = doneAt.Sub(p.start).Seconds()
+		if selfExit && p.wall().Seconds() > r.WallSec {
+			r.WallSec = p.wall().Seconds()
+		}
+	}
+	r.InKafka, _ = b.adm.count(b.ctx, r.Topic)
+	r.Partitions = b.adm.perPartition(b.ctx, r.Topic)
+	if v := b.adm.firstValue(b.ctx, b.p.bootstrap, r.Topic); v != "" {
+		if r.Extra == nil {
+			r.Extra = map[string]any{}
+		}
+		r.Extra["a_record_value_bytes"] = len(v)
+		if len(v) > 40 {
+			v = v[:40] + "..."
+		}
+		r.Extra["a_record_value"] = v
+	}
+	switch {
+	case werr != nil:
+		r.Error = werr.Error()
+		if t := lastLines(p.stderr.String()+"\n"+p.stdout.String(), 3); t != "" {
+			r.Error += "; output: " + t
+		}
+	case serr != nil:
+		r.Error = serr.Error()
+	case r.InKafka != r.Records:
+		r.Error = fmt.Sprintf("%d records in the topic, want %d (duplicates)", r.InKafka, r.Records)
+	}
+	r.OK = r.Error == ""
+	r.rates()
+	return r
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
+
+// checkpointOffset reads the agent's checkpoint offset of path (-1 if none yet).
+func checkpointOffset(cp, path string) int64 {
+	b, err := os.ReadFile(cp)
+	if err != nil {
+		return -1
+	}
+	var f struct {
+		Entries []struct {
+			Path   string `json:"path"`
+			Offset int64  `json:"offset"`
+		} `json:"entries"`
+	}
+	if json.Unmarshal(b, &f) != nil {
+		return -1
+	}
+	for _, e := range f.Entries {
+		if e.Path == path {
+			return e.Offset
+		}
+	}
+	return -1
+}
+
+// otelConfig: filelog receiver (from the beginning, offsets kept in file_storage) to the kafka
+// exporter with the same producer settings; block_on_overflow so that a full queue slows the
+// receiver instead of dropping lines; raw encoding so that each line is one record (the body,
+// a string, is sent JSON-quoted); the collector's own telemetry off (no port opened).
+func (b *bench) otelConfig(dir, data, topic string, c cell) string {
+	return fmt.Sprintf(`extensions:
+  file_storage:
+    directory: %[1]s/storage
+    create_directory: true
+receivers:
+  filelog:
+    include: [%[2]s]
+    start_at: beginning
+    storage: file_storage
+exporters:
+  kafka:
+    brokers: [%[3]s]
+    client_id: otelcol-bench
+    logs:
+      topic: %[4]s
+      encoding: raw
+    producer:
+      required_acks: -1
+      compression: %[5]s
+      linger: 5ms
+      max_message_bytes: %[6]d
+    sending_queue:
+      enabled: true
+      block_on_overflow: true
+service:
+  extensions: [file_storage]
+  telemetry:
+    logs:
+      level: warn
+    metrics:
+      level: none
+  pipelines:
+    logs:
+      receivers: [filelog]
+      exporters: [kafka]
+`, dir, data, b.p.bootstrap, topic, c.Comp, b.prm.MaxRequestBytes)
+}
+
+// rsyslogConfig: imfile (inotify) to omkafka with the same librdkafka settings as kcat; only
+// the message text is sent (template %msg%); no network input is loaded, nothing listens.
+func (b *bench) rsyslogConfig(dir, data, topic string, c cell) string {
+	var conf []string
+	for _, kv := range b.rdkafkaProps(c) {
+		if strings.HasPrefix(kv, "acks=") {
+			continue // a topic property: topicConfParam below
+		}
+		conf = append(conf, strconv.Quote(kv))
+	}
+	return fmt.Sprintf(`# Generated by bench/cmd/runbench for one benchmark run.
+global(workDirectory="%[1]s/work" maxMessageSize="64k")
+module(load="imfile" mode="inotify")
+module(load="omkafka")
+template(name="bench_raw" type="string" string="%%msg%%")
+ruleset(name="bench_kafka") {
+  action(type="omkafka" broker=["%[2]s"] topic="%[3]s" template="bench_raw" partitions.auto="on"
+         confParam=[%[4]s]
+         topicConfParam=["request.required.acks=-1"])
+}
+input(type="imfile" file="%[5]s" tag="bench" ruleset="bench_kafka" freshStartTail="off")
+`, dir, b.p.bootstrap, topic, strings.Join(conf, ", "), data)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// tracingModes: off (no trace pipeline at all: OTEL_TRACES_EXPORTER=none), 1 % and 100 %.
+// Spans go over OTLP/gRPC to otlpsink on 127.0.0.1 (a backend that only counts), so the
+// sampled runs pay for span creation, the batch processor and the export; metrics go there too
+// in all three modes.
+var tracingModes = []struct {
+	name  string
+	ratio float64
+}{{"tracing off", 0}, {"sampled 1 %", 0.01}, {"sampled 100 %", 1}}
+
+func (b *bench) tracing() error {
+	if b.p.otlpsink == "" {
+		return fmt.Errorf("--otlpsink is required for the tracing section")
+	}
+	c := cell{Size: 100, Batch: 16384, Comp: "none"}
+	data, err := b.dataFile(b.prm.Records, c.Size)
+	if err != nil {
+		return err
+	}
+	if !b.traceFlag {
+		b.report.Notes = append(b.report.Notes, "The agent has no --trace-sample-ratio flag in this build: the tracing "+
+			"runs set OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG instead.")
+	}
+	total := b.prm.Runs * len(tracingModes)
+	i := 0
+	for rep := 1; rep <= b.prm.Runs; rep++ {
+		for _, m := range tracingModes {
+			if b.ctx.Err() != nil {
+				return errStopped
+			}
+			i++
+			r := b.tracingRun(m.name, m.ratio, c, rep, data)
+			b.report.Runs = append(b.report.Runs, r)
+			logf("[%d/%d] tracing rep %d %-13s %s spans=%v", i, total, rep, m.name, r.brief(), r.Extra["spans_exported"])
+			b.pause()
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (b *bench) tracingRun(mode string, ratio float64, c cell, rep int, data string) Run {
+	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.Records),
+		Bytes: int64(b.prm.Records) * int64(c.Size), Extra: map[string]any{}}
+	port, err := freePort()
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	sink, err := startProc("otlpsink", exec.Command(b.p.otlpsink, "--listen", "127.0.0.1:"+strconv.Itoa(port)))
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer sink.stop(5 * time.Second)
+	if err := waitFor(b.ctx, 10*time.Second, 20*time.Millisecond, func() (bool, error) {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err == nil {
+			conn.Close()
+			return true, nil
+		}
+		return sink.exited(), nil
+	}); err != nil || sink.exited() {
+		r.Error = fmt.Sprintf("otlpsink did not start: %v %v", err, sink.exitErr())
+		return r
+	}
+
+	r.Topic = b.topicName("t", "agent", strings.ReplaceAll(mode, " ", ""), rep)
+	if err := b.adm.createTopic(b.ctx, r.Topic, b.prm.Partitions); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer func() {
+		if err := b.adm.deleteTopic(b.ctx, r.Topic); err != nil {
+			logf("delete topic %s: %v", r.Topic, err)
+		}
+	}()
+	args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--header-host=", "--header-path=", "--log-level", "warn"}
+	for _, kv := range b.javaProps(c) {
+		args = append(args, "-X", kv)
+	}
+	env := cleanEnv()
+	env = append(env,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:"+strconv.Itoa(port),
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+		"OTEL_EXPORTER_OTLP_INSECURE=true",
+		"OTEL_METRICS_EXPORTER=otlp",
+		"OTEL_LOGS_EXPORTER=none",
+	)
+	if ratio == 0 {
+		env = append(env, "OTEL_TRACES_EXPORTER=none")
+	} else {
+		env = append(env, "OTEL_TRACES_EXPORTER=otlp")
+		if b.traceFlag {
+			args = append(args, "--trace-sample-ratio", strconv.FormatFloat(ratio, 'f', -1, 64))
+		} else {
+			env = append(env, "OTEL_TRACES_SAMPLER=parentbased_traceidratio",
+				"OTEL_TRACES_SAMPLER_ARG="+strconv.FormatFloat(ratio, 'f', -1, 64))
+		}
+	}
+	cmd := exec.Command(b.p.agent, args...)
+	f, err := os.Open(data)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer f.Close()
+	cmd.Stdin = f
+	cmd.Env = env
+	cpu0 := b.brokerCPU()
+	p, err := startProc("agent", cmd)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	werr := p.wait(time.Duration(b.prm.RunTimeoutSec) * time.Second)
+	r.BrokerCPUSec = b.brokerCPU() - cpu0
+	r.setUsage(p)
+	if werr != nil {
+		r.Error = werr.Error()
+	} else if err := p.exitErr(); err != nil {
+		r.Error = err.Error()
+	}
+	r.InKafka, _ = b.adm.count(b.ctx, r.Topic)
+	if r.Error == "" && r.InKafka != r.Records {
+		r.Error = fmt.Sprintf("%d records in the topic, want %d", r.InKafka, r.Records)
+	}
+	_ = sink.stop(5 * time.Second)
+	var counts map[string]int64
+	sc := bufio.NewScanner(strings.NewReader(sink.stdout.String()))
+	for sc.Scan() {
+		_ = json.Unmarshal(sc.Bytes(), &counts)
+	}
+	r.Extra["spans_exported"] = counts["spans"]
+	r.Extra["metric_exports"] = counts["metric_requests"]
+	r.Extra["sink_cpu_s"] = sink.usage.CPUSec()
+	r.OK = r.Error == ""
+	r.rates()
+	return r
+}

@@ -8,6 +8,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 PKGS ?= ./...
 
 .PHONY: all deps broker-start broker-stop broker-status test test-short fmt vet
+.PHONY: tools dashboards test-tools test-e2e
 
 all: vet test-short
 
@@ -29,6 +30,7 @@ test: deps
 	  rc=0; \
 	  $(GO) vet $(PKGS) || rc=$$?; \
 	  $(GO) test $(GOTEST_FLAGS) $(PKGS) || rc=$$?; \
+	  (cd tools && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || rc=$$?; \
 	  exit $$rc'
 
 # Unit tests only: no broker (tests needing it skip themselves under -short).
@@ -40,6 +42,28 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# The observability tools (tools/go.mod): Jaeger and Prometheus built once into
+# ${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin (about 15 min for both on 2 cores the first
+# time, including the module download; a second run takes about a second).
+tools:
+	scripts/tools.sh build
+
+# Regenerate dashboards/*.json from tools/dashboards and telemetry/names.go.
+dashboards:
+	cd tools && $(GO) run ./dashboards
+
+# The tools module's own tests (dashboards up to date, strict decoding, PromQL parses);
+# the end-to-end tests skip under -short.
+test-tools:
+	cd tools && $(GO) vet ./... && $(GO) test -short -count=1 ./...
+
+# End to end: the real broker, Jaeger and Prometheus (scripts/with-observability.sh), the
+# agent built from cmd/agent; traces must reach Jaeger with all six stages and every
+# dashboard query must return data. The first run builds the tools (see `tools`).
+test-e2e: deps tools
+	scripts/kafka/with-broker.sh scripts/with-observability.sh \
+	  sh -c 'cd tools && $(GO) test -count=1 -timeout 15m -v ./e2e/'
 
 # Side by side (issue 6, docs/benchmarks.md): the agent against kcat, a franz-go program and
 # Kafka's ProducerPerformance; the file path against kcat -l, the OpenTelemetry Collector and

@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stages of a record's trace, in order (telemetry/names.go).
+var stageSpans = []string{"append", "drain", "doSend", "completedSend", "completedReceive", "callback"}
+
+// TestAgentTracesInJaeger runs the agent on a few hundred lines from stdin against the real
+// broker, every record sampled, traces exported over OTLP/gRPC to Jaeger, and waits until
+// Jaeger's HTTP API has a trace whose `send {topic}` span has exactly the six stage children,
+// in order, tiling the parent.
+func TestAgentTracesInJaeger(t *testing.T) {
+	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
+	jaegerURL := backend(t, "JAEGER_QUERY_URL")
+	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
+	ctx := context.Background()
+
+	topic := uniqueName("e2e-traces")
+	const service = "kafkatrail-agent"
+	run := startAgent(t, "agent (traces)", []string{"--brokers", bootstrap, "--topic", topic, "--stdin",
+		"--state-dir", t.TempDir(), "--log-format", "text"},
+		map[string]string{
+			"OTEL_SERVICE_NAME":           service,
+			"OTEL_TRACES_EXPORTER":        "otlp",
+			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": jaegerOTLP,
+			"OTEL_TRACES_SAMPLER":         "always_on",
+			"OTEL_METRICS_EXPORTER":       "none",
+		}, true)
+	const lines = 300
+	for i := 0; i < lines; i++ {
+		if _, err := fmt.Fprintf(run.stdin, `{"msg":"e2e trace line %d","n":%d}`+"\n", i, i); err != nil {
+			t.Fatalf("writing to the agent: %v\n%s", err, run.output())
+		}
+	}
+	run.stdin.Close()
+	if code := run.wait(60 * time.Second); code != 0 {
+		t.Fatalf("agent exited %d; its output:\n%s", code, run.output())
+	}
+
+	op := "send " + topic
+	var last []string
+	err := poll(ctx, 30*time.Second, 300*time.Millisecond, func() (bool, error) {
+		var r jaegerTraces
+		q := url.Values{"service": {service}, "operation": {op}, "limit": {"50"}, "lookback": {"1h"}}
+		if err := getJSON(ctx, jaegerURL, "/api/traces", q, &r); err != nil {
+			return false, err
+		}
+		if len(r.Data) == 0 {
+			var s struct {
+				Data []string `json:"data"`
+			}
+			_ = getJSON(ctx, jaegerURL, "/api/services", nil, &s)
+			return false, fmt.Errorf("no trace with operation %q of service %q (services: %v)", op, service, s.Data)
+		}
+		last = last[:0]
+		for _, tr := range r.Data {
+			problem := checkSendTrace(tr, op)
+			if problem == "" {
+				t.Logf("trace %s: %q with its six stages (%d traces found)", tr.TraceID, op, len(r.Data))
+				return true, nil
+			}
+			last = append(last, tr.TraceID+": "+problem)
+		}
+		return false, fmt.Errorf("%d traces, none with exactly the six stages under %q:\n  %s", len(r.Data), op, strings.Join(last, "\n  "))
+	})
+	if err != nil {
+		t.Fatalf("Jaeger (%s): %v", jaegerURL, err)
+	}
+}
+
+// checkSendTrace returns "" if the trace has a span named op whose children are exactly
+// the six stages, in start order, adding up to the parent's duration; else what is wrong.
+func checkSendTrace(tr jaegerTrace, op string) string {
+	var send *jaegerSpan
+	for i := range tr.Spans {
+		if tr.Spans[i].OperationName == op {
+			send = &tr.Spans[i]
+			break
+		}
+	}
+	if send == nil {
+		return fmt.Sprintf("no %q span", op)
+	}
+	var kids []jaegerSpan
+	for _, s := range tr.Spans {
+		if s.parent() == send.SpanID {
+			kids = append(kids, s)
+		}
+	}
+	sort.SliceStable(kids, func(i, j int) bool { return kids[i].StartTime < kids[j].StartTime })
+	var names []string
+	var sum int64
+	for _, k := range kids {
+		names = append(names, k.OperationName)
+		sum += k.Duration
+	}
+	if strings.Join(names, ",") != strings.Join(stageSpans, ",") {
+		return fmt.Sprintf("children of %q: %v, want %v", op, names, stageSpans)
+	}
+	// Contiguous stages add up to the parent; Jaeger keeps microseconds, so allow rounding.
+	if d := send.Duration - sum; d < -10 || d > 10 {
+		return fmt.Sprintf("stage durations add up to %dµs, the send span lasts %dµs", sum, send.Duration)
+	}
+	return ""
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/producer"
+	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
 // Agent connects sources to a producer. Create it with New, then call RunStdin or RunTail once.
@@ -28,11 +29,14 @@ type Agent struct {
 	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
 
 	tailer atomic.Pointer[Tailer] // set while RunTail runs, for SetTailGlobs and stats
+
+	tel *telemetry.Provider // nil: no telemetry
 }
 
 // Stats counts lines through the agent. Safe for concurrent use.
 type Stats struct {
 	LinesRead   atomic.Int64
+	BytesRead   atomic.Int64
 	LinesAcked  atomic.Int64
 	LinesFailed atomic.Int64
 
@@ -70,8 +74,9 @@ func (e *LinesFailedError) Error() string {
 
 func (e *LinesFailedError) Unwrap() error { return e.First }
 
-// New validates cfg and starts the producer.
-func New(cfg Config, log *slog.Logger, opts ...producer.Option) (*Agent, error) {
+// New validates cfg and starts the producer. tel, when not nil, traces records (a line's own
+// trace context becomes the parent of its `send` span) and receives the agent's metrics.
+func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer.Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,11 +88,14 @@ func New(cfg Config, log *slog.Logger, opts ...producer.Option) (*Agent, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer"))}, opts...)
+	if tel != nil {
+		opts = append(opts, tel.ProducerOption())
+	}
 	prod, err := producer.New(pc, opts...)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, prod: prod}
+	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel}
 	a.builders.New = func() any { return newRecordBuilder(&a.cfg) }
 	return a, nil
 }
@@ -119,7 +127,12 @@ func (a *Agent) sendLine(ctx context.Context, line []byte, path string, cb produ
 	b := a.builders.Get().(*recordBuilder)
 	defer a.builders.Put(b)
 	a.stats.LinesRead.Add(1)
+	a.stats.BytesRead.Add(int64(len(line)))
 	rec := b.build(line, path)
+	if tp := b.lineTrace; tp != nil && a.tel != nil {
+		// The line's own trace continues: its context is the parent of the record's send span.
+		ctx = telemetry.ContextWithLineTrace(ctx, tp)
+	}
 	for {
 		err := a.prod.Send(ctx, rec, cb)
 		switch {

@@ -43,6 +43,8 @@ type Config struct {
 	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
 	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
 
+	TraceSampleRatio float64 `koanf:"trace-sample-ratio" doc:"share of records traced, 0 to 1 (a line's own sampled trace context is always followed); -1: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 0.01"`
+
 	LogLevel  string `koanf:"log-level" doc:"debug, info, warn or error"`
 	LogFormat string `koanf:"log-format" doc:"text or json; default: text on a terminal, json otherwise"`
 
@@ -52,16 +54,17 @@ type Config struct {
 // DefaultConfig returns the defaults every other source overrides.
 func DefaultConfig() Config {
 	return Config{
-		StateDir:        defaultStateDir(),
-		StartAt:         "end",
-		LongLines:       "split",
-		PartialLineIdle: 5 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
-		HeaderPath:      "source.path",
-		HeaderHost:      "source.host",
-		TraceHeader:     "traceparent",
-		LogLevel:        "info",
-		Producer:        map[string]string{},
+		StateDir:         defaultStateDir(),
+		StartAt:          "end",
+		LongLines:        "split",
+		PartialLineIdle:  5 * time.Second,
+		ShutdownTimeout:  30 * time.Second,
+		HeaderPath:       "source.path",
+		HeaderHost:       "source.host",
+		TraceHeader:      "traceparent",
+		TraceSampleRatio: -1,
+		LogLevel:         "info",
+		Producer:         map[string]string{},
 	}
 }
 
@@ -125,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive, got %v", c.ShutdownTimeout)
+	}
+	if r := c.TraceSampleRatio; r != -1 && (r < 0 || r > 1) {
+		bad("trace-sample-ratio", "must be between 0 and 1 (or -1 for the OTEL_TRACES_SAMPLER environment), got %v", r)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -227,6 +233,8 @@ func Flags(fs *pflag.FlagSet) {
 			fs.Bool(f.key, v.Bool(), f.doc)
 		case reflect.Int:
 			fs.Int(f.key, int(v.Int()), f.doc)
+		case reflect.Float64:
+			fs.Float64(f.key, v.Float(), f.doc)
 		case reflect.Slice:
 			fs.StringArray(f.key, nil, f.doc)
 		case durationKind:

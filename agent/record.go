@@ -32,7 +32,9 @@ type recordBuilder struct {
 
 	rec     producer.Record
 	headers []producer.Header
-	trace   [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
+	// lineTrace is the W3C trace context the last built line carried, nil if none.
+	lineTrace []byte
+	trace     [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
 }
 
 func newRecordBuilder(c *Config) *recordBuilder {
@@ -61,6 +63,7 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	r := &b.rec
 	*r = producer.Record{Topic: b.topic, Partition: producer.PartitionAny, Value: line}
 	b.headers = b.headers[:0]
+	b.lineTrace = nil
 	if b.headerPath != "" && path != "" {
 		b.headers = append(b.headers, producer.Header{Key: b.headerPath, Value: b.pathBytes})
 	}
@@ -83,6 +86,7 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	if b.traceHeader != "" && fields != nil {
 		if tp := b.traceparent(fields); tp != nil {
 			b.headers = append(b.headers, producer.Header{Key: b.traceHeader, Value: tp})
+			b.lineTrace = tp
 		}
 	}
 	r.Headers = b.headers

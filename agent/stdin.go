@@ -23,6 +23,10 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Now()) })
 		defer stop()
 	}
+	mctx, stopMetrics := context.WithCancel(context.Background())
+	metricsDone := make(chan struct{})
+	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
+	defer func() { stopMetrics(); <-metricsDone }()
 	lr := newLineReader(r, a.cfg.EffectiveMaxLineBytes(), a.cfg.LongLines)
 	var readErr error
 	for {

@@ -25,6 +25,10 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return err
 	}
 	a.tailer.Store(t)
+	mctx, stopMetrics := context.WithCancel(context.Background())
+	metricsDone := make(chan struct{})
+	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
+	defer func() { stopMetrics(); <-metricsDone }()
 	runErr := t.Run(ctx)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		a.log.Error("tailer stopped", "error", runErr)

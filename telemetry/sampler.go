@@ -21,7 +21,8 @@ func samplerFromConfig(ratio *float64) (sdktrace.Sampler, bool, error) {
 		if *ratio < 0 || *ratio > 1 {
 			return nil, false, fmt.Errorf("trace sample ratio %v: must be between 0 and 1", *ratio)
 		}
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*ratio)), *ratio > 0, nil
+		// Still on at 0: a line whose trace context is sampled is traced (parent-based).
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*ratio)), true, nil
 	}
 	name := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")))
 	if name == "" {

@@ -242,7 +242,7 @@ func TestSamplerConfiguration(t *testing.T) {
 	}{
 		{nil, "", "", "TraceIDRatioBased{0.01}", true, false},
 		{Ratio(0.25), "always_on", "", "TraceIDRatioBased{0.25}", true, false}, // the flag wins
-		{Ratio(0), "", "", "TraceIDRatioBased{0}", false, false},
+		{Ratio(0), "", "", "TraceIDRatioBased{0}", true, false},                // parent-based: a sampled line still traces,
 		{Ratio(1.5), "", "", "", false, true},
 		{nil, "always_on", "", "AlwaysOnSampler", true, false},
 		{nil, "always_off", "", "AlwaysOffSampler", false, false},

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafkatrail/kafkatrail/agent"
+	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -62,7 +63,20 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 
 	level := new(slog.LevelVar)
 	log := newLogger(cfg, level, stderr)
-	a, err := agent.New(cfg, log)
+	tel, err := setupTelemetry(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent: telemetry: %v\n", err)
+		return exitUsage
+	}
+	// Stamp log records written inside a span with its trace and span ids.
+	log = slog.New(tel.Logger(log.Handler()))
+	defer func() {
+		// After the producer closed: the last records' spans and metrics go out, in bounded time.
+		if err := tel.Shutdown(context.Background()); err != nil {
+			log.Warn("flushing telemetry", "error", err)
+		}
+	}()
+	a, err := agent.New(cfg, log, tel)
 	if err != nil {
 		printConfigError(stderr, err)
 		return exitUsage
@@ -201,6 +215,27 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel, "tail", cfg.Tail,
 		"note", "log-level and tail apply now; other keys at the next start")
+}
+
+// setupTelemetry configures tracing and metrics from the OTEL_* environment, with
+// --trace-sample-ratio when given.
+func setupTelemetry(cfg agent.Config, log *slog.Logger) (*telemetry.Provider, error) {
+	tc := telemetry.Config{
+		ServiceVersion: version,
+		TraceHeader:    cfg.TraceHeader,
+		ClientID:       agent.AgentClientID,
+		ErrorLogger:    log.With("component", "telemetry"),
+		// At exit the last spans and metrics are flushed; a collector that is down must not
+		// hold the exit (of a stdin run, say) for long.
+		ShutdownTimeout: 2 * time.Second,
+	}
+	if pc, err := cfg.ProducerConfig(); err == nil {
+		tc.ClientID = pc.ClientID
+	}
+	if cfg.TraceSampleRatio >= 0 {
+		tc.SampleRatio = telemetry.Ratio(cfg.TraceSampleRatio)
+	}
+	return telemetry.Setup(context.Background(), tc)
 }
 
 func isTerminal(f *os.File) bool {

@@ -75,7 +75,9 @@ func cleanEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "HOME="+os.TempDir())
+	// No telemetry backend runs for these tests; the OTLP exporters are tested in telemetry/
+	// and tools/e2e.
+	return append(env, "HOME="+os.TempDir(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
 }
 
 func tail(s string) string {

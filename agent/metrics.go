@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/telemetry"
+)
+
+// metricsReporter copies the tailer's and the agent's counters into the OpenTelemetry agent
+// metrics once a second. Polling keeps the read path free of metric calls; a second of delay
+// is nothing for counters and gauges scraped every 15 s or more.
+type metricsReporter struct {
+	a     *Agent
+	files map[string]*fileReport // by path
+	stdin *fileReport
+}
+
+type fileReport struct {
+	m                                   *telemetry.FileMetrics
+	lines, bytes                        int64
+	truncated, split, dropped, seenRead uint64
+}
+
+func (a *Agent) reportMetrics(ctx context.Context) {
+	if a.tel == nil {
+		return
+	}
+	r := &metricsReporter{a: a, files: map[string]*fileReport{}}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	defer r.close()
+	for {
+		select {
+		case <-ctx.Done():
+			r.report()
+			return
+		case <-t.C:
+			r.report()
+		}
+	}
+}
+
+func (r *metricsReporter) report() {
+	am := r.a.tel.Agent()
+	if t := r.a.tailer.Load(); t != nil {
+		seen := map[string]bool{}
+		for _, f := range t.Stats().Files {
+			seen[f.Path] = true
+			fr := r.files[f.Path]
+			if fr == nil {
+				fr = &fileReport{m: am.File(f.Path)}
+				r.files[f.Path] = fr
+			}
+			if d := int64(f.LinesRead) - fr.lines; d > 0 {
+				// Bytes from the read offset; a copytruncate reset is not counted backwards.
+				fr.m.Read(int(d), int(max(f.ReadOffset-fr.bytes, 0)))
+			}
+			fr.lines, fr.bytes = int64(f.LinesRead), f.ReadOffset
+			for ; fr.truncated < f.Truncated; fr.truncated++ {
+				fr.m.Truncated()
+			}
+			for ; fr.split < f.Split; fr.split++ {
+				fr.m.Split()
+			}
+			for ; fr.dropped < f.Dropped; fr.dropped++ {
+				fr.m.Dropped("long-line")
+			}
+			fr.m.SetPosition(f.Size, f.ReadOffset, f.Committed)
+		}
+		for path, fr := range r.files {
+			if !seen[path] {
+				fr.m.Close()
+				delete(r.files, path)
+			}
+		}
+	}
+	if r.a.cfg.Stdin {
+		if r.stdin == nil {
+			r.stdin = &fileReport{m: am.File(telemetry.StdinPath)}
+		}
+		lines, bytes := r.a.stats.LinesRead.Load(), r.a.stats.BytesRead.Load()
+		if d := lines - r.stdin.lines; d > 0 {
+			r.stdin.m.Read(int(d), int(bytes-r.stdin.bytes))
+		}
+		r.stdin.lines, r.stdin.bytes = lines, bytes
+	}
+}
+
+func (r *metricsReporter) close() {
+	for _, fr := range r.files {
+		fr.m.Close()
+	}
+	if r.stdin != nil {
+		r.stdin.m.Close()
+	}
+}

@@ -60,17 +60,55 @@ func renderDoc() string {
 	p("Prometheus names follow the OTLP translation: dots become underscores, the unit becomes a suffix\n")
 	p("(`s` -> `_seconds`, `By` -> `_bytes`) and counters end in `_total`; e.g. `%s` is\n", MetricStageDuration)
 	p("`kafkatrail_producer_stage_duration_seconds_bucket{stage=\"drain\"}`.\n\n")
-	p("| name | kind | unit | attributes | meaning |\n|---|---|---|---|---|\n")
+	b.WriteString(metricsTable())
+	p("\n## Logs\n\n")
+	p("Log records written with a context inside a span carry `%s` and `%s`.\n", LogKeyTraceID, LogKeySpanID)
+	return b.String()
+}
+
+// metricsTable lists every metric: name, kind, unit, attributes, meaning. docs/telemetry.md and
+// the README carry it.
+func metricsTable() string {
+	var b strings.Builder
+	b.WriteString("| name | kind | unit | attributes | meaning |\n|---|---|---|---|---|\n")
 	for _, m := range Metrics {
 		attrs := make([]string, len(m.Attrs))
 		for i, a := range m.Attrs {
 			attrs[i] = "`" + a + "`"
 		}
-		p("| `%s` | %s | `%s` | %s | %s |\n", m.Name, m.Kind, m.Unit, strings.Join(attrs, ", "), m.Doc)
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s |\n", m.Name, m.Kind, m.Unit, strings.Join(attrs, ", "), m.Doc)
 	}
-	p("\n## Logs\n\n")
-	p("Log records written with a context inside a span carry `%s` and `%s`.\n", LogKeyTraceID, LogKeySpanID)
 	return b.String()
+}
+
+const (
+	readmePath        = "../README.md"
+	readmeMetricsFrom = "<!-- BEGIN METRICS (generated: KAFKATRAIL_UPDATE_DOCS=1 go test ./telemetry/ -run Doc) -->\n"
+	readmeMetricsTo   = "<!-- END METRICS -->"
+)
+
+// TestReadmeMetricsAreCurrent fails when the README's metrics table differs from names.go.
+func TestDocReadmeMetricsAreCurrent(t *testing.T) {
+	raw, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	i, j := strings.Index(readme, readmeMetricsFrom), strings.Index(readme, readmeMetricsTo)
+	if i < 0 || j < i {
+		t.Fatalf("README.md lacks the metrics markers")
+	}
+	want := metricsTable()
+	if readme[i+len(readmeMetricsFrom):j] == want {
+		return
+	}
+	if os.Getenv("KAFKATRAIL_UPDATE_DOCS") != "" {
+		if err := os.WriteFile(readmePath, []byte(readme[:i+len(readmeMetricsFrom)]+want+readme[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("README.md's metrics table is stale: run KAFKATRAIL_UPDATE_DOCS=1 go test ./telemetry/ -run Doc")
 }
 
 // TestDocIsCurrent fails when docs/telemetry.md differs from what names.go generates.

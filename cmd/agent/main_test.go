@@ -227,3 +227,11 @@ func TestCheckPrintsConfigWithoutSecrets(t *testing.T) {
 		t.Fatalf("version: %d %q", v.code, v.stdout)
 	}
 }
+
+// The example configuration in configs/ must stay valid.
+func TestExampleConfigPassesCheck(t *testing.T) {
+	r := runAgent(t, nil, 30*time.Second, nil, "check", "--config", "../../configs/agent.yaml")
+	if r.code != 0 || !strings.Contains(r.stdout, "configuration OK") {
+		t.Fatalf("configs/agent.yaml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

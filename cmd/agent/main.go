@@ -32,7 +32,10 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+	stop := startProfile()
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+	stop()
+	os.Exit(code)
 }
 
 func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []string) int {

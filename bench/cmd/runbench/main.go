@@ -190,6 +190,10 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	go func() {
+		<-ctx.Done()
+		close(interrupted)
+	}()
 
 	b := &bench{p: p, prm: prm, ctx: ctx, rng: rand.New(rand.NewPCG(1, 2))}
 	b.report = &Report{Params: prm, Started: time.Now().UTC().Format(time.RFC3339)}
@@ -394,6 +398,22 @@ func cleanEnv() []string {
 	return env
 }
 
+// record adds a run to the report and rewrites the report files, so that an interrupted or
+// stopped invocation leaves what it measured so far.
+func (b *bench) record(r Run) {
+	b.report.Runs = append(b.report.Runs, r)
+	b.checkpoint()
+}
+
+func (b *bench) checkpoint() {
+	b.report.DurationSec = time.Since(b.t0).Seconds()
+	b.report.InProgress = true
+	if err := b.write(); err != nil {
+		logf("writing the report: %v", err)
+	}
+	b.report.InProgress = false
+}
+
 func (b *bench) write() error {
 	b.report.Finished = time.Now().UTC().Format(time.RFC3339)
 	summarize(b.report)
@@ -412,7 +432,9 @@ func (b *bench) write() error {
 	if err := os.WriteFile(mp, []byte(renderMarkdown(b.report)), 0o644); err != nil {
 		return err
 	}
-	logf("wrote %s and %s (%.0f s in all)", mp, jp, b.report.DurationSec)
+	if !b.report.InProgress {
+		logf("wrote %s and %s (%.0f s in all)", mp, jp, b.report.DurationSec)
+	}
 	return nil
 }
 

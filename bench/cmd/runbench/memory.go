@@ -57,6 +57,7 @@ func (b *bench) memory() error {
 		}
 		res := b.memoryRun(bufMem, line, &brokerUp)
 		b.report.Memory = append(b.report.Memory, res)
+		b.checkpoint()
 		logf("memory buffer.memory=%d MiB: peak RSS %.1f MiB (%.1f MiB over buffer.memory), before the broker stop %.1f MiB %s",
 			bufMem>>20, res.PeakRSSMiB, res.OverBufferMiB, res.RSSBeforeStopMiB, res.Error)
 	}

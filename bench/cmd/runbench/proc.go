@@ -59,6 +59,9 @@ func lastLines(s string, n int) string {
 	return r
 }
 
+// interrupted is closed when the harness is asked to stop (SIGINT, SIGTERM).
+var interrupted = make(chan struct{})
+
 // proc is a started child process whose resource usage is read when it is waited for.
 type proc struct {
 	name   string
@@ -123,11 +126,15 @@ func (p *proc) exited() bool {
 	}
 }
 
-// wait waits for the process to exit on its own, killing it (by its PID) after timeout.
+// wait waits for the process to exit on its own, stopping it (by its PID) after timeout or
+// when the harness is interrupted (interrupted is closed).
 func (p *proc) wait(timeout time.Duration) error {
 	select {
 	case <-p.done:
 		return p.err
+	case <-interrupted:
+		_ = p.stop(10 * time.Second)
+		return fmt.Errorf("%s: interrupted", p.name)
 	case <-time.After(timeout):
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {

@@ -104,7 +104,7 @@ func (b *bench) producers() error {
 				}
 				i++
 				r := b.producerRun(tool, c, rep, files[c.Size])
-				b.report.Runs = append(b.report.Runs, r)
+				b.record(r)
 				logf("[%d/%d] producers rep %d %s %-13s %s", i, total, rep, c.ID(), tool, r.brief())
 				b.pause()
 			}

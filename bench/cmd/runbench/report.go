@@ -74,13 +74,14 @@ type Report struct {
 	DurationSec  float64 `json:"duration_s"`
 	MakeBenchSec float64 `json:"make_bench_s,omitempty"` // the whole make bench: installs, builds, broker start
 
-	Params    Params            `json:"params"`
-	Env       map[string]string `json:"environment"`
-	Notes     []string          `json:"notes,omitempty"`
-	Summaries []Summary         `json:"summaries"`
-	Ratios    []Ratio           `json:"ratios"`
-	Memory    []MemoryResult    `json:"memory,omitempty"`
-	Runs      []Run             `json:"runs"`
+	Params     Params            `json:"params"`
+	Env        map[string]string `json:"environment"`
+	InProgress bool              `json:"in_progress,omitempty"` // written while the runs go on
+	Notes      []string          `json:"notes,omitempty"`
+	Summaries  []Summary         `json:"summaries"`
+	Ratios     []Ratio           `json:"ratios"`
+	Memory     []MemoryResult    `json:"memory,omitempty"`
+	Runs       []Run             `json:"runs"`
 }
 
 type key struct{ section, tool, cell string }
@@ -422,6 +423,9 @@ func renderMarkdown(r *Report) string {
 		w("; %.1f min for the whole `make bench`, checks, builds and broker start included", r.MakeBenchSec/60)
 	}
 	w("), at commit `%s`%s.\n\n", r.Env["git_commit"], map[bool]string{true: " with uncommitted changes", false: ""}[r.Env["git_dirty"] != ""])
+	if r.InProgress {
+		w("> **Incomplete**: written while `make bench` was still running (or it was stopped before the end); sections and repetitions not listed were not measured.\n\n")
+	}
 	quick := p.Records < 2_000_000 || p.Runs < 3 || p.FileLines < 1_000_000
 	if quick {
 		w("> **A quick run**, not the full benchmark: %d records per producer run (full: 2,000,000), %d lines in the file path (full: 1,000,000), %d repetition(s) (full: 3). Ratios from short runs are noisy.\n\n",

@@ -34,7 +34,7 @@ func (b *bench) fileSection() error {
 			}
 			i++
 			r := b.fileRun(tool, c, rep, data)
-			b.report.Runs = append(b.report.Runs, r)
+			b.record(r)
 			logf("[%d/%d] file rep %d %-8s %s", i, total, rep, tool, r.brief())
 			b.pause()
 		}

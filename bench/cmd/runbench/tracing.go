@@ -43,7 +43,7 @@ func (b *bench) tracing() error {
 			}
 			i++
 			r := b.tracingRun(m.name, m.ratio, c, rep, data)
-			b.report.Runs = append(b.report.Runs, r)
+			b.record(r)
 			logf("[%d/%d] tracing rep %d %-13s %s spans=%v", i, total, rep, m.name, r.brief(), r.Extra["spans_exported"])
 			b.pause()
 		}

@@ -73,3 +73,14 @@ test-e2e: deps tools
 .PHONY: bench
 bench:
 	scripts/bench.sh
+
+# A real broker, Jaeger, Prometheus and the agent tailing a rotating sample log, on 127.0.0.1;
+# prints where to look; Ctrl-C stops everything (see scripts/demo.sh). The first run builds
+# Jaeger and Prometheus (about 15 minutes on 2 cores); later runs are up in about 20 s.
+.PHONY: demo demo-check
+demo:
+	scripts/demo.sh
+
+# The unattended demo: up, then a trace with all six stages must be in Jaeger within 90 s.
+demo-check:
+	DEMO_SECONDS=90 DEMO_HTTP_PORT=18686 scripts/demo.sh

@@ -44,8 +44,8 @@ vet:
 	$(GO) vet $(PKGS)
 
 # The observability tools (tools/go.mod): Jaeger and Prometheus built once into
-# ${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin (about 15 min for both on 2 cores the first
-# time, including the module download; a second run takes about a second).
+# ${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin (about 25 min for both on a busy 2-core
+# machine the first time, module download included; a second run takes under a second).
 tools:
 	scripts/tools.sh build
 
@@ -84,3 +84,12 @@ demo:
 # The unattended demo: up, then a trace with all six stages must be in Jaeger within 90 s.
 demo-check:
 	DEMO_SECONDS=90 DEMO_HTTP_PORT=18686 scripts/demo.sh
+
+# Reliability figures (scripts/reliability.sh; the reliability/ module starts its own broker):
+# `reliability` runs the full sizes and rewrites docs/reliability.md; `reliability-ci` is the
+# shortened form (about 3-4 minutes), for make test.
+.PHONY: reliability reliability-ci
+reliability: deps
+	scripts/reliability.sh full
+reliability-ci: deps
+	scripts/reliability.sh ci

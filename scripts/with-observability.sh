@@ -4,7 +4,7 @@
 # JAEGER_OTLP_HTTP_ENDPOINT, PROMETHEUS_URL, PROMETHEUS_OTLP_METRICS_ENDPOINT), then ALWAYS
 # stops both, also on failure or Ctrl-C. Exits with the command's status; on failure prints
 # the tail of both logs. Builds the binaries first if they are not cached (scripts/tools.sh:
-# about 15 minutes for both on 2 cores the first time, a second later).
+# about 25 minutes for both on a busy 2-core machine the first time, under a second later).
 #
 #   scripts/with-observability.sh go test ./e2e/
 #

@@ -53,6 +53,7 @@ type Params struct {
 	PauseSec        float64  `json:"pause_s"`
 	MaxRequestBytes int      `json:"max_request_size"`
 	BufferMemory    int      `json:"buffer_memory"`
+	WarmupRecords   int      `json:"warmup_records"`
 }
 
 type paths struct {
@@ -164,6 +165,7 @@ func main() {
 		MemoryRate:      envInt("BENCH_MEMORY_RATE", 50_000),
 		RunTimeoutSec:   envInt("BENCH_RUN_TIMEOUT", 900),
 		PauseSec:        envFloat("BENCH_PAUSE", 1),
+		WarmupRecords:   envInt("BENCH_WARMUP", 1_000_000),
 		MaxRequestBytes: 1 << 20,
 		BufferMemory:    32 << 20,
 	}
@@ -228,6 +230,7 @@ type bench struct {
 	brokerPID   int
 	traceFlag   bool
 	otelMissing string
+	warmed      bool
 }
 
 func (b *bench) has(section string) bool {

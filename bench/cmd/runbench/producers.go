@@ -85,6 +85,7 @@ func (b *bench) producers() error {
 		}
 		files[s] = f
 	}
+	b.warm()
 	ntools := 0
 	for _, t := range producerTools {
 		if b.toolOn(t) {
@@ -268,3 +269,46 @@ type Latency struct {
 }
 
 var _ = strings.TrimSpace
+
+// warm runs kgoprod (unrecorded) into a scratch topic, without and with lz4, before the first
+// measured run: a fresh broker JVM interprets its produce path until the JIT has compiled it,
+// and measured runs on a cold broker were several times slower (and cost the broker several
+// times the CPU) than the same runs minutes later. BENCH_WARMUP=0 turns it off.
+func (b *bench) warm() {
+	if b.warmed || b.prm.WarmupRecords <= 0 {
+		return
+	}
+	b.warmed = true
+	data, err := b.dataFile(b.prm.WarmupRecords, 100)
+	if err != nil {
+		logf("warm-up: %v", err)
+		return
+	}
+	for _, comp := range []string{"none", "lz4"} {
+		c := cell{Size: 100, Batch: 16384, Comp: comp}
+		topic := b.topicName("w", "kgo", c.ID(), 0)
+		if err := b.adm.createTopic(b.ctx, topic, b.prm.Partitions); err != nil {
+			logf("warm-up: %v", err)
+			return
+		}
+		cmd, err := b.producerCommand("kgo", c, data, topic, b.prm.WarmupRecords)
+		if err == nil {
+			var p *proc
+			if p, err = startProc("warm-up", cmd); err == nil {
+				err = p.wait(time.Duration(b.prm.RunTimeoutSec) * time.Second)
+				logf("warm-up: %d records of 100 B, %s, in %.1f s (broker JIT warm-up; not measured) %v", b.prm.WarmupRecords, comp, p.wall().Seconds(), errOrEmpty(err))
+			}
+			if f, ok := cmd.Stdin.(*os.File); ok {
+				f.Close()
+			}
+		}
+		_ = b.adm.deleteTopic(b.ctx, topic)
+	}
+}
+
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

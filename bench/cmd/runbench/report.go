@@ -431,6 +431,9 @@ func renderMarkdown(r *Report) string {
 		w("> **A quick run**, not the full benchmark: %d records per producer run (full: 2,000,000), %d lines in the file path (full: 1,000,000), %d repetition(s) (full: 3). Ratios from short runs are noisy.\n\n",
 			p.Records, p.FileLines, p.Runs)
 	}
+	if p.WarmupRecords > 0 {
+		w("Before the first measured run, %s records go through kgoprod (without and with lz4, not measured) to warm the fresh broker JVM up. ", groupThousands(fmt.Sprint(p.WarmupRecords)))
+	}
 	w("Every figure is the **median of %d alternating runs** (each repetition runs every cell and every tool in turn, so a slow minute of the machine hits all tools alike). ", p.Runs)
 	w("Ratios compare tools **within this invocation** only; absolute figures depend on the machine (%s cores, %s; the broker shares them: see *Method*). ", r.Env["cores"], r.Env["cpu"])
 	w("records/s and MiB/s are wall-clock: from the tool's start to its exit (stdin/generator runs) or until the topic holds every line (file path); MiB is 2^20 bytes of record values.\n\n")
@@ -668,7 +671,7 @@ const methodText = "## Method\n\n" +
 	"```\n\n" +
 	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), " +
 	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), `BENCH_PAUSE` (1 s between runs), " +
-	"`BENCH_RUN_TIMEOUT` (900 s), `BENCH_OUT` (docs). `make bench` installs what is missing (scripts/deps.sh: kcat, Java, Kafka 4.4.0; " +
+	"`BENCH_RUN_TIMEOUT` (900 s), `BENCH_WARMUP` (1000000 records through kgoprod before the first measured run; 0: none), `BENCH_TOOLS` (all; e.g. agent,kgo), `BENCH_OUT` (docs). `make bench` installs what is missing (scripts/deps.sh: kcat, Java, Kafka 4.4.0; " +
 	"rsyslog and rsyslog-kafka from Debian), builds the agent (`go build ./cmd/agent`, no -race), the bench module's programs, and the " +
 	"OpenTelemetry Collector (once, ~3-4 min, cached in `${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin`), then runs everything under " +
 	"`scripts/kafka/with-broker.sh` (one fresh broker for the whole invocation) and writes this file and `benchmarks.json`.\n\n" +

@@ -22,6 +22,7 @@ func (b *bench) fileSection() error {
 		return err
 	}
 	c := cell{Size: b.prm.FileLineSize, Batch: 16384, Comp: "none"}
+	b.warm()
 	total := b.prm.Runs * len(fileTools)
 	i := 0
 	for rep := 1; rep <= b.prm.Runs; rep++ {

@@ -34,6 +34,7 @@ func (b *bench) tracing() error {
 		b.report.Notes = append(b.report.Notes, "The agent has no --trace-sample-ratio flag in this build: the tracing "+
 			"runs set OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG instead.")
 	}
+	b.warm()
 	total := b.prm.Runs * len(tracingModes)
 	i := 0
 	for rep := 1; rep <= b.prm.Runs; rep++ {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -192,12 +193,18 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 				}
 			}
 			waited = false
-			n, rerr, herr := fl.readAvailable(ctx, sink)
+			n, rewritten, rerr, herr := fl.readAvailable(ctx, sink)
 			if herr != nil {
 				if ctx.Err() != nil {
 					break
 				}
 				return false, false, herr
+			}
+			if rewritten {
+				if err := fl.restart(sink, "file's first bytes changed while reading it (truncated and rewritten)", fl.readPos.Load(), size); err != nil {
+					return false, false, err
+				}
+				continue
 			}
 			if n > 0 {
 				lastData = fl.t.now()
@@ -272,28 +279,41 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 	return false, false, nil
 }
 
-// readAvailable reads and splits chunks until the end of the file. It returns the bytes read, a
-// read error (retried after a pause) and the handler's error.
-func (fl *follower) readAvailable(ctx context.Context, sink followerSink) (total int64, readErr, handlerErr error) {
+// readAvailable reads and splits chunks until the end of the file. It returns the bytes read,
+// whether the file turned out truncated and rewritten (the caller restarts it), a read error
+// (retried after a pause) and the handler's error.
+//
+// A copytruncate between two reads whose new content has already grown past the read offset
+// shows no shrink: the next read would return bytes from the middle of the new content, to be
+// joined to a line started in the old one. So after every read the file must still begin with
+// the bytes it was identified by, or what was read is dropped. The check follows the read, so a
+// truncation before the read cannot slip through; one between the read and the check drops bytes
+// of the old content that copytruncate had just taken away (the copy holds them).
+func (fl *follower) readAvailable(ctx context.Context, sink followerSink) (total int64, rewritten bool, readErr, handlerErr error) {
 	for ctx.Err() == nil {
 		buf := fl.split.space()
 		pos := fl.readPos.Load()
 		k, err := fl.fd.ReadAt(buf, pos)
 		if k > 0 {
+			// The size bound only limits how much is compared; a file now shorter than its
+			// fingerprint reads short, which counts as changed.
+			if replaced, ferr := fl.checkFingerprint(math.MaxInt64); ferr == nil && replaced {
+				return total, true, nil, nil
+			}
 			fl.readPos.Store(pos + int64(k))
 			total += int64(k)
 			if herr := fl.split.feed(k, sink); herr != nil {
-				return total, nil, herr
+				return total, false, nil, herr
 			}
 		}
 		if errors.Is(err, io.EOF) || (err == nil && k == 0) {
-			return total, nil, nil
+			return total, false, nil, nil
 		}
 		if err != nil {
-			return total, err, nil
+			return total, false, err, nil
 		}
 	}
-	return total, nil, nil
+	return total, false, nil, nil
 }
 
 // checkFingerprint verifies, after a pause, that the file still begins with the bytes it was

@@ -20,7 +20,8 @@
 #
 # Environment: KAFKATRAIL_STATE (default /tmp/kafkatrail-kafka), KAFKATRAIL_CACHE (jar cache),
 # KAFKA_PORT, KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90),
-# JAVA (default: java on PATH / $JAVA_HOME).
+# KAFKA_ADVERTISED_PORT (PLAINTEXT's advertised port, default KAFKA_PORT: a proxy's port, so that
+# clients cannot bypass the proxy; read by start, kept by resume), JAVA (default: java on PATH / $JAVA_HOME).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,6 +30,7 @@ PORT=${KAFKA_PORT:-9092}
 CONTROLLER_PORT=$((PORT + 1))
 SASL_PORT=$((PORT + 2))
 SSL_PORT=$((PORT + 3))
+ADVERTISED_PORT=${KAFKA_ADVERTISED_PORT:-$PORT}
 HOST=127.0.0.1
 HEAP=${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}
 START_DEADLINE=${KAFKA_START_TIMEOUT:-90}
@@ -120,7 +122,7 @@ controller.quorum.bootstrap.servers=$HOST:$CONTROLLER_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
 log.dirs=$DATA
 

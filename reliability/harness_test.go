@@ -1,0 +1,624 @@
+package reliability
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+)
+
+// ---------------------------------------------------------------------------------------------
+// Waiting on conditions.
+
+// waitFor polls cond every interval until it returns true, or fails the test at the deadline
+// with the message what() returns.
+func waitFor(t *testing.T, timeout, interval time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, what())
+		}
+		time.Sleep(interval)
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent process.
+
+type agentProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	logf   string
+	exited chan struct{}
+	err    error
+	done   time.Time
+
+	peakMu sync.Mutex
+	peak   int64
+	stopS  chan struct{}
+}
+
+// startAgent starts the agent binary with args; its stdout and stderr go to a file (log()). It is
+// killed by its PID when the test ends, if it still runs. stdin is r (nil: /dev/null).
+func startAgent(t *testing.T, stdin io.Reader, env []string, args ...string) *agentProc {
+	t.Helper()
+	logf := filepath.Join(t.TempDir(), "agent.log")
+	f, err := os.Create(logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(agentBin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Stdin = stdin
+	cmd.Env = append(cleanEnv(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &agentProc{t: t, cmd: cmd, logf: logf, exited: make(chan struct{}), stopS: make(chan struct{})}
+	go func() {
+		a.err = cmd.Wait()
+		a.done = time.Now()
+		f.Close()
+		close(a.exited)
+	}()
+	go a.sampleRSS()
+	t.Cleanup(func() {
+		select {
+		case <-a.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-a.exited
+		}
+	})
+	return a
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AGENT_") && !strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	// No OpenTelemetry collector runs here: without these the exporters retry against
+	// 127.0.0.1:4317, log a warning every 10 s and add about 2 s to every exit.
+	return append(env, "HOME="+os.TempDir(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
+}
+
+// sampleRSS records the agent's peak resident memory every 20 ms while it runs.
+func (a *agentProc) sampleRSS() {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.exited:
+			return
+		case <-tick.C:
+			if r := rss(a.cmd.Process.Pid); r > 0 {
+				a.peakMu.Lock()
+				a.peak = max(a.peak, r)
+				a.peakMu.Unlock()
+			}
+		}
+	}
+}
+
+// peakRSS returns the highest resident memory seen, and resets it to 0 when reset is set.
+func (a *agentProc) peakRSS(reset bool) int64 {
+	a.peakMu.Lock()
+	defer a.peakMu.Unlock()
+	p := a.peak
+	if reset {
+		a.peak = 0
+	}
+	return p
+}
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+func (a *agentProc) log() string {
+	b, _ := os.ReadFile(a.logf)
+	return string(b)
+}
+
+func (a *agentProc) logTail() string {
+	var kept []string
+	for _, l := range strings.Split(a.log(), "\n") {
+		if !strings.Contains(l, "msg=telemetry") { // the OTLP exporter finds no collector: noise here
+			kept = append(kept, l)
+		}
+	}
+	s := strings.Join(kept, "\n")
+	if len(s) > 4000 {
+		return "..." + s[len(s)-4000:]
+	}
+	return s
+}
+
+func (a *agentProc) running() bool {
+	select {
+	case <-a.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// wait waits for the agent to exit by itself and returns its exit code.
+func (a *agentProc) wait(timeout time.Duration) int {
+	a.t.Helper()
+	select {
+	case <-a.exited:
+	case <-time.After(timeout):
+		a.t.Fatalf("agent still running after %v; log:\n%s", timeout, a.logTail())
+	}
+	return exitCode(a.err)
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// stop sends SIGTERM and waits for the exit; the agent must exit 0.
+func (a *agentProc) stop(timeout time.Duration) {
+	a.t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	if code := a.wait(timeout); code != 0 {
+		a.t.Fatalf("agent exited %d after SIGTERM; log:\n%s", code, a.logTail())
+	}
+}
+
+// kill9 kills the agent as a crash would, by its PID.
+func (a *agentProc) kill9() {
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.exited
+}
+
+// checkNoPanic fails the test if the agent's output shows a Go panic or fatal runtime error.
+func (a *agentProc) checkNoPanic() {
+	a.t.Helper()
+	l := a.log()
+	for _, s := range []string{"panic:", "fatal error:", "goroutine 1 ["} {
+		if strings.Contains(l, s) {
+			a.t.Fatalf("agent crashed (%q in its output):\n%s", s, a.logTail())
+		}
+	}
+}
+
+// tailArgs are the arguments of an agent following path (a file or a glob).
+func tailArgs(bootstrap, topic, path, state string, extra ...string) []string {
+	return append([]string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", state,
+		"--start-at", "beginning", "--partial-line-idle", "200ms", "--log-level", agentLogLevel(), "--log-format", "text"}, extra...)
+}
+
+// agentLogLevel is info, or RELIABILITY_AGENT_LOG_LEVEL (debug, to investigate a failure).
+func agentLogLevel() string {
+	if l := os.Getenv("RELIABILITY_AGENT_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "info"
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lines and files.
+
+// lineLen is the length of every numbered line, newline included: offsets convert to line
+// numbers, so a checkpoint says how many lines it covers.
+const lineLen = 100
+
+// numberedLine returns line i: "line-<9 digits> " padded with letters to lineLen-1, and "\n".
+func numberedLine(buf []byte, i int) []byte {
+	start := len(buf)
+	buf = fmt.Appendf(buf, "line-%09d ", i)
+	for len(buf)-start < lineLen-1 {
+		buf = append(buf, 'a'+byte((len(buf)-start+i)%26))
+	}
+	return append(buf, '\n')
+}
+
+// lineFile appends numbered lines to a file as an application logging would.
+type lineFile struct {
+	t    testing.TB
+	path string
+	f    *os.File
+	next int
+	buf  []byte
+}
+
+func newLineFile(t testing.TB, path string) *lineFile {
+	lf := &lineFile{t: t, path: path}
+	lf.open()
+	return lf
+}
+
+func (lf *lineFile) open() {
+	f, err := os.OpenFile(lf.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		lf.t.Fatal(err)
+	}
+	lf.f = f
+}
+
+// write appends n lines in one write per 64 KiB.
+func (lf *lineFile) write(n int) {
+	for n > 0 {
+		lf.buf = lf.buf[:0]
+		for n > 0 && len(lf.buf) < 64<<10 {
+			lf.buf = numberedLine(lf.buf, lf.next)
+			lf.next++
+			n--
+		}
+		if _, err := lf.f.Write(lf.buf); err != nil {
+			lf.t.Fatal(err)
+		}
+	}
+}
+
+// rotateRename is logrotate's default: rename the file away, create a new one.
+func (lf *lineFile) rotateRename(to string) {
+	lf.f.Close()
+	if err := os.Rename(lf.path, to); err != nil {
+		lf.t.Fatal(err)
+	}
+	lf.open()
+}
+
+// rotateCopyTruncate is logrotate's copytruncate done by the writer itself, so that nothing is
+// written between the copy and the truncation: copy the content away, truncate in place; the
+// writer keeps its descriptor (O_APPEND, so it continues at the new end).
+func (lf *lineFile) rotateCopyTruncate(to string) {
+	data, err := os.ReadFile(lf.path)
+	if err != nil {
+		lf.t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		lf.t.Fatal(err)
+	}
+	if err := os.Truncate(lf.path, 0); err != nil {
+		lf.t.Fatal(err)
+	}
+}
+
+func (lf *lineFile) close() { lf.f.Close() }
+
+// checkpointLines reads the agent's checkpoint file and returns the committed offset of the
+// entry for path (its current name), in lines; 0 if there is none yet.
+func checkpointLines(t *testing.T, stateDir, path string) int64 {
+	t.Helper()
+	return checkpointOffset(t, stateDir, path) / lineLen
+}
+
+// checkpointOffset returns the committed offset of path in bytes; 0 if there is none yet.
+func checkpointOffset(t *testing.T, stateDir, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(stateDir, "checkpoints.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp struct {
+		Entries []struct {
+			Path   string `json:"path"`
+			Offset int64  `json:"offset"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		t.Fatalf("checkpoints.json: %v", err)
+	}
+	for _, e := range cp.Entries {
+		if e.Path == path {
+			return e.Offset
+		}
+	}
+	return 0
+}
+
+// checkpointsCover reports whether the checkpoint of every file in paths is at the file's end:
+// the agent has every line of them acknowledged.
+func checkpointsCover(t *testing.T, stateDir string, paths []string) (bool, string) {
+	t.Helper()
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return false, err.Error()
+		}
+		if off := checkpointOffset(t, stateDir, p); off != fi.Size() {
+			return false, fmt.Sprintf("%s: checkpoint at %d of %d bytes", p, off, fi.Size())
+		}
+	}
+	return true, ""
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading Kafka.
+
+// kafkaAccess reads a cluster: the suite broker through its SASL listener (which the toxics do
+// not touch), or kfake directly.
+type kafkaAccess struct {
+	seeds []string
+	opts  []kgo.Opt
+}
+
+func (k kafkaAccess) client(t *testing.T, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(k.seeds...),
+		kgo.RequestTimeoutOverhead(5 * time.Second), kgo.RetryTimeout(10 * time.Second)}, k.opts...), extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// endOffsets returns the sum of the topic's partitions' end offsets (records written, when the
+// topic started empty).
+func (k kafkaAccess) endOffsets(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	lo, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	if err := lo.Error(); err != nil {
+		return 0, err
+	}
+	var sum int64
+	lo.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum, nil
+}
+
+// offsetWatcher polls a topic's end offsets.
+type offsetWatcher struct {
+	t     *testing.T
+	k     kafkaAccess
+	cl    *kgo.Client
+	adm   *kadm.Client
+	topic string
+}
+
+func (k kafkaAccess) watch(t *testing.T, topic string) *offsetWatcher {
+	cl := k.client(t)
+	t.Cleanup(cl.Close)
+	return &offsetWatcher{t: t, k: k, cl: cl, adm: kadm.NewClient(cl), topic: topic}
+}
+
+// get returns the records in the topic now, or -1 if the cluster did not answer.
+func (w *offsetWatcher) get() int64 {
+	n, err := w.k.endOffsets(context.Background(), w.adm, w.topic)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// waitAtLeast waits until the topic holds at least n records and returns when that was seen.
+func (w *offsetWatcher) waitAtLeast(n int64, timeout time.Duration, a *agentProc) time.Time {
+	w.t.Helper()
+	var last int64
+	waitFor(w.t, timeout, 20*time.Millisecond, func() bool { last = w.get(); return last >= n },
+		func() string {
+			s := fmt.Sprintf("%d of %d records in %s", last, n, w.topic)
+			if a != nil {
+				s += "; agent log:\n" + a.logTail()
+			}
+			return s
+		})
+	return time.Now()
+}
+
+// reached waits until the topic holds at least n records; false if it did not within timeout.
+func (w *offsetWatcher) reached(n int64, timeout time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if w.get() >= n {
+			return time.Now(), true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Time{}, false
+}
+
+// settle waits until the end offsets stop moving for 500 ms (after a crash: what was in flight
+// has landed) and returns them.
+func (w *offsetWatcher) settle(timeout time.Duration) int64 {
+	w.t.Helper()
+	last, since := int64(-2), time.Now()
+	waitFor(w.t, timeout, 50*time.Millisecond, func() bool {
+		n := w.get()
+		if n != last || n < 0 {
+			last, since = n, time.Now()
+			return false
+		}
+		return time.Since(since) >= 500*time.Millisecond
+	}, func() string { return fmt.Sprintf("end offsets of %s still moving (%d)", w.topic, last) })
+	return last
+}
+
+// lineCount is what a topic holds of line-0 .. line-(n-1). torn counts records that are a
+// strict prefix of a numbered line (a partial line sent as a record); they do not count as the
+// line delivered.
+type lineCount struct {
+	records, distinct, lost, dup int64
+	torn                         int64 // a strict prefix of a numbered line: a partial line sent as a record
+	spliced                      int64 // starts as numbered line i but goes on with other bytes: a corrupt record
+}
+
+// countLines reads the whole topic and counts the numbered lines: lost are the lines of
+// 0..n-1 never seen, dup the extra copies. Records that are not numbered lines fail the test.
+func (k kafkaAccess) countLines(t *testing.T, topic string, n int) lineCount {
+	t.Helper()
+	seen := make([]uint16, n)
+	var c lineCount
+	k.consume(t, topic, func(r *kgo.Record) {
+		c.records++
+		v := r.Value
+		if len(v) < 14 {
+			if isLinePrefix(v) {
+				c.torn++
+				return
+			}
+			t.Fatalf("unexpected record %.80q", v)
+		}
+		if !bytes.HasPrefix(v, []byte("line-")) {
+			t.Fatalf("unexpected record %.80q", v)
+		}
+		i, err := strconv.Atoi(string(v[5:14]))
+		if err != nil || i < 0 || i >= n {
+			t.Fatalf("unexpected record %.80q (lines 0..%d expected)", v, n-1)
+		}
+		if want := numberedLine(nil, i); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
+			if len(v) < lineLen-1 && bytes.HasPrefix(want, v) {
+				c.torn++
+				if c.torn <= 3 {
+					t.Logf("torn record (a partial line): %q", v)
+				}
+				return
+			}
+			c.spliced++
+			if c.spliced <= 3 {
+				t.Logf("spliced record (starts as line %d, goes on with other bytes): %q", i, v)
+			}
+			return
+		}
+		seen[i]++
+	})
+	for _, s := range seen {
+		if s == 0 {
+			c.lost++
+		} else {
+			c.distinct++
+			c.dup += int64(s) - 1
+		}
+	}
+	return c
+}
+
+// isLinePrefix reports whether v (shorter than "line-" and nine digits) starts some numbered line.
+func isLinePrefix(v []byte) bool {
+	for i, c := range v {
+		if i < 5 && c != "line-"[i] || i >= 5 && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// consume reads every record of topic, from the start to the end offsets at the call.
+func (k kafkaAccess) consume(t *testing.T, topic string, each func(*kgo.Record)) {
+	t.Helper()
+	admCl := k.client(t)
+	defer admCl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(admCl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return
+	}
+	cl := k.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+	defer cl.Close()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s back: %v (%d partitions not read to their end)", topic, ctx.Err(), len(want))
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			each(r)
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+}
+
+// values reads every record value of topic.
+func (k kafkaAccess) values(t *testing.T, topic string) [][]byte {
+	t.Helper()
+	var out [][]byte
+	k.consume(t, topic, func(r *kgo.Record) { out = append(out, r.Value) })
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ports.
+
+// freePort returns a port on 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// saslPlain is the suite broker's SASL user for reading.
+func saslPlain(user, pass string) kgo.Opt {
+	return kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())
+}
+
+// lines splits b into its lines (without newlines).
+func lines(b []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}

@@ -1,0 +1,132 @@
+package reliability
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// row is one line of the table. Counts are lines (records for the 50 MB line's pieces are
+// counted as that one line); -1 prints as "-" (does not apply).
+type row struct {
+	order     int
+	Scenario  string
+	Sent      int64
+	Delivered int64
+	Lost      int64
+	Dup       int64
+	Recovery  string
+	Result    string
+	Pass      bool
+}
+
+var (
+	rowsMu sync.Mutex
+	rows   []*row
+	seq    int
+)
+
+// report starts a row for the test; it is recorded when the test ends, passed or failed.
+func report(t *testing.T, scenario string) *row {
+	t.Helper()
+	rowsMu.Lock()
+	seq++
+	r := &row{order: seq, Scenario: scenario, Sent: -1, Delivered: -1, Lost: -1, Dup: -1, Recovery: "-"}
+	rowsMu.Unlock()
+	t.Cleanup(func() {
+		r.Pass = !t.Failed()
+		rowsMu.Lock()
+		rows = append(rows, r)
+		rowsMu.Unlock()
+		t.Logf("| %s | sent %s | delivered %s | lost %s | dup %s | recovery %s | %s |",
+			r.Scenario, num(r.Sent), num(r.Delivered), num(r.Lost), num(r.Dup), r.Recovery, r.Result)
+	})
+	return r
+}
+
+// counts sets sent, delivered (distinct lines), lost and duplicated.
+func (r *row) counts(sent int64, c lineCount) {
+	r.Sent, r.Delivered, r.Lost, r.Dup = sent, c.distinct, c.lost, c.dup
+}
+
+func (r *row) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	if r.Result == "" {
+		r.Result = s
+	} else {
+		r.Result += "; " + s
+	}
+}
+
+func num(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func secs(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// table renders the rows as a Markdown table, by scenario number.
+func table() string {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	sorted := append([]*row(nil), rows...)
+	// By scenario number (the text before the first '.'), then in the order they started.
+	scenarioNo := func(r *row) string { n, _, _ := strings.Cut(r.Scenario, "."); return fmt.Sprintf("%4s", n) }
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if a, b := scenarioNo(sorted[i]), scenarioNo(sorted[j]); a != b {
+			return a < b
+		}
+		return sorted[i].order < sorted[j].order
+	})
+	var b strings.Builder
+	b.WriteString("| scenario | sent | delivered | lost | duplicated | recovery | result |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---|\n")
+	for _, r := range sorted {
+		status := "PASS"
+		if !r.Pass {
+			status = "**FAIL**"
+		}
+		res := status
+		if r.Result != "" {
+			res += ": " + r.Result
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, num(r.Sent), num(r.Delivered),
+			num(r.Lost), num(r.Dup), r.Recovery, strings.ReplaceAll(res, "|", "\\|"))
+	}
+	return b.String()
+}
+
+// writeReport writes the table to path (nothing when path is empty or no row was recorded).
+func writeReport(path string) error {
+	rowsMu.Lock()
+	n := len(rows)
+	rowsMu.Unlock()
+	if path == "" || n == 0 {
+		return nil
+	}
+	mode := "ci"
+	if full {
+		mode = "full"
+	}
+	head := fmt.Sprintf("<!-- mode: %s; generated %s -->\n", mode, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	return os.WriteFile(path, []byte(head+table()), 0o644)
+}

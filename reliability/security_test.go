@@ -1,0 +1,204 @@
+package reliability
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingForwarder accepts on 127.0.0.1 and forwards to upstream, counting connections.
+type countingForwarder struct {
+	ln    net.Listener
+	conns atomic.Int64
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	open  []net.Conn
+}
+
+func startForwarder(t *testing.T, upstream string) *countingForwarder {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &countingForwarder{ln: ln}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.conns.Add(1)
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.open = append(f.open, c, u)
+			f.mu.Unlock()
+			f.wg.Add(2)
+			go func() { defer f.wg.Done(); io.Copy(u, c); u.Close() }()
+			go func() { defer f.wg.Done(); io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		f.mu.Lock()
+		for _, c := range f.open {
+			c.Close()
+		}
+		f.mu.Unlock()
+		f.wg.Wait()
+	})
+	return f
+}
+
+func (f *countingForwarder) addr() string { return f.ln.Addr().String() }
+
+// TestSecurity: the SASL password never appears in the agent's output, even at debug level, nor
+// in `agent check`; wrong credentials fail with an authentication error naming the mechanism,
+// after a handful of connections, not a retry storm; TLS verifies the broker's host name.
+func TestSecurity(t *testing.T) {
+	b := theBroker(t)
+	rd := b.reader()
+	const n = 2000
+
+	for _, tc := range []struct {
+		mech, source string
+	}{
+		{"PLAIN", "-X"},
+		{"SCRAM-SHA-256", "config file"},
+		{"SCRAM-SHA-512", "AGENT_PRODUCER_SASL_PASSWORD"},
+	} {
+		t.Run("SASL "+tc.mech, func(t *testing.T) {
+			rep := report(t, fmt.Sprintf("7. security: SASL %s, password from %s, debug logs and agent check grepped", tc.mech, tc.source))
+			topic := b.newTopic(t, 3)
+			dir := t.TempDir()
+			args := []string{"--brokers", b.saslAddr(), "--topic", topic, "--log-level", "debug", "--log-format", "json",
+				"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=" + tc.mech, "-X", "sasl.username=" + saslUser}
+			var env []string
+			switch tc.source {
+			case "-X":
+				args = append(args, "-X", "sasl.password="+saslPassword)
+			case "config file":
+				cfg := filepath.Join(dir, "agent.yaml")
+				os.WriteFile(cfg, []byte("producer:\n  sasl.password: "+saslPassword+"\n"), 0o600)
+				args = append(args, "--config", cfg)
+			default:
+				env = append(env, "AGENT_PRODUCER_SASL_PASSWORD="+saslPassword)
+			}
+			a := startAgent(t, bytes.NewReader(stdinLines(n)), env, args...)
+			code := a.wait(2 * time.Minute)
+			a.checkNoPanic()
+			c := rd.countLines(t, topic, n)
+			rep.counts(n, c)
+			if code != 0 {
+				t.Fatalf("exit %d; log:\n%s", code, a.logTail())
+			}
+			if c.lost != 0 || c.dup != 0 {
+				t.Fatalf("%d lost, %d duplicated", c.lost, c.dup)
+			}
+			leaks := strings.Count(a.log(), saslPassword)
+			// agent check, with the same sources, and once more with an error in the file.
+			chk := startAgent(t, nil, env, append([]string{"check"}, args...)...)
+			chkCode := chk.wait(30 * time.Second)
+			leaks += strings.Count(chk.log(), saslPassword)
+			bad := startAgent(t, nil, env, append([]string{"check"}, append(args, "-X", "linger.ms=soon")...)...)
+			badCode := bad.wait(30 * time.Second)
+			leaks += strings.Count(bad.log(), saslPassword)
+			rep.note("%d bytes of debug output, agent check (exit %d) and a failing check (exit %d): the password appears %d times",
+				len(a.log()), chkCode, badCode, leaks)
+			if chkCode != 0 || !strings.Contains(chk.log(), "sasl.password") {
+				t.Errorf("agent check exit %d, output:\n%s", chkCode, chk.log())
+			}
+			if badCode != 2 {
+				t.Errorf("failing agent check exit %d, output:\n%s", badCode, bad.log())
+			}
+			if leaks != 0 {
+				t.Fatalf("the password appears %d times in the output", leaks)
+			}
+		})
+	}
+
+	t.Run("wrong password", func(t *testing.T) {
+		rep := report(t, "7. security: wrong SASL password (SCRAM-SHA-256): connections over 10 s")
+		fw := startForwarder(t, b.saslAddr())
+		args := []string{"--brokers", fw.addr(), "--topic", "rel-wrong-password", "--log-level", "debug", "--log-format", "text",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", "sasl.username=" + saslUser,
+			"-X", "sasl.password=not-" + saslPassword}
+		start := time.Now()
+		a := startAgent(t, bytes.NewReader(stdinLines(100)), nil, args...)
+		// Watch for 10 s, or until the agent gives up by itself.
+		waitFor(t, time.Minute, 50*time.Millisecond, func() bool { return !a.running() || time.Since(start) >= 10*time.Second },
+			func() string { return "watching" })
+		conns := fw.conns.Load()
+		running := a.running()
+		code := -1
+		if !running {
+			code = a.wait(time.Second)
+		}
+		a.checkNoPanic()
+		l := a.log()
+		rep.Sent, rep.Delivered, rep.Lost = 100, 0, 0
+		if running {
+			rep.note("%d connections in 10 s; still running after 10 s", conns)
+		} else {
+			rep.note("%d connections; exit %d after %s: %q", conns, code, secs(a.done.Sub(start)), lastWords(a))
+		}
+		if !strings.Contains(strings.ToLower(l), "authentication") || !strings.Contains(l, "SCRAM-SHA-256") {
+			t.Errorf("no authentication error naming the mechanism; log:\n%s", a.logTail())
+		}
+		if conns > 10 {
+			t.Errorf("%d connections in 10 s: a retry storm", conns)
+		}
+		if strings.Contains(l, "not-"+saslPassword) {
+			t.Errorf("the wrong password appears in the output")
+		}
+	})
+
+	t.Run("TLS host name verification", func(t *testing.T) {
+		rep := report(t, "7. security: TLS with the test CA: localhost verifies, another name for 127.0.0.1 fails")
+		topic := b.newTopic(t, 1)
+		_, port, _ := net.SplitHostPort(b.sslAddr())
+		tls := []string{"-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + b.caFile()}
+		ok := startAgent(t, bytes.NewReader(stdinLines(100)), nil,
+			append([]string{"--brokers", "localhost:" + port, "--topic", topic, "--log-format", "text"}, tls...)...)
+		okCode := ok.wait(time.Minute)
+		c := rd.countLines(t, topic, 100)
+		rep.counts(100, c)
+		if okCode != 0 || c.lost != 0 {
+			t.Fatalf("localhost: exit %d, %d lost; log:\n%s", okCode, c.lost, ok.logTail())
+		}
+		// Another name of 127.0.0.1 that the certificate does not carry (SAN: 127.0.0.1, localhost).
+		other := ""
+		for _, name := range []string{"vm", "runsc", "localhost.localdomain", "ip6-localhost"} {
+			if addrs, err := net.LookupHost(name); err == nil && len(addrs) > 0 && addrs[0] == "127.0.0.1" {
+				other = name
+				break
+			}
+		}
+		if other == "" {
+			rep.note("wrong-name case skipped: no other name of 127.0.0.1 in /etc/hosts")
+			return
+		}
+		start := time.Now()
+		bad := startAgent(t, bytes.NewReader(stdinLines(10)), nil,
+			append([]string{"--brokers", other + ":" + port, "--topic", topic, "--log-format", "text", "-X", "max.block.ms=10000"}, tls...)...)
+		badCode := bad.wait(time.Minute)
+		last := lastWords(bad)
+		rep.note("%s:%s: exit %d after %s: %q", other, port, badCode, secs(bad.done.Sub(start)), last)
+		if badCode == 0 || !strings.Contains(bad.log(), other) || !strings.Contains(strings.ToLower(bad.log()), "certificate") {
+			t.Fatalf("a host name the certificate does not carry: exit %d; log:\n%s", badCode, bad.logTail())
+		}
+	})
+}

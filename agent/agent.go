@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/producer"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
@@ -102,6 +103,26 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 
 // Stats returns the agent's counters.
 func (a *Agent) Stats() *Stats { return &a.stats }
+
+// FileStats returns a snapshot of each followed file, sorted by path; nil unless RunTail runs
+// (or ran). Safe to call from any goroutine.
+func (a *Agent) FileStats() []FileStats {
+	if t := a.tailer.Load(); t != nil {
+		return t.Stats().Files
+	}
+	return nil
+}
+
+// Connect fetches the topic's metadata, which connects to a broker, within max.block.ms and
+// ctx: so that the agent is ready (and a wrong topic or broker is reported) before the first
+// line arrives. Sending does the same when it has to. It returns nil if the agent stopped first.
+func (a *Agent) Connect(ctx context.Context) error {
+	_, err := a.prod.PartitionsFor(ctx, a.cfg.Topic)
+	if errors.Is(err, producer.ErrProducerClosed) || errors.Is(err, metadata.ErrClosed) {
+		return nil
+	}
+	return err
+}
 
 // onDelivery is the callback of every stdin line: count, and log the first failure.
 func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {

@@ -3,9 +3,11 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +49,8 @@ type Config struct {
 
 	LogLevel  string `koanf:"log-level" doc:"debug, info, warn or error"`
 	LogFormat string `koanf:"log-format" doc:"text or json; default: text on a terminal, json otherwise"`
+
+	HTTP string `koanf:"http" doc:"HOST:PORT of the agent's own page: / (live status and recent traces), /healthz, /readyz, /metrics (Prometheus), /api/status, /api/traces; empty: off. It has no authentication: keep it on 127.0.0.1 or behind a firewall"`
 
 	Producer map[string]string `koanf:"producer" doc:"producer properties by their Java names (-X key=value)"`
 }
@@ -141,6 +145,13 @@ func (c *Config) Validate() error {
 	case "", "text", "json":
 	default:
 		bad("log-format", "must be text or json, got %q", c.LogFormat)
+	}
+	if c.HTTP != "" {
+		if _, port, err := net.SplitHostPort(c.HTTP); err != nil {
+			bad("http", "want HOST:PORT (e.g. 127.0.0.1:9100), got %q", c.HTTP)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			bad("http", "port must be a number from 0 to 65535, got %q", port)
+		}
 	}
 	if c.Stdin && len(c.Tail) > 0 {
 		bad("stdin", "--stdin and --tail cannot be combined")

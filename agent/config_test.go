@@ -139,6 +139,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"max-line-bytes over max.request.size", func(c *Config) { c.MaxLineBytes = 2 << 20 }, "max-line-bytes"},
 		{"producer property", func(c *Config) { c.Producer["acks"] = "1" }, "producer.enable.idempotence"},
 		{"log-level", func(c *Config) { c.LogLevel = "loud" }, "log-level"},
+		{"http without port", func(c *Config) { c.HTTP = "127.0.0.1" }, "http"},
+		{"http bad port", func(c *Config) { c.HTTP = "127.0.0.1:http" }, "http"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

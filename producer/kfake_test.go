@@ -469,3 +469,22 @@ func TestKfakeCloseDeadlineFailsWhatIsLeft(t *testing.T) {
 		}
 	}
 }
+
+func TestKfakePartitionsFor(t *testing.T) {
+	c := newKfake(t, 3)
+	p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) { cfg.MaxBlockMs = 300 })
+	if n, err := p.PartitionsFor(context.Background(), "t"); n != 3 || err != nil {
+		t.Fatalf("PartitionsFor(t) = %d, %v; want 3 partitions", n, err)
+	}
+	if n, err := p.PartitionsFor(context.Background(), "missing"); err == nil || !strings.Contains(err.Error(), "max.block.ms") {
+		t.Fatalf("PartitionsFor(missing) = %d, %v; want an error naming max.block.ms", n, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PartitionsFor(context.Background(), "t"); !errors.Is(err, ErrProducerClosed) {
+		t.Fatalf("after Close: %v, want ErrProducerClosed", err)
+	}
+}

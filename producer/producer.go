@@ -401,6 +401,24 @@ func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition i
 	}
 }
 
+// PartitionsFor returns the number of partitions of topic, fetching its metadata first when it
+// is not known (which connects to a broker), for at most max.block.ms and never past ctx: the
+// Java client's partitionsFor. The agent calls it at start, so that it is connected and ready
+// before the first line.
+func (p *Producer) PartitionsFor(ctx context.Context, topic string) (int, error) {
+	select {
+	case <-p.closing:
+		return 0, ErrProducerClosed
+	default:
+	}
+	now := p.clock()
+	cluster, err := p.waitOnMetadata(ctx, topic, PartitionAny, now, now.Add(p.maxBlock))
+	if err != nil {
+		return 0, err
+	}
+	return cluster.PartitionCount(topic), nil
+}
+
 // Flush makes every buffered record sendable at once and waits until each has completed
 // (acknowledged or failed), or ctx ends.
 func (p *Producer) Flush(ctx context.Context) error {

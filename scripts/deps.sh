@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a Debian/Ubuntu machine, idempotently and quietly:
 #   - Debian packages: kcat (a librdkafka peer), a Java 17+ runtime, Maven, OpenSSL,
-#     gcc (go test -race needs cgo) -- apt-get runs only when one is missing;
+#     gcc (go test -race needs cgo), chromium (the status page's headless browser test;
+#     about 100 MB to download, 350 MB installed) -- apt-get runs only when one is missing;
 #   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
 # Go itself is a prerequisite (see go.mod for the version).
 set -euo pipefail
@@ -14,6 +15,7 @@ command -v java >/dev/null || missing+=(default-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+command -v chromium >/dev/null || missing+=(chromium)
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 
 if ((${#missing[@]})); then

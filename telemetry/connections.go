@@ -25,6 +25,10 @@ type connections struct {
 	mu      sync.Mutex
 	states  map[int32]network.ConnectionState
 	pending map[int32]*pendingConnect
+	// addrs is each node's address and lastErr the error of its last connection attempt
+	// ("" once one succeeded), for Status.
+	addrs   map[int32]string
+	lastErr map[int32]string
 }
 
 type pendingConnect struct {
@@ -70,6 +74,14 @@ func (o *ProducerObserver) ConnectionStateChanged(node int32, state network.Conn
 func (o *ProducerObserver) ConnectionSetupDone(s network.ConnectionSetup) {
 	ctx := context.Background()
 	na := o.node(s.Node)
+	o.conn.mu.Lock()
+	o.conn.addrs[s.Node] = s.Addr
+	if s.Err != nil {
+		o.conn.lastErr[s.Node] = s.Err.Error()
+	} else {
+		delete(o.conn.lastErr, s.Node)
+	}
+	o.conn.mu.Unlock()
 	if s.Err != nil {
 		o.m.connFailures.Add(ctx, 1, metric.WithAttributes(na.id, attribute.String(AttrErrorType, ErrorType(s.Err))))
 		o.connectSpan(&pendingConnect{setup: s}, s.End, s.Err)

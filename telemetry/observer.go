@@ -73,6 +73,8 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 	}
 	o.conn.states = map[int32]network.ConnectionState{}
 	o.conn.pending = map[int32]*pendingConnect{}
+	o.conn.addrs = map[int32]string{}
+	o.conn.lastErr = map[int32]string{}
 	m, err := newInstruments(mp.Meter(InstrumentationName), o)
 	if err != nil {
 		return nil, err

@@ -72,6 +72,14 @@ type Config struct {
 	// backend that is down) as warnings, instead of the standard log package's stderr. It is
 	// installed process-wide (otel.SetErrorHandler).
 	ErrorLogger *slog.Logger
+	// ExtraSpanProcessor, when set, receives every span too, beside the exporter that
+	// OTEL_TRACES_EXPORTER chose; tracing stays on for it even when that says none. It is
+	// called on the goroutine that ends the span (the producer's sender): it must not block.
+	// The agent's status page keeps the last traces with one.
+	ExtraSpanProcessor sdktrace.SpanProcessor
+	// ExtraMetricReader, when set, reads the metrics too, beside the reader that
+	// OTEL_METRICS_EXPORTER chose (even none). The agent's status page serves /metrics with one.
+	ExtraMetricReader sdkmetric.Reader
 }
 
 // Ratio returns a pointer to r, for Config.SampleRatio.
@@ -130,8 +138,15 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
 	p.mp = metricnoop.NewMeterProvider()
+	var readers []sdkmetric.Option
 	if !autoexport.IsNoneMetricReader(reader) {
-		p.sdkMP = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
+		readers = append(readers, sdkmetric.WithReader(reader))
+	}
+	if cfg.ExtraMetricReader != nil {
+		readers = append(readers, sdkmetric.WithReader(cfg.ExtraMetricReader))
+	}
+	if len(readers) > 0 {
+		p.sdkMP = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
 		p.mp = p.sdkMP
 	}
 	meter := p.mp.Meter(InstrumentationName)
@@ -147,9 +162,8 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("telemetry: traces exporter: %w", err), p.shutdownNow())
 		}
-		if autoexport.IsNoneSpanExporter(exp) {
-			tracing = false
-		} else {
+		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(ProviderSampler(sampler))}
+		if !autoexport.IsNoneSpanExporter(exp) {
 			size := cfg.SpanQueueSize
 			if size <= 0 {
 				size = DefaultSpanQueueSize
@@ -157,8 +171,15 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 			// The batch processor blocks only the queue's goroutine; its own queue stays small.
 			bsp := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking())
 			p.spans = newDroppingProcessor(bsp, size, dropped)
-			p.sdkTP = sdktrace.NewTracerProvider(sdktrace.WithResource(res),
-				sdktrace.WithSampler(ProviderSampler(sampler)), sdktrace.WithSpanProcessor(p.spans))
+			opts = append(opts, sdktrace.WithSpanProcessor(p.spans))
+		}
+		if cfg.ExtraSpanProcessor != nil {
+			opts = append(opts, sdktrace.WithSpanProcessor(cfg.ExtraSpanProcessor))
+		}
+		if p.spans == nil && cfg.ExtraSpanProcessor == nil {
+			tracing = false
+		} else {
+			p.sdkTP = sdktrace.NewTracerProvider(opts...)
 			p.tp = p.sdkTP
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafkatrail/kafkatrail/agent"
+	"github.com/kafkatrail/kafkatrail/statuspage"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
@@ -66,7 +68,19 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 
 	level := new(slog.LevelVar)
 	log := newLogger(cfg, level, stderr)
-	tel, err := setupTelemetry(cfg, log)
+	page, err := newStatusPage(cfg, log, environ) // nil without --http
+	if err != nil {
+		fmt.Fprintf(stderr, "agent: --http: %v\n", err)
+		return exitUsage
+	}
+	if page != nil {
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = page.Shutdown(ctx)
+		}()
+	}
+	tel, err := setupTelemetry(cfg, log, page)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent: telemetry: %v\n", err)
 		return exitUsage
@@ -86,6 +100,16 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	}
 	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
 	defer stop()
+	if page != nil {
+		page.Start(ctx, statuspage.AgentSources(a, tel.Observer()))
+		log.Info("status page", "url", "http://"+page.Addr()+"/")
+		// Connect now, so that /readyz turns ready before the first line.
+		go func() {
+			if err := a.Connect(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("fetching the topic's metadata", "topic", cfg.Topic, "error", err)
+			}
+		}()
+	}
 	if cfg.Stdin {
 		stopProgress := func() {}
 		if f, ok := stderr.(*os.File); ok && isTerminal(f) {
@@ -220,9 +244,52 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 		"note", "log-level and tail apply now; other keys at the next start")
 }
 
+// newStatusPage listens on --http (nil when it is empty): the page's span processor and
+// metric reader must be in place before telemetry is set up.
+func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string) (*statuspage.Server, error) {
+	if cfg.HTTP == "" {
+		return nil, nil
+	}
+	info := statuspage.Info{Version: version, Mode: "tail", Topic: cfg.Topic, Tail: cfg.Tail}
+	if cfg.Stdin {
+		info.Mode = "stdin"
+	}
+	if pc, err := cfg.ProducerConfig(); err == nil {
+		info.Brokers = pc.BootstrapServers
+	}
+	switch sampler := lookupEnv(environ, "OTEL_TRACES_SAMPLER"); {
+	case cfg.TraceSampleRatio >= 0:
+		info.Sampling = fmt.Sprintf("%.4g%% of records (--trace-sample-ratio)", 100*cfg.TraceSampleRatio)
+	case sampler != "":
+		info.Sampling = "OTEL_TRACES_SAMPLER=" + sampler
+		if arg := lookupEnv(environ, "OTEL_TRACES_SAMPLER_ARG"); arg != "" {
+			info.Sampling += " " + arg
+		}
+	default:
+		info.Sampling = fmt.Sprintf("%.4g%% of records (the default)", 100*telemetry.DefaultSampleRatio)
+	}
+	page, err := statuspage.New(statuspage.Config{Addr: cfg.HTTP, Info: info, Log: log.With("component", "statuspage")})
+	if err != nil {
+		return nil, err
+	}
+	if ap, err := netip.ParseAddrPort(page.Addr()); err == nil && !ap.Addr().IsLoopback() {
+		log.Warn("the status page is reachable from other machines and has no authentication", "addr", page.Addr())
+	}
+	return page, nil
+}
+
+func lookupEnv(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
 // setupTelemetry configures tracing and metrics from the OTEL_* environment, with
-// --trace-sample-ratio when given.
-func setupTelemetry(cfg agent.Config, log *slog.Logger) (*telemetry.Provider, error) {
+// --trace-sample-ratio when given, and feeds the status page when there is one.
+func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server) (*telemetry.Provider, error) {
 	tc := telemetry.Config{
 		ServiceVersion: version,
 		TraceHeader:    cfg.TraceHeader,
@@ -237,6 +304,10 @@ func setupTelemetry(cfg agent.Config, log *slog.Logger) (*telemetry.Provider, er
 	}
 	if cfg.TraceSampleRatio >= 0 {
 		tc.SampleRatio = telemetry.Ratio(cfg.TraceSampleRatio)
+	}
+	if page != nil {
+		tc.ExtraSpanProcessor = page.SpanProcessor()
+		tc.ExtraMetricReader = page.MetricReader()
 	}
 	return telemetry.Setup(context.Background(), tc)
 }

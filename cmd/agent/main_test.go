@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,6 +192,8 @@ func TestBadConfigurationExitsTwoNamingTheKey(t *testing.T) {
 		{"env", []string{"AGENT_MAX_LINE_BYTES=many"}, []string{"--topic", "t", "--brokers", "127.0.0.1:9092"}, []string{"max-line-bytes"}},
 		{"producer", nil, []string{"--topic", "t", "--brokers", "127.0.0.1:9092", "-X", "acks=1"}, []string{"enable.idempotence=true requires acks=all"}},
 		{"flag", nil, []string{"--no-such-flag"}, []string{"no-such-flag"}},
+		{"http", nil, []string{"--topic", "t", "--brokers", "127.0.0.1:9092", "--http", "localhost"}, []string{"http: want HOST:PORT"}},
+		{"http in use", nil, []string{"--topic", "t", "--brokers", "127.0.0.1:9092", "--http", busyAddr(t)}, []string{"--http", "address already in use"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runAgent(t, strings.NewReader(""), 30*time.Second, tc.env, tc.args...)
@@ -204,6 +207,16 @@ func TestBadConfigurationExitsTwoNamingTheKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// busyAddr returns a loopback address something listens on until the test ends.
+func busyAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().String()
 }
 
 func TestCheckPrintsConfigWithoutSecrets(t *testing.T) {

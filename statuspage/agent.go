@@ -1,0 +1,35 @@
+package statuspage
+
+import (
+	"github.com/kafkatrail/kafkatrail/agent"
+	"github.com/kafkatrail/kafkatrail/telemetry"
+)
+
+// AgentSources reads a running agent: its line counters, its followed files, and the broker
+// connections its producer's observer saw (obs may be nil: no brokers shown, never ready).
+func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
+	src := Sources{
+		Counters: func() Counters {
+			st := a.Stats()
+			return Counters{LinesRead: st.LinesRead.Load(), BytesRead: st.BytesRead.Load(),
+				LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load()}
+		},
+		Files: func() []File {
+			fs := a.FileStats()
+			out := make([]File, 0, len(fs))
+			for _, f := range fs {
+				out = append(out, File{
+					Path: f.Path, Size: f.Size, ReadOffset: f.ReadOffset, Committed: f.Committed,
+					Unread: max(f.Size-f.ReadOffset, 0), CheckpointLag: max(f.ReadOffset-f.Committed, 0),
+					InFlight: f.InFlight, LinesRead: f.LinesRead, LinesAcked: f.LinesAcked, LinesFailed: f.LinesFailed,
+					Gone: f.Gone,
+				})
+			}
+			return out
+		},
+	}
+	if obs != nil {
+		src.Producer = obs.Status
+	}
+	return src
+}

@@ -1,0 +1,202 @@
+package statuspage
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kafkatrail/kafkatrail/telemetry"
+)
+
+// DefaultTraceCapacity is how many traces a Ring keeps when NewRing is given no capacity.
+const DefaultTraceCapacity = 32
+
+// maxPending bounds the stage spans waiting for their send span to end. The producer ends a
+// record's stages and then its send span in one go, so a few suffice; the bound only matters
+// if a send span never ends.
+const maxPending = 256
+
+// Trace is one sampled record's `send {topic}` span and its stage spans, as the page draws it.
+type Trace struct {
+	TraceID   string    `json:"trace_id"`
+	SpanID    string    `json:"span_id"`
+	Name      string    `json:"name"`
+	Topic     string    `json:"topic"`
+	Partition string    `json:"partition,omitempty"`
+	Offset    *int64    `json:"offset,omitempty"`
+	Start     time.Time `json:"start"`
+	// DurationUS is the send span's length in microseconds: Send called to callback returned.
+	DurationUS float64 `json:"duration_us"`
+	Error      string  `json:"error,omitempty"`
+	// Request identifies the produce request of the record's last attempt ("node/correlation
+	// id"): records with the same one went to the broker together and share their timings
+	// after append.
+	Request string `json:"request,omitempty"`
+	// Stages are the child spans in time order: append, then drain, doSend, completedSend and
+	// completedReceive per attempt, then callback.
+	Stages []Stage `json:"stages"`
+}
+
+// Stage is one child span of a Trace.
+type Stage struct {
+	Name string `json:"name"`
+	// StartUS is the stage's start in microseconds after its trace's start; DurationUS its length.
+	StartUS    float64 `json:"start_us"`
+	DurationUS float64 `json:"duration_us"`
+	Attempt    int     `json:"attempt,omitempty"`
+	Node       *int64  `json:"node,omitempty"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Ring is an OpenTelemetry span processor that keeps the last sampled record traces in memory,
+// for the status page: a bounded ring of `send {topic}` spans with their stage children. Other
+// spans (connect, Metadata) are ignored. OnEnd runs on the goroutine that ends the span (the
+// producer's sender) and takes a mutex for a few field copies; nothing in it blocks.
+type Ring struct {
+	mu      sync.Mutex
+	traces  []Trace // ring buffer; next is the slot of the next trace
+	next    int
+	full    bool
+	total   uint64
+	pending map[trace.SpanID][]pendingStage // stage spans by their parent (send) span id
+}
+
+type pendingStage struct {
+	stage       Stage
+	start, end  time.Time
+	correlation int64 // -1: not a request stage
+}
+
+var _ sdktrace.SpanProcessor = (*Ring)(nil)
+
+// NewRing returns a ring of the last capacity traces (DefaultTraceCapacity when not positive).
+func NewRing(capacity int) *Ring {
+	if capacity <= 0 {
+		capacity = DefaultTraceCapacity
+	}
+	return &Ring{traces: make([]Trace, capacity), pending: map[trace.SpanID][]pendingStage{}}
+}
+
+var stageNames = map[string]bool{
+	telemetry.SpanAppend: true, telemetry.SpanDrain: true, telemetry.SpanDoSend: true,
+	telemetry.SpanCompletedSend: true, telemetry.SpanCompletedReceive: true, telemetry.SpanCallback: true,
+}
+
+// OnStart does nothing: only ended spans are kept.
+func (r *Ring) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd keeps a stage span until its send span ends, then the whole trace.
+func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	name := s.Name()
+	switch {
+	case stageNames[name] && s.Parent().IsValid():
+		st := pendingStage{stage: Stage{Name: name}, start: s.StartTime(), end: s.EndTime(), correlation: -1}
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case telemetry.AttrAttempt:
+				st.stage.Attempt = int(kv.Value.AsInt64())
+			case telemetry.AttrNodeID:
+				n := kv.Value.AsInt64()
+				st.stage.Node = &n
+			case telemetry.AttrCorrelationID:
+				st.correlation = kv.Value.AsInt64()
+			case telemetry.AttrErrorType:
+				st.stage.Error = kv.Value.Emit()
+			}
+		}
+		if st.stage.Error == "" && s.Status().Code == codes.Error {
+			st.stage.Error = s.Status().Description
+		}
+		parent := s.Parent().SpanID()
+		r.mu.Lock()
+		if _, ok := r.pending[parent]; !ok && len(r.pending) >= maxPending {
+			clear(r.pending) // send spans that never ended: forget them
+		}
+		r.pending[parent] = append(r.pending[parent], st)
+		r.mu.Unlock()
+	case s.SpanKind() == trace.SpanKindProducer && strings.HasPrefix(name, telemetry.SpanSendPrefix):
+		t := Trace{
+			TraceID:    s.SpanContext().TraceID().String(),
+			SpanID:     s.SpanContext().SpanID().String(),
+			Name:       name,
+			Topic:      strings.TrimPrefix(name, telemetry.SpanSendPrefix),
+			Start:      s.StartTime(),
+			DurationUS: micros(s.EndTime().Sub(s.StartTime())),
+		}
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case telemetry.AttrMessagingDestinationName:
+				t.Topic = kv.Value.AsString()
+			case telemetry.AttrMessagingPartitionID:
+				t.Partition = kv.Value.Emit()
+			case telemetry.AttrMessagingKafkaOffset:
+				o := kv.Value.AsInt64()
+				t.Offset = &o
+			case telemetry.AttrErrorType:
+				t.Error = kv.Value.Emit()
+			}
+		}
+		if t.Error == "" && s.Status().Code == codes.Error {
+			t.Error = s.Status().Description
+		}
+		r.mu.Lock()
+		stages := r.pending[s.SpanContext().SpanID()]
+		delete(r.pending, s.SpanContext().SpanID())
+		t.Stages = make([]Stage, len(stages))
+		for i, st := range stages {
+			st.stage.StartUS = micros(st.start.Sub(t.Start))
+			st.stage.DurationUS = micros(st.end.Sub(st.start))
+			t.Stages[i] = st.stage
+			if st.correlation >= 0 && st.stage.Node != nil {
+				t.Request = strconv.FormatInt(*st.stage.Node, 10) + "/" + strconv.FormatInt(st.correlation, 10)
+			}
+		}
+		r.traces[r.next] = t
+		r.next++
+		if r.next == len(r.traces) {
+			r.next, r.full = 0, true
+		}
+		r.total++
+		r.mu.Unlock()
+	}
+}
+
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// Traces returns up to limit of the kept traces, the most recent first (all of them when limit
+// is not positive), and how many traces the ring has seen in all.
+func (r *Ring) Traces(limit int) (traces []Trace, total uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.next
+	if r.full {
+		n = len(r.traces)
+	}
+	if limit <= 0 || limit > n {
+		limit = n
+	}
+	out := make([]Trace, 0, limit)
+	for i := 0; i < limit; i++ {
+		j := (r.next - 1 - i + len(r.traces)) % len(r.traces)
+		out = append(out, r.traces[j]) // Stages are never modified once kept: sharing is safe
+	}
+	return out, r.total
+}
+
+// Capacity returns how many traces the ring keeps.
+func (r *Ring) Capacity() int { return len(r.traces) }
+
+// ForceFlush does nothing: the ring exports nowhere.
+func (r *Ring) ForceFlush(context.Context) error { return nil }
+
+// Shutdown does nothing: the kept traces stay readable.
+func (r *Ring) Shutdown(context.Context) error { return nil }

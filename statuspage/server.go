@@ -1,0 +1,451 @@
+// Package statuspage is the agent's own HTTP page (--http HOST:PORT): /healthz, /readyz,
+// /metrics (the agent's OpenTelemetry metrics in the Prometheus text format, from a registry of
+// its own), /api/status and /api/traces (JSON), and / — a page that polls them every second and
+// shows throughput, each file's lag, the requests in flight per broker and the waterfall of the
+// most recent sampled records, so a user sees traces with no trace backend at hand.
+//
+// The Server is built before telemetry (New listens at once, so a taken port is reported
+// before anything starts): its SpanProcessor and MetricReader go into telemetry.Config, then
+// Start gives it the running agent's sources.
+package statuspage
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/kafkatrail/kafkatrail/telemetry"
+)
+
+//go:embed page.html
+var pageHTML []byte
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the listen address, HOST:PORT (port 0: any free port; see Server.Addr).
+	Addr string
+	// Info describes the agent on the page.
+	Info Info
+	// TraceCapacity is how many recent traces are kept; zero means DefaultTraceCapacity.
+	TraceCapacity int
+	// Log receives the server's errors; nil discards them.
+	Log *slog.Logger
+}
+
+// Info is the agent's description on the page and in /api/status.
+type Info struct {
+	Version  string   `json:"version"`
+	Mode     string   `json:"mode"` // "tail" or "stdin"
+	Topic    string   `json:"topic"`
+	Brokers  []string `json:"brokers"`
+	Tail     []string `json:"tail,omitempty"`
+	Sampling string   `json:"sampling"` // how records are sampled for tracing, in words
+}
+
+// Sources are the running agent's numbers, read on every request. Each must be safe to call
+// from any goroutine; a nil one shows as empty.
+type Sources struct {
+	Counters func() Counters
+	Files    func() []File
+	Producer func() telemetry.ProducerStatus
+}
+
+// Counters are the agent's totals since it started.
+type Counters struct {
+	LinesRead   int64 `json:"lines_read"`
+	BytesRead   int64 `json:"bytes_read"`
+	LinesAcked  int64 `json:"lines_acked"`
+	LinesFailed int64 `json:"lines_failed"`
+}
+
+// File is one followed file.
+type File struct {
+	Path       string `json:"path"`
+	Size       int64  `json:"size"`
+	ReadOffset int64  `json:"read_offset"`
+	Committed  int64  `json:"committed"`
+	// Unread is Size - ReadOffset: bytes the agent has not read yet (kafkatrail.agent.file.behind).
+	Unread int64 `json:"unread"`
+	// CheckpointLag is ReadOffset - Committed: bytes read but not yet acknowledged and
+	// checkpointed (kafkatrail.agent.checkpoint.lag).
+	CheckpointLag int64  `json:"checkpoint_lag"`
+	InFlight      int    `json:"in_flight"`
+	LinesRead     uint64 `json:"lines_read"`
+	LinesAcked    uint64 `json:"lines_acked"`
+	LinesFailed   uint64 `json:"lines_failed"`
+	Gone          bool   `json:"gone,omitempty"`
+}
+
+// Server serves the page. Build it with New, hand SpanProcessor and MetricReader to telemetry,
+// then Start; Shutdown stops it.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	ln       net.Listener
+	srv      *http.Server
+	ring     *Ring
+	reader   *otelprom.Exporter
+	registry *prometheus.Registry
+	started  time.Time
+
+	src      atomic.Pointer[Sources]
+	running  atomic.Bool // Start was called
+	stopping atomic.Bool // the agent is shutting down: not ready
+	served   chan struct{}
+
+	mu      sync.Mutex
+	samples []sample // the last rateWindow+1 counter samples, one a second
+	stop    chan struct{}
+	sampled chan struct{}
+	once    sync.Once
+}
+
+type sample struct {
+	at time.Time
+	c  Counters
+}
+
+// rateWindow is how many one-second samples the throughput history keeps.
+const rateWindow = 60
+
+// New builds the server and listens on cfg.Addr; it serves only after Start.
+func New(cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	reg := prometheus.NewRegistry()
+	// The agent's metrics as Prometheus names them (see telemetry/names.go). The registry is the
+	// page's own, so the exporter that OTEL_METRICS_EXPORTER=prometheus may start does not clash.
+	reader, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("status page: prometheus exporter: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		_ = reader.Shutdown(context.Background())
+		return nil, fmt.Errorf("status page: %w", err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Log,
+		ln:       ln,
+		ring:     NewRing(cfg.TraceCapacity),
+		reader:   reader,
+		registry: reg,
+		started:  time.Now(),
+		served:   make(chan struct{}),
+		stop:     make(chan struct{}),
+		sampled:  make(chan struct{}),
+	}
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Addr returns the address the server listens on (with the port chosen for port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// SpanProcessor returns the processor that keeps recent traces: telemetry.Config.ExtraSpanProcessor.
+func (s *Server) SpanProcessor() sdktrace.SpanProcessor { return s.ring }
+
+// MetricReader returns the reader behind /metrics: telemetry.Config.ExtraMetricReader.
+func (s *Server) MetricReader() sdkmetric.Reader { return s.reader }
+
+// Ring returns the kept traces.
+func (s *Server) Ring() *Ring { return s.ring }
+
+// Start serves the page from src. When ctx ends (the agent began to shut down), /readyz says
+// so; the page goes on serving until Shutdown.
+func (s *Server) Start(ctx context.Context, src Sources) {
+	s.src.Store(&src)
+	s.running.Store(true)
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("status page stopped", "error", err)
+		}
+	}()
+	go func() {
+		defer close(s.sampled)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		s.sample(time.Now())
+		for {
+			select {
+			case <-ctx.Done():
+				s.stopping.Store(true)
+				ctx = context.Background() // keep sampling until Shutdown
+			case <-s.stop:
+				return
+			case now := <-t.C:
+				s.sample(now)
+			}
+		}
+	}()
+}
+
+// Shutdown stops serving, waiting for requests in progress until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.once.Do(func() {
+		s.stopping.Store(true)
+		if !s.running.Load() {
+			err = s.ln.Close()
+			return
+		}
+		close(s.stop)
+		err = s.srv.Shutdown(ctx)
+		<-s.sampled
+		select {
+		case <-s.served:
+		case <-ctx.Done():
+		}
+	})
+	return err
+}
+
+// sample records the counters at now for the throughput.
+func (s *Server) sample(now time.Time) {
+	c := s.counters()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples = append(s.samples, sample{at: now, c: c})
+	if len(s.samples) > rateWindow+1 {
+		s.samples = append(s.samples[:0], s.samples[len(s.samples)-rateWindow-1:]...)
+	}
+}
+
+func (s *Server) sources() Sources {
+	if p := s.src.Load(); p != nil {
+		return *p
+	}
+	return Sources{}
+}
+
+func (s *Server) counters() Counters {
+	if f := s.sources().Counters; f != nil {
+		return f()
+	}
+	return Counters{}
+}
+
+// Handler returns the page's routes (for tests; the server serves it).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("GET /api/traces", s.traces)
+	return mux
+}
+
+func (s *Server) page(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(pageHTML)
+}
+
+// Readiness says whether the agent can ship lines: it has had a metadata response from a
+// broker and a connection to one is READY. reason explains either way.
+func (s *Server) Readiness() (ready bool, reason string) {
+	if s.stopping.Load() {
+		return false, "shutting down"
+	}
+	get := s.sources().Producer
+	if get == nil {
+		return false, "starting"
+	}
+	return readiness(get(), time.Now())
+}
+
+func readiness(ps telemetry.ProducerStatus, now time.Time) (bool, string) {
+	var ready []string
+	var problems []string
+	for _, n := range ps.Nodes {
+		if n.Ready() {
+			ready = append(ready, nodeName(n))
+			continue
+		}
+		p := nodeName(n) + " " + n.State
+		if n.LastError != "" {
+			p += ": " + n.LastError
+		}
+		problems = append(problems, p)
+	}
+	detail := ""
+	if len(problems) > 0 {
+		detail = " (" + strings.Join(problems, "; ") + ")"
+	}
+	switch {
+	case ps.MetadataAt.IsZero() && len(ps.Nodes) == 0:
+		return false, "no broker contacted yet"
+	case ps.MetadataAt.IsZero():
+		return false, "no metadata from a broker yet" + detail
+	case len(ready) == 0:
+		return false, "not connected to any broker" + detail
+	}
+	return true, fmt.Sprintf("connected to %s; metadata %s old", strings.Join(ready, ", "),
+		now.Sub(ps.MetadataAt).Round(100*time.Millisecond))
+}
+
+func nodeName(n telemetry.NodeStatus) string {
+	name := "node " + strconv.Itoa(int(n.ID))
+	if n.Addr != "" {
+		name += " (" + n.Addr + ")"
+	}
+	return name
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	ok, reason := s.Readiness()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not ready:", reason)
+		return
+	}
+	fmt.Fprintln(w, "ready:", reason)
+}
+
+// Status is the body of /api/status.
+type Status struct {
+	Now           time.Time   `json:"now"`
+	UptimeSeconds float64     `json:"uptime_seconds"`
+	Info          Info        `json:"info"`
+	Ready         bool        `json:"ready"`
+	ReadyReason   string      `json:"ready_reason"`
+	Totals        Counters    `json:"totals"`
+	Rates         Rates       `json:"rates"`
+	History       []RatePoint `json:"history"` // acknowledged lines per second, oldest first
+	Files         []File      `json:"files"`
+	// MetadataAgeSeconds is the time since the last metadata response; -1 before the first.
+	MetadataAgeSeconds float64  `json:"metadata_age_seconds"`
+	Brokers            []Broker `json:"brokers"`
+	TracesSeen         uint64   `json:"traces_seen"`
+}
+
+// Rates are per-second rates over the last sampling interval (about a second).
+type Rates struct {
+	LinesRead  float64 `json:"lines_read"`
+	BytesRead  float64 `json:"bytes_read"`
+	LinesAcked float64 `json:"lines_acked"`
+}
+
+// RatePoint is one second of the throughput history.
+type RatePoint struct {
+	At         time.Time `json:"at"`
+	LinesAcked float64   `json:"lines_acked"`
+	LinesRead  float64   `json:"lines_read"`
+}
+
+// Broker is one broker node in /api/status.
+type Broker struct {
+	ID        int32  `json:"id"`
+	Addr      string `json:"addr"`
+	State     string `json:"state"`
+	InFlight  int64  `json:"in_flight"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// StatusNow builds /api/status's body.
+func (s *Server) StatusNow() Status {
+	now := time.Now()
+	src := s.sources()
+	st := Status{Now: now, UptimeSeconds: now.Sub(s.started).Seconds(), Info: s.cfg.Info,
+		Files: []File{}, Brokers: []Broker{}, History: []RatePoint{}, MetadataAgeSeconds: -1}
+	st.Ready, st.ReadyReason = s.Readiness()
+	st.Totals = s.counters()
+	s.mu.Lock()
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		dt := b.at.Sub(a.at).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		p := RatePoint{At: b.at, LinesAcked: float64(b.c.LinesAcked-a.c.LinesAcked) / dt,
+			LinesRead: float64(b.c.LinesRead-a.c.LinesRead) / dt}
+		st.History = append(st.History, p)
+		if i == len(s.samples)-1 {
+			st.Rates = Rates{LinesRead: p.LinesRead, LinesAcked: p.LinesAcked,
+				BytesRead: float64(b.c.BytesRead-a.c.BytesRead) / dt}
+		}
+	}
+	s.mu.Unlock()
+	if src.Files != nil {
+		st.Files = append(st.Files, src.Files()...)
+	}
+	if src.Producer != nil {
+		ps := src.Producer()
+		if !ps.MetadataAt.IsZero() {
+			st.MetadataAgeSeconds = now.Sub(ps.MetadataAt).Seconds()
+		}
+		for _, n := range ps.Nodes {
+			st.Brokers = append(st.Brokers, Broker{ID: n.ID, Addr: n.Addr, State: n.State, InFlight: n.InFlight, LastError: n.LastError})
+		}
+	}
+	_, st.TracesSeen = s.ring.Traces(0)
+	return st
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.StatusNow())
+}
+
+// TracesBody is the body of /api/traces.
+type TracesBody struct {
+	Capacity int     `json:"capacity"`
+	Seen     uint64  `json:"seen"`
+	Traces   []Trace `json:"traces"` // the most recent first
+}
+
+func (s *Server) traces(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, "limit: want a number >= 0", http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	ts, seen := s.ring.Traces(limit)
+	if ts == nil {
+		ts = []Trace{}
+	}
+	writeJSON(w, TracesBody{Capacity: s.ring.Capacity(), Seen: seen, Traces: ts})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,107 @@
+package telemetry
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// TestSetupExtraProcessorAndReader: with both exporters off, the extra span processor still
+// gets every stage of a traced record and the extra reader the metrics (the status page's
+// case: traces and /metrics with no collector at hand).
+func TestSetupExtraProcessorAndReader(t *testing.T) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	rec := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ExtraSpanProcessor: rec, ExtraMetricReader: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prov.Shutdown(context.Background())
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), prov.Observer(), nil)
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	names := map[string]int{}
+	for _, s := range rec.Ended() {
+		names[s.Name()]++
+	}
+	for _, want := range []string{"send orders", SpanAppend, SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, SpanCallback} {
+		if names[want] == 0 {
+			t.Errorf("span %q not seen by the extra processor; got %v", want, names)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			seen[m.Name] = true
+		}
+	}
+	for _, want := range []string{MetricOperationDuration, MetricInFlightRequests, MetricAgentFilesWatched} {
+		if !seen[want] {
+			t.Errorf("metric %s not read by the extra reader", want)
+		}
+	}
+}
+
+func TestObserverStatus(t *testing.T) {
+	h := newHarness(t, nil)
+	if s := h.obs.Status(); !s.MetadataAt.IsZero() || len(s.Nodes) != 0 {
+		t.Fatalf("status before any connection: %+v", s)
+	}
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	before := time.Now()
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	s := h.obs.Status()
+	if s.MetadataAt.Before(before.Add(-time.Second)) {
+		t.Errorf("metadata time %v, want after %v", s.MetadataAt, before)
+	}
+	var ready int
+	for _, n := range s.Nodes {
+		if n.Ready() {
+			ready++
+			if n.Addr == "" || n.LastError != "" || n.InFlight != 0 {
+				t.Errorf("ready node %+v: want an address, no error, nothing in flight", n)
+			}
+		}
+	}
+	if ready == 0 {
+		t.Errorf("no READY node in %+v", s.Nodes)
+	}
+
+	// A broker that refuses connections: the node's last error says so, and it is not ready.
+	h2 := newHarness(t, nil)
+	addr := closedPort(t)
+	p2 := newProducer(t, []string{addr}, h2.obs, func(c *producer.Config) { c.MaxBlockMs = 300 })
+	_ = p2.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny}, func(producer.RecordMetadata, error) {})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := h2.obs.Status()
+		if len(s.Nodes) > 0 && s.Nodes[0].LastError != "" {
+			if n := s.Nodes[0]; n.Ready() || n.Addr != addr || !s.MetadataAt.IsZero() {
+				t.Errorf("refused node %+v, metadata at %v", n, s.MetadataAt)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection error after 10s: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

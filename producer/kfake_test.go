@@ -254,9 +254,6 @@ func TestKfakeRoundTripEveryAcks(t *testing.T) {
 			if err := res.firstError(); err != nil {
 				t.Fatal(err)
 			}
-			if seen.Load() <= 0 {
-				t.Fatalf("produce requests did not carry acks=%s", acks)
-			}
 			for i, m := range res.metas {
 				if acks == "0" && m.Offset != -1 {
 					t.Fatalf("acks=0 record %d reports offset %d; the broker sends none", i, m.Offset)
@@ -266,6 +263,11 @@ func TestKfakeRoundTripEveryAcks(t *testing.T) {
 				}
 			}
 			checkRoundTrip(t, recs, consumeAll(t, c.ListenAddrs(), "t", len(recs), 30*time.Second), 3)
+			// Checked after the records were consumed: with acks=0 the callbacks run when the
+			// bytes leave the socket, possibly before the broker has looked at the request.
+			if seen.Load() <= 0 {
+				t.Fatalf("produce requests did not carry acks=%s", acks)
+			}
 		})
 	}
 }

@@ -36,10 +36,12 @@ type Agent struct {
 
 // Stats counts lines through the agent. Safe for concurrent use.
 type Stats struct {
-	LinesRead   atomic.Int64
-	BytesRead   atomic.Int64
-	LinesAcked  atomic.Int64
-	LinesFailed atomic.Int64
+	LinesRead atomic.Int64
+	BytesRead atomic.Int64
+	// Long lines of stdin, by policy (a file's are in its FileStats).
+	LinesTruncated, LinesSplit, LinesDropped atomic.Int64
+	LinesAcked                               atomic.Int64
+	LinesFailed                              atomic.Int64
 
 	mu       sync.Mutex
 	firstErr error

@@ -29,6 +29,7 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	defer func() { stopMetrics(); <-metricsDone }()
 	lr := newLineReader(r, a.cfg.EffectiveMaxLineBytes(), a.cfg.LongLines)
 	var readErr error
+	inSplit := false // the line being read is the rest of a split long line
 	for {
 		line, err := lr.next()
 		if err != nil {
@@ -38,11 +39,21 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 			break
 		}
 		if line.skipped {
+			a.stats.LinesDropped.Add(1)
 			a.logLongLine("stdin", line)
 			continue
 		}
-		if line.long {
+		if line.long && !inSplit {
+			// One count per long line: the parts after the first of a split line are not new.
+			if a.cfg.LongLines == "split" {
+				a.stats.LinesSplit.Add(1)
+				inSplit = true
+			} else {
+				a.stats.LinesTruncated.Add(1)
+			}
 			a.logLongLine("stdin", line)
+		} else if !line.long {
+			inSplit = false
 		}
 		if err := a.sendLine(ctx, line.data, "", a.onDelivery); err != nil {
 			readErr = err

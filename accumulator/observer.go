@@ -71,11 +71,12 @@ func (b *ProducerBatch) AddAttempt(a Attempt) { b.attempts = append(b.attempts, 
 func (b *ProducerBatch) AttemptHistory() []Attempt { return b.attempts }
 
 // SendTimes yields, for each record of the batch in order, when Send handed it over (the now
-// given to Append). Valid until the batch is deallocated; an Observer's BatchDone may use it.
-func (b *ProducerBatch) SendTimes() iter.Seq[time.Time] {
-	return func(yield func(time.Time) bool) {
+// given to Append) and whether the record is traced (its RecordTrace then reports it). Valid
+// until the batch is deallocated; an Observer's BatchDone may use it.
+func (b *ProducerBatch) SendTimes() iter.Seq2[time.Time, bool] {
+	return func(yield func(time.Time, bool) bool) {
 		for i := range b.thunks {
-			if !yield(time.Unix(0, b.thunks[i].sent)) {
+			if !yield(time.Unix(0, b.thunks[i].sent), b.thunks[i].trace != nil) {
 				return
 			}
 		}

@@ -194,7 +194,10 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, et))
 		opts = []metric.RecordOption{metric.WithAttributes(append(ta.opAttrs(), et)...)}
 	}
-	for sent := range b.SendTimes() {
+	for sent, traced := range b.SendTimes() {
+		if traced {
+			continue // recorded by its recordTrace, in its span's context: an exemplar
+		}
 		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(sent)), opts...)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
@@ -98,6 +99,17 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	end := callbackEnd
 	if end.Before(tr.at) {
 		end = tr.at
+	}
+	if b != nil {
+		// The record's end-to-end latency, recorded in its span's context so the histogram
+		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
+		// (BatchDone records the untraced records; one that failed in Send, Appended.)
+		ta := t.o.topic(b.TopicPartition.Topic)
+		opts := ta.opOK
+		if err != nil {
+			opts = []metric.RecordOption{metric.WithAttributes(append(ta.opAttrs(), attribute.String(AttrErrorType, ErrorType(err)))...)}
+		}
+		t.o.m.opDuration.Record(t.ctx, seconds(callbackEnd.Sub(t.start)), opts...)
 	}
 	t.span.End(trace.WithTimestamp(end))
 }

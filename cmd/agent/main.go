@@ -89,8 +89,15 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	log = slog.New(tel.Logger(log.Handler()))
 	defer func() {
 		// After the producer closed: the last records' spans and metrics go out, in bounded time.
-		if err := tel.Shutdown(context.Background()); err != nil {
-			log.Warn("flushing telemetry", "error", err)
+		timeout := telemetryFlushTimeout(os.Getenv)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := tel.Shutdown(ctx); err != nil {
+			level := slog.LevelWarn
+			if timeout < time.Second {
+				level = slog.LevelDebug // no collector answers: nothing was expected to go out
+			}
+			log.Log(context.Background(), level, "flushing telemetry", "error", err)
 		}
 	}()
 	a, err := agent.New(cfg, log, tel)

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,30 +35,43 @@ type MemoryResult struct {
 	BrokerDownAtStart bool      `json:"broker_down_at_start"`
 }
 
-// memory stops the broker: it runs last. Each buffer.memory in turn: the broker is started
-// again on its data (`broker.sh resume`) before each run after the first, and left stopped at
-// the end (with-broker.sh's own stop then finds nothing to do). If it cannot be resumed, the
-// run starts with the broker down and says so.
+// memory runs on a broker of its own (state in the work directory, ports found free), so that
+// stopping and resuming it can never touch the benchmark's broker or another run's: a stopped
+// broker releases its state directory, and another with-broker.sh could start a broker there.
+// For each buffer.memory in turn the broker is (re)started, the agent ships until 4 MB are
+// acknowledged, the broker is stopped and the agent's RSS sampled; it is stopped at the end.
 func (b *bench) memory() error {
 	line := make([]byte, b.prm.FileLineSize+1)
 	for i := range line {
 		line[i] = 'a' + byte(i%26)
 	}
 	line[len(line)-1] = '\n'
-	brokerUp := true
-	for _, bufMem := range b.prm.MemoryBuffers {
+	port, err := freeBase()
+	if err != nil {
+		return fmt.Errorf("memory: no free ports for its broker: %w", err)
+	}
+	mb := &memBroker{sh: b.p.brokerSh, env: brokerEnv(filepath.Join(b.p.work, "memory-broker"), port),
+		bootstrap: fmt.Sprintf("127.0.0.1:%d", port)}
+	defer mb.stop()
+	for i, bufMem := range b.prm.MemoryBuffers {
 		if b.ctx.Err() != nil {
 			return errStopped
 		}
-		if !brokerUp {
-			out, err := exec.Command(b.p.brokerSh, "resume").CombinedOutput()
-			if err != nil {
-				logf("memory: broker.sh resume: %v: %s", err, lastLines(string(out), 2))
-			} else {
-				brokerUp = true
-			}
+		verb := "resume"
+		if i == 0 {
+			verb = "start"
 		}
-		res := b.memoryRun(bufMem, line, &brokerUp)
+		t0 := time.Now()
+		if out, err := mb.run(verb); err != nil {
+			return fmt.Errorf("memory: broker.sh %s: %v: %s", verb, err, lastLines(out, 3))
+		}
+		logf("memory: its own broker on %s is up (%s, %.0f s)", mb.bootstrap, verb, time.Since(t0).Seconds())
+		adm, err := newAdmin(mb.bootstrap)
+		if err != nil {
+			return err
+		}
+		res := b.memoryRun(bufMem, line, mb, adm)
+		adm.close()
 		b.report.Memory = append(b.report.Memory, res)
 		b.checkpoint()
 		logf("memory buffer.memory=%d MiB: peak RSS %.1f MiB (%.1f MiB over buffer.memory), before the broker stop %.1f MiB %s",
@@ -64,7 +80,65 @@ func (b *bench) memory() error {
 	return nil
 }
 
-func (b *bench) memoryRun(bufMem int64, line []byte, brokerUp *bool) (res MemoryResult) {
+// memBroker is the memory section's own broker, driven by scripts/kafka/broker.sh.
+type memBroker struct {
+	sh, bootstrap string
+	env           []string
+	up            bool
+}
+
+func (m *memBroker) run(verb string) (string, error) {
+	cmd := exec.Command(m.sh, verb)
+	cmd.Env = m.env
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err == nil && (verb == "start" || verb == "resume"):
+		m.up = true
+	case verb == "stop":
+		m.up = false
+	}
+	return string(out), err
+}
+
+func (m *memBroker) stop() {
+	if m.up {
+		_, _ = m.run("stop")
+	}
+}
+
+// brokerEnv is this process's environment with the broker's state directory and base port.
+func brokerEnv(state string, port int) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "KAFKATRAIL_STATE=") || strings.HasPrefix(kv, "KAFKA_PORT=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "KAFKATRAIL_STATE="+state, "KAFKA_PORT="+strconv.Itoa(port))
+}
+
+// freeBase finds a base port P on 127.0.0.1 with P..P+3 free (broker.sh's four listeners),
+// away from the bases with-broker.sh picks (9092, 19092-19282).
+func freeBase() (int, error) {
+	for base := 29100 + rand.IntN(50)*10; base < 29900; base += 10 {
+		ok := true
+		for p := base; p < base+4 && ok; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("none in 29100-29900")
+}
+
+func (b *bench) memoryRun(bufMem int64, line []byte, mb *memBroker, adm *admin) (res MemoryResult) {
 	res = MemoryResult{BufferMemory: bufMem, Seconds: b.prm.MemorySeconds, LinesPerSecond: b.prm.MemoryRate, LineSize: len(line) - 1,
 		CheckpointAtStop: -1}
 	dir := filepath.Join(b.p.work, fmt.Sprintf("memory-%d", bufMem))
@@ -80,16 +154,10 @@ func (b *bench) memoryRun(bufMem int64, line []byte, brokerUp *bool) (res Memory
 		return res
 	}
 	defer f.Close()
-	topic := ""
-	if *brokerUp {
-		topic = b.topicName("m", "agent", strconv.FormatInt(bufMem>>20, 10)+"MiB", 1)
-		if err := b.adm.createTopic(b.ctx, topic, b.prm.Partitions); err != nil {
-			res.Error = err.Error()
-			return res
-		}
-	} else {
-		topic = "bench-memory-broker-down"
-		res.BrokerDownAtStart = true
+	topic := b.topicName("m", "agent", strconv.FormatInt(bufMem>>20, 10)+"MiB", 1)
+	if err := adm.createTopic(b.ctx, topic, b.prm.Partitions); err != nil {
+		res.Error = err.Error()
+		return res
 	}
 
 	// The writer: FileLines-sized lines at MemoryRate lines/s, in 10 ms steps.
@@ -122,7 +190,7 @@ func (b *bench) memoryRun(bufMem int64, line []byte, brokerUp *bool) (res Memory
 
 	state := filepath.Join(dir, "state")
 	c := cell{Size: len(line) - 1, Batch: 16384, Comp: "none"}
-	args := []string{"--brokers", b.p.bootstrap, "--topic", topic, "--tail", file, "--start-at", "beginning",
+	args := []string{"--brokers", mb.bootstrap, "--topic", topic, "--tail", file, "--start-at", "beginning",
 		"--state-dir", state, "--header-host=", "--header-path=", "--log-level", "warn", "--shutdown-timeout", "2s"}
 	for _, kv := range b.javaProps(c) {
 		if len(kv) > 14 && kv[:14] == "buffer.memory=" {
@@ -143,27 +211,24 @@ func (b *bench) memoryRun(bufMem int64, line []byte, brokerUp *bool) (res Memory
 		res.CheckpointAtEnd = checkpointOffset(filepath.Join(state, "checkpoints.json"), file)
 	}()
 	cp := filepath.Join(state, "checkpoints.json")
-	if *brokerUp {
-		// Let it flow until a few MB are acknowledged, then stop the broker.
-		_ = waitFor(b.ctx, 30*time.Second, 50*time.Millisecond, func() (bool, error) {
-			return checkpointOffset(cp, file) > 4<<20 || p.exited(), nil
-		})
-		time.Sleep(2 * time.Second)
-		if kb, err := rssKiB(p.pid()); err == nil {
-			res.RSSBeforeStopMiB = float64(kb) / 1024
-		}
-		res.CheckpointAtStop = checkpointOffset(cp, file)
-		res.InKafkaAtStop, _ = b.adm.count(b.ctx, topic)
-		t0 := time.Now()
-		out, err := exec.Command(b.p.brokerSh, "stop").CombinedOutput()
-		res.BrokerStopSeconds = time.Since(t0).Seconds()
-		if err != nil {
-			res.Error = fmt.Sprintf("broker.sh stop: %v: %s", err, lastLines(string(out), 2))
-			return res
-		}
-		*brokerUp = false
-		logf("memory: broker stopped (%s); sampling the agent's RSS for %d s", lastLines(string(out), 1), b.prm.MemorySeconds)
+	// Let it flow until a few MB are acknowledged, then stop the broker.
+	_ = waitFor(b.ctx, 30*time.Second, 50*time.Millisecond, func() (bool, error) {
+		return checkpointOffset(cp, file) > 4<<20 || p.exited(), nil
+	})
+	time.Sleep(2 * time.Second)
+	if kb, err := rssKiB(p.pid()); err == nil {
+		res.RSSBeforeStopMiB = float64(kb) / 1024
 	}
+	res.CheckpointAtStop = checkpointOffset(cp, file)
+	res.InKafkaAtStop, _ = adm.count(b.ctx, topic)
+	t0 := time.Now()
+	out, err := mb.run("stop")
+	res.BrokerStopSeconds = time.Since(t0).Seconds()
+	if err != nil {
+		res.Error = fmt.Sprintf("broker.sh stop: %v: %s", err, lastLines(out, 2))
+		return res
+	}
+	logf("memory: broker stopped (%s); sampling the agent's RSS for %d s", lastLines(out, 1), b.prm.MemorySeconds)
 	for i := 0; i < b.prm.MemorySeconds; i++ {
 		select {
 		case <-b.ctx.Done():

@@ -589,7 +589,7 @@ func renderMarkdown(r *Report) string {
 	// Memory.
 	if len(r.Memory) > 0 {
 		w("## Memory: the agent tails a growing file while the broker is stopped\n\n")
-		w("A writer appends %d-byte lines at %d lines/s to a new file that the agent tails from the beginning. With the broker up, the agent ships until more than 4 MB are acknowledged; then `broker.sh stop` stops the broker and the agent's RSS (VmRSS) is sampled every second for %d s while the file keeps growing (the broker is resumed on its data before the next buffer.memory).\n\n",
+		w("A writer appends %d-byte lines at %d lines/s to a new file that the agent tails from the beginning. The section has a broker of its own (same scripts/kafka/broker.sh, its state in the work directory, free ports), so that stopping it cannot touch any other broker. With that broker up, the agent ships until more than 4 MB are acknowledged; then `broker.sh stop` stops the broker and the agent's RSS (VmRSS) is sampled every second for %d s while the file keeps growing (the broker is resumed on its data before the next buffer.memory, and stopped at the end).\n\n",
 			p.FileLineSize, p.MemoryRate, p.MemorySeconds)
 		w("| buffer.memory | broker | RSS before stop MiB | peak RSS MiB | peak − buffer.memory MiB | final RSS MiB | maxrss MiB (whole life) | file written MB | checkpoint at stop MB | note |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, m := range r.Memory {

@@ -32,6 +32,7 @@ test: deps
 	  $(GO) test $(GOTEST_FLAGS) $(PKGS) || rc=$$?; \
 	  (cd tools && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || rc=$$?; \
 	  exit $$rc'
+	$(MAKE) test-e2e
 
 # Unit tests only: no broker (tests needing it skip themselves under -short).
 test-short:

@@ -57,7 +57,7 @@ pids+=($agent)
 
 cat >&2 <<MSG
 
-kafkatrail demo is running (ready after $((SECONDS - ${DEMO_T0:-0}))s). Everything listens on 127.0.0.1:
+kafkatrail demo is running (ready after $(( $(date +%s) - ${DEMO_START:-$(date +%s)} ))s). Everything listens on 127.0.0.1:
   the agent's own page   http://127.0.0.1:$HTTP_PORT/   (throughput, lag per file, in-flight, recent traces)
   Jaeger (traces API)    $JAEGER_QUERY_URL/api/traces?service=kafkatrail-agent&limit=5
   Prometheus (API)       $PROMETHEUS_URL/api/v1/query?query=kafkatrail_agent_lines_read_total

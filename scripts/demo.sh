@@ -25,5 +25,5 @@ rm -rf "$DEMO_DIR"
 mkdir -p "$DEMO_DIR"
 go build -o "$DEMO_DIR/agent" ./cmd/agent
 step 4/4 "starting Kafka, Jaeger, Prometheus and the agent"
-export DEMO_T0=$t0
+export DEMO_START=$(( $(date +%s) - (SECONDS - t0) ))
 exec scripts/kafka/with-broker.sh scripts/with-observability.sh scripts/demo-run.sh

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -141,5 +142,67 @@ func TestAgentKilled(t *testing.T) {
 	}
 	if c.dup > bound {
 		t.Fatalf("%d duplicates, more than the %d records past the checkpoints at the crashes", c.dup, bound)
+	}
+}
+
+// TestStopUnderBackpressure: SIGTERM while the producer's buffer is full (the proxy blackholes the
+// broker, so reading is paused on a line waiting for buffer memory). The agent must
+// stop cleanly: flush what is buffered, save the checkpoints and exit 0; the line it was waiting
+// to buffer is not a failed line, only one not read yet. A restart then sends the rest.
+func TestStopUnderBackpressure(t *testing.T) {
+	if noProxy {
+		t.Skip("RELIABILITY_NO_PROXY=1: no proxy to cut the broker off")
+	}
+	b := theBroker(t)
+	n := size(400_000, 100_000)
+	rep := report(t, fmt.Sprintf("2. agent SIGTERM while its buffer is full (broker unreachable), then restart; %s-line file", num(int64(n))))
+	topic := b.newTopic(t, 3)
+	dir := t.TempDir()
+	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
+	lf := newLineFile(t, path)
+	lf.write(1000)
+	rd := b.reader()
+	args := tailArgs(b.bootstrap(), topic, path, state, "-X", "buffer.memory=4194304", "-X", "max.block.ms=1000")
+	a := startAgent(t, nil, nil, args...)
+	rd.watch(t, topic).waitAtLeast(1000, time.Minute, a) // flowing before the cut
+	b.addToxic(t, `{"name":"bh_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
+	b.addToxic(t, `{"name":"bh_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
+	lf.write(n - 1000) // far more than buffer.memory holds
+	lf.close()
+	removed := false
+	defer func() {
+		if !removed {
+			b.removeToxic(t, "bh_up")
+			b.removeToxic(t, "bh_down")
+		}
+	}()
+	waitLog(t, a, "producer buffer full", time.Minute)
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	signalled := time.Now()
+	b.removeToxic(t, "bh_up")
+	b.removeToxic(t, "bh_down")
+	removed = true
+	code := a.wait(time.Minute)
+	a.checkNoPanic()
+	first := lastWords(a)
+	took := a.done.Sub(signalled)
+	// The rest, from the checkpoint.
+	a2 := startAgent(t, nil, nil, args...)
+	waitFor(t, 3*time.Minute, 100*time.Millisecond, func() bool { return checkpointLines(t, state, path) == int64(n) },
+		func() string { return "checkpoint at the end after the restart; log:\n" + a2.logTail() })
+	a2.stop(time.Minute)
+	c := rd.countLines(t, topic, n)
+	rep.counts(int64(n), c)
+	rep.Recovery = "stop " + secs(took)
+	if code == 0 {
+		rep.note("SIGTERM: exit 0 after %s", secs(took))
+	} else {
+		rep.note("SIGTERM: exit %d after %s: %q", code, secs(took), first)
+	}
+	if c.lost != 0 {
+		t.Fatalf("%d lines lost", c.lost)
+	}
+	if code != 0 {
+		t.Fatalf("SIGTERM under backpressure: exit %d, %q; log:\n%s", code, first, a.logTail())
 	}
 }

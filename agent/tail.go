@@ -70,6 +70,13 @@ func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
 			if notBuffered(err) {
 				return // sendLine offers the line again
 			}
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				// Shutdown interrupted Send while it waited for buffer memory: the line was never
+				// buffered. It pins the checkpoint, so the next start reads it again, but it is not
+				// a delivery failure.
+				f.Fail(end, err)
+				return
+			}
 			f.Fail(end, err)
 			if a.stats.fail(err) {
 				a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)

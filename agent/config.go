@@ -171,8 +171,9 @@ func (c *Config) Validate() error {
 // The agent's producer defaults that differ from the Java client's (both can be overridden with
 // -X client.id=... and -X buffer.memory=...).
 const (
-	AgentClientID     = "kafkatrail-agent"
-	AgentBufferMemory = 8 << 20
+	AgentClientID          = "kafkatrail-agent"
+	AgentBufferMemory      = 8 << 20
+	AgentDeliveryTimeoutMs = 600000
 )
 
 // ProducerConfig builds the producer's configuration: the Java defaults, then the brokers, then
@@ -184,6 +185,11 @@ func (c *Config) ProducerConfig() (producer.Config, error) {
 	// brokers busy: 8 MiB does (5 requests in flight per broker of up to batch.size per
 	// partition), and keeps the agent's resident memory near 40 MiB instead of 130.
 	pc.BufferMemory = AgentBufferMemory
+	// A record that waits in memory for a broker that is down is not lost by waiting: its
+	// line is on disk and reading is paused. Expiring it after the Java client's 2 minutes
+	// only turns a long outage into failed lines; 10 minutes rides out a broker restart on a
+	// loaded machine and still reports a cluster that is gone.
+	pc.DeliveryTimeoutMs = AgentDeliveryTimeoutMs
 	if len(c.Brokers) > 0 {
 		pc.BootstrapServers = c.Brokers
 	}

@@ -40,9 +40,10 @@ func ReferenceMarkdown() string {
 	fmt.Fprintf(&b, "| `-X KEY=VALUE` | `AGENT_PRODUCER_<KEY>` | | a producer property (below) by its Java name; in the file under `producer:` |\n")
 	fmt.Fprintf(&b, "| `--config FILE` | `AGENT_CONFIG` | | YAML file with the keys above |\n")
 	b.WriteString("\n### Producer properties (Java client names and defaults)\n\n")
-	fmt.Fprintf(&b, "The agent changes two defaults: `client.id` is `%s` and `buffer.memory` is `%d` "+
-		"(%d MiB: the files are the durable buffer, so memory only has to keep the brokers busy). "+
-		"Everything else is the Java client's default.\n\n", AgentClientID, AgentBufferMemory, AgentBufferMemory>>20)
+	fmt.Fprintf(&b, "The agent changes three defaults: `client.id` is `%s`, `buffer.memory` is `%d` "+
+		"(%d MiB: the files are the durable buffer, so memory only has to keep the brokers busy), and "+
+		"`delivery.timeout.ms` is `%d` (a broker restart must not turn waiting lines into failed ones). "+
+		"Everything else is the Java client's default.\n\n", AgentClientID, AgentBufferMemory, AgentBufferMemory>>20, AgentDeliveryTimeoutMs)
 	b.WriteString("| property | default | meaning |\n|---|---|---|\n")
 	for _, p := range producer.Properties() {
 		d := p.Default

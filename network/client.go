@@ -538,6 +538,13 @@ func (c *NetworkClient) failRequest(responses []*inflight.Response, r *inflight.
 // request goes out next.
 func (c *NetworkClient) handleConnections(connected []int32) {
 	for _, node := range connected {
+		// One poll can report a connection as made and then lost (something in front of the
+		// broker accepted and closed it at once); handleDisconnections has already run. Moving
+		// such a node to CHECKING_API_VERSIONS would leave it there with no channel, never
+		// reconnected.
+		if !c.selector.Has(node) || c.states.IsDisconnected(node) {
+			continue
+		}
 		c.states.CheckingAPIVersions(node)
 		c.apiVersionsPending[node] = kmsg.NewPtrApiVersionsRequest().MaxVersion()
 	}

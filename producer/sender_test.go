@@ -293,8 +293,6 @@ func TestSenderRetriesRetriableErrorsAndRefreshesMetadata(t *testing.T) {
 	f := newSenderFixture(t, 1, func(*Config) {})
 	o := f.append(0, "v")
 	f.runOnce()
-	before := f.meta.Version()
-	_ = before
 	f.client.respond(t, produceAnswer(kerr.NotLeaderForPartition.Code, -1))
 	f.runOnce()
 	if o.calls != 0 {

@@ -33,6 +33,7 @@ test: deps
 	  (cd tools && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || rc=$$?; \
 	  exit $$rc'
 	$(MAKE) test-e2e
+	$(MAKE) reliability-ci
 
 # Unit tests only: no broker (tests needing it skip themselves under -short).
 test-short:
@@ -88,7 +89,8 @@ demo-check:
 
 # Reliability figures (scripts/reliability.sh; the reliability/ module starts its own broker):
 # `reliability` runs the full sizes and rewrites docs/reliability.md; `reliability-ci` is the
-# shortened form (about 3-4 minutes), for make test.
+# shortened form (about 2.5 minutes: scenarios, then each fuzz target briefly), the last step of
+# make test.
 .PHONY: reliability reliability-ci
 reliability: deps
 	scripts/reliability.sh full

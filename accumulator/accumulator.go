@@ -685,6 +685,34 @@ func (a *RecordAccumulator) abortBatches(err error) {
 	}
 }
 
+// AbortUndrainedBatches fails, with err, the batches still queued that never went to a broker,
+// and frees their memory (Java abortUndrainedBatches). With idempotence these are the batches
+// without a sequence: a queued retry keeps its place, because its earlier attempt may have been
+// written and the sequences after it must still reach the broker. A transactional producer calls
+// it when the transaction is being aborted: what was never sent need not be.
+func (a *RecordAccumulator) AbortUndrainedBatches(err error) {
+	for _, b := range a.incomplete.snapshot() {
+		dq := a.getDeque(b.TopicPartition)
+		if dq == nil {
+			continue
+		}
+		dq.mu.Lock()
+		aborted := false
+		if (a.cfg.Idempotent && !b.HasSequence()) || (!a.cfg.Idempotent && !b.closed) {
+			n := len(dq.batches)
+			dq.batches = removeBatch(dq.batches, b)
+			if aborted = len(dq.batches) < n; aborted { // still queued, not in flight
+				b.closeForAppends()
+			}
+		}
+		dq.mu.Unlock()
+		if aborted {
+			b.CompleteExceptionally(err, nil)
+			a.Deallocate(b)
+		}
+	}
+}
+
 // incompleteBatches are the batches created and not yet deallocated (Java IncompleteBatches):
 // what a flush waits for and a forced close aborts.
 type incompleteBatches struct {

@@ -130,6 +130,7 @@ type ProducerBatch struct {
 	producerEpoch int16
 	baseSequence  int32
 	retry         bool
+	transactional bool // written with the transactional attribute (a transactional producer's batch)
 
 	state       atomic.Int32
 	done        chan struct{} // closed when the batch reaches a final state
@@ -294,6 +295,11 @@ func (b *ProducerBatch) SetProducerState(id int64, epoch int16, baseSequence int
 	b.producerID, b.producerEpoch, b.baseSequence = id, epoch, baseSequence
 }
 
+// SetTransactional marks the batch as part of a transaction: its header carries the
+// transactional attribute, which tells the broker to hold its records back from read_committed
+// consumers until the transaction's commit marker. The sender sets it at drain, before encoding.
+func (b *ProducerBatch) SetTransactional() { b.transactional = true }
+
 // Close stops appends and compresses the records, once; later calls do nothing. Drain calls it
 // outside the deque lock, because compressing is the expensive part of sending. If compression
 // fails the records go uncompressed, which every broker accepts, rather than failing the batch.
@@ -330,7 +336,7 @@ func (b *ProducerBatch) AppendEncoded(dst []byte) []byte {
 		FirstOffset:          0,
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
-		Attributes:           int16(b.attrCodec), // CreateTime, not transactional, not control
+		Attributes:           b.attributes(), // CreateTime, not control
 		LastOffsetDelta:      b.numRecords - 1,
 		FirstTimestamp:       b.firstTimestamp,
 		MaxTimestamp:         b.maxTimestamp,
@@ -346,6 +352,18 @@ func (b *ProducerBatch) AppendEncoded(dst []byte) []byte {
 	binary.BigEndian.PutUint32(enc[batchCRCOffset:], crc32.Checksum(enc[batchAttrsOffset:], castagnoli))
 	return dst
 }
+
+// attributes is the v2 batch header's attributes: the codec and, for a transaction, bit 4.
+func (b *ProducerBatch) attributes() int16 {
+	attrs := int16(b.attrCodec)
+	if b.transactional {
+		attrs |= transactionalAttribute
+	}
+	return attrs
+}
+
+// transactionalAttribute is the v2 batch attribute bit of a transactional batch.
+const transactionalAttribute = 0x10
 
 // Complete runs every record's callback with its offset (baseOffset plus its index) and
 // timestamp (logAppendTime in ms, or the record's create time when logAppendTime is -1). It

@@ -41,6 +41,9 @@ type Config struct {
 	PartitionerIgnoreKeys            bool  `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
 	MaxReceiveBytes                  int32 `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
 
+	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent runs no transactions: leave it empty there"`
+	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
+
 	SecurityProtocol                   string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
 	SASLMechanism                      string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"`
 	SASLUsername                       string `koanf:"sasl.username" doc:"SASL user name"`
@@ -75,6 +78,7 @@ func DefaultConfig() Config {
 		SocketConnectionSetupTimeoutMs:     10000,
 		AllowAutoCreateTopics:              true,
 		MaxReceiveBytes:                    100 << 20,
+		TransactionTimeoutMs:               60000,
 		SecurityProtocol:                   "PLAINTEXT",
 		SSLEndpointIdentificationAlgorithm: "https",
 	}
@@ -123,6 +127,7 @@ func (c *Config) Validate() error {
 		{"connections.max.idle.ms", int64(c.ConnectionsMaxIdleMs)},
 		{"socket.connection.setup.timeout.ms", int64(c.SocketConnectionSetupTimeoutMs)},
 		{"max.receive.bytes", int64(c.MaxReceiveBytes)},
+		{"transaction.timeout.ms", int64(c.TransactionTimeoutMs)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -159,6 +164,16 @@ func (c *Config) Validate() error {
 		}
 		if c.Retries == 0 {
 			bad("enable.idempotence", "enable.idempotence=true requires retries > 0")
+		}
+	}
+	if c.TransactionalID != "" {
+		// As in Java: a transaction's records are written idempotently, and its commit means
+		// every record is on every in-sync replica.
+		if !c.EnableIdempotence {
+			bad("enable.idempotence", "transactional.id=%q requires enable.idempotence=true", c.TransactionalID)
+		}
+		if err == nil && acks != -1 {
+			bad("acks", "transactional.id=%q requires acks=all, got %q", c.TransactionalID, c.Acks)
 		}
 	}
 	switch strings.ToUpper(c.SecurityProtocol) {
@@ -201,3 +216,15 @@ func parseAcks(s string) (int16, error) {
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// maxVersions caps request versions for a transactional producer at the last ones before
+// transaction version 2 (KIP-890), as the Java client does while it runs transactions the
+// classic way: Produce v11, AddPartitionsToTxn v3 (v4+ is the brokers' batched form), EndTxn v4
+// (v5 bumps the epoch at every commit). From Produce v12 a TV2 broker would add partitions to
+// the transaction itself and expect the epoch to move under us. Nil when not transactional.
+func (c *Config) maxVersions() map[int16]int16 {
+	if c.TransactionalID == "" {
+		return nil
+	}
+	return map[int16]int16{0: 11, 24: 3, 26: 4}
+}

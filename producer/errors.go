@@ -104,3 +104,77 @@ func (e *networkError) Error() string {
 }
 
 func (e *networkError) Unwrap() error { return e.Cause }
+
+// ErrProducerFenced (matched with errors.Is) says a newer producer with the same
+// transactional.id has called InitTransactions: the coordinator bumped the epoch and aborted this
+// producer's open transaction. This producer can never write again; close it.
+var ErrProducerFenced = errors.New("producer fenced")
+
+// ErrTransactionAborted (wrapped) is the callback error of a record that was never sent because
+// its transaction was aborted, by AbortTransaction or after an error.
+var ErrTransactionAborted = errors.New("transaction aborted")
+
+// ErrNotTransactional is returned by the transactional methods of a producer without a
+// transactional.id.
+var ErrNotTransactional = errors.New("producer is not transactional: transactional.id is not set")
+
+// TransactionFatalError says the transactional producer cannot go on: it was fenced (errors.Is
+// ErrProducerFenced), is not authorized for its transactional.id, or the coordinator refused it
+// in a way with no recovery. Every later transactional call and Send returns it, and buffered
+// records fail with it; only Close is left.
+type TransactionFatalError struct {
+	TransactionalID string
+	Cause           error
+}
+
+func (e *TransactionFatalError) Error() string {
+	if e.fenced() {
+		return fmt.Sprintf("transactional.id %q: producer fenced by a newer producer with the same transactional.id (%v); close this producer",
+			e.TransactionalID, e.Cause)
+	}
+	return fmt.Sprintf("transactional.id %q: fatal transaction error: %v; close this producer", e.TransactionalID, e.Cause)
+}
+
+func (e *TransactionFatalError) Unwrap() error { return e.Cause }
+
+// Is makes errors.Is(err, ErrProducerFenced) true for fencing, which the coordinator reports as
+// PRODUCER_FENCED and a partition leader as INVALID_PRODUCER_EPOCH.
+func (e *TransactionFatalError) Is(target error) bool {
+	return target == ErrProducerFenced && e.fenced()
+}
+
+func (e *TransactionFatalError) fenced() bool {
+	return errors.Is(e.Cause, kerr.ProducerFenced) || errors.Is(e.Cause, kerr.InvalidProducerEpoch)
+}
+
+// TransactionAbortableError says the current transaction cannot be committed, because one of
+// its records or requests failed (Cause). The producer is sound: call AbortTransaction, then
+// begin a new transaction and send the records again.
+type TransactionAbortableError struct {
+	Cause error
+}
+
+func (e *TransactionAbortableError) Error() string {
+	return fmt.Sprintf("transaction must be aborted: %v", e.Cause)
+}
+
+func (e *TransactionAbortableError) Unwrap() error { return e.Cause }
+
+// TransactionStateError is a transactional method (or Send) called when the producer's
+// transaction state does not allow it, such as CommitTransaction without BeginTransaction or
+// Send before InitTransactions (Java's IllegalStateException).
+type TransactionStateError struct {
+	Op    string // the call, e.g. "BeginTransaction"
+	State string // the state it met, e.g. "UNINITIALIZED"
+	// Pending is set when an earlier call (e.g. "CommitTransaction") timed out while its
+	// operation goes on: call that method again to wait for it first.
+	Pending string
+}
+
+func (e *TransactionStateError) Error() string {
+	if e.Pending != "" {
+		return fmt.Sprintf("%s is not allowed while the earlier %s is still going on: call %s again to wait for it",
+			e.Op, e.Pending, e.Pending)
+	}
+	return fmt.Sprintf("%s is not allowed in transaction state %s", e.Op, e.State)
+}

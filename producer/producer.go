@@ -195,7 +195,7 @@ func newSender(cfg Config, acks int16, client KafkaClient, acc *accumulator.Reco
 		clock:                 clock,
 	}
 	if cfg.EnableIdempotence {
-		s.txn = newTransactionManager()
+		s.txn = newTransactionManager(cfg.TransactionalID, cfg.TransactionTimeoutMs)
 		acc.SetSequenceSource(s.txn)
 	}
 	return s
@@ -212,6 +212,7 @@ func (c *Config) networkConfig() (network.Config, error) {
 		SocketConnectionSetupTimeout: ms(c.SocketConnectionSetupTimeoutMs),
 		MaxInFlight:                  c.MaxInFlightRequestsPerConnection,
 		MaxReceiveBytes:              c.MaxReceiveBytes,
+		MaxVersions:                  c.maxVersions(),
 	}
 	proto := strings.ToUpper(c.SecurityProtocol)
 	if proto == "SSL" || proto == "SASL_SSL" {
@@ -351,6 +352,10 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		ts = now
 	}
 	tp := metadata.TopicPartition{Topic: r.Topic, Partition: partition}
+	// A transactional producer sends only inside a transaction, to partitions it adds to it.
+	if err := p.sender.txn.maybeAddPartition(tp); err != nil {
+		return err
+	}
 	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, trace, deadline, now)
 	if err != nil {
 		return err

@@ -75,12 +75,22 @@ func (s *Sender) run() {
 		s.runOnce(s.clock())
 	}
 	// Graceful close: keep going while there is buffered data or a response to wait for.
-	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0) {
+	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0 || s.txn.hasPendingRequests()) {
+		s.runOnce(s.clock())
+	}
+	// A transaction left open is aborted, as the Java Sender does: its records were sent above,
+	// and without an abort they would stay invisible to read_committed consumers, and hold back
+	// the partitions' last stable offset, until transaction.timeout.ms.
+	for !s.forced.Load() && s.txn.hasOngoingTransaction() && s.txn.abortOnClose() {
 		s.runOnce(s.clock())
 	}
 	if s.forced.Load() {
 		s.failInFlight(ErrProducerClosed)
 		s.acc.AbortIncompleteBatches(fmt.Errorf("%w before the record was acknowledged", ErrProducerClosed))
+	}
+	if s.txn.isTransactional() {
+		// Whoever still waits on a transactional call gets an answer.
+		s.txn.failPending(ErrProducerClosed)
 	}
 	if err := s.client.Close(); err != nil {
 		s.log.Warn("closing network client", "error", err)
@@ -98,23 +108,119 @@ func (s *Sender) forceClose() {
 	s.initiateClose()
 }
 
-// runOnce is one iteration of the loop: make sure an idempotent producer has its id, send what
-// is ready, then poll the network.
+// runOnce is one iteration of the loop: make sure an idempotent producer has its id (a
+// transactional one: send its next transactional request, which goes before any data), send
+// what is ready, then poll the network.
 func (s *Sender) runOnce(now time.Time) {
+	txnWait := time.Duration(1<<63 - 1)
 	if s.txn != nil {
 		if err := s.txn.fatal; err != nil {
 			s.acc.AbortIncompleteBatches(err)
 			s.client.Poll(s.retryBackoff, now)
 			return
 		}
-		if !s.txn.hasProducerID() {
+		if s.txn.isTransactional() {
+			var handled bool
+			if handled, txnWait = s.maybeSendAndPollTransactionalRequest(now); handled {
+				return
+			}
+		} else if !s.txn.hasProducerID() {
 			s.maybeInitProducerID(now)
 			s.client.Poll(s.pollTimeoutWithoutData(now), now)
 			return
 		}
 	}
 	timeout := s.sendProducerData(now)
-	s.client.Poll(timeout, now)
+	s.client.Poll(min(timeout, txnWait), now)
+}
+
+// maybeSendAndPollTransactionalRequest is the Java Sender's method of that name: while a
+// transactional request is outstanding nothing else is sent; otherwise the next one in the
+// queue goes to the coordinator (FindCoordinator to any broker). During an abort, and after an
+// abortable error, batches never sent are dropped first. handled reports that it polled and
+// the iteration is over; wait bounds the next poll when a request is in retry backoff.
+func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bool, wait time.Duration) {
+	t := s.txn
+	if t.txnInFlight {
+		s.client.Poll(s.retryBackoff, now)
+		return true, 0
+	}
+	if err := t.undrainedAbortError(); err != nil && s.acc.HasIncomplete() {
+		s.acc.AbortUndrainedBatches(err)
+	}
+	r, wait := t.nextRequest(s.acc.HasIncomplete(), now)
+	if r == nil {
+		if wait == 0 {
+			wait = time.Duration(1<<63 - 1)
+		}
+		return false, wait
+	}
+	var node metadata.Node
+	if r.kind == reqFindCoordinator {
+		n, ok := s.client.LeastLoadedNode(now)
+		if !ok {
+			t.requeue(r, now, 0)
+			s.meta.RequestUpdate()
+			s.client.Poll(s.retryBackoff, now)
+			return true, 0
+		}
+		node = n
+	} else {
+		if t.coordinator == nil {
+			t.lookupCoordinator()
+			t.requeue(r, now, 0)
+			return true, 0
+		}
+		node = *t.coordinator
+	}
+	if !s.client.Ready(node, now) {
+		t.requeue(r, now, 0)
+		delay := s.client.ConnectionDelay(node.ID, now)
+		if r.kind != reqFindCoordinator && delay < time.Duration(1<<62) {
+			// The coordinator's connection failed and is in reconnect backoff: the coordinator
+			// may have moved, so look it up again (Java's maybeFindCoordinatorAndRetry).
+			t.lookupCoordinator()
+		}
+		s.client.Poll(max(min(delay, s.retryBackoff), 0), now)
+		return true, 0
+	}
+	body := t.buildRequest(r)
+	s.log.Debug("transactional request", "request", r.kind.String(), "node", node.ID, "transactional_id", t.transactionalID)
+	t.txnInFlight = true
+	s.client.Send(&network.ClientRequest{
+		Destination:    node.ID,
+		Body:           body,
+		ExpectResponse: true,
+		Created:        now,
+		Timeout:        s.requestTimeout,
+		Callback: func(resp *inflight.Response) {
+			s.handleTransactionalResponse(r, resp)
+		},
+	}, now)
+	if s.onRequest != nil {
+		s.onRequest()
+	}
+	s.client.Poll(s.retryBackoff, now)
+	return true, 0
+}
+
+// handleTransactionalResponse hands a transactional request's outcome to the transaction manager.
+func (s *Sender) handleTransactionalResponse(r *txnRequest, resp *inflight.Response) {
+	now := resp.Received
+	if now.IsZero() {
+		now = s.clock()
+	}
+	var netErr, otherErr error
+	switch {
+	case resp.Disconnected || resp.TimedOut:
+		netErr = &networkError{Node: resp.Request.Destination, TimedOut: resp.TimedOut, Cause: resp.Err}
+	case resp.Err != nil:
+		otherErr = resp.Err
+	}
+	s.txn.handleTxnResponse(r, resp.Body, netErr, otherErr, now, s.retryBackoff)
+	if err := s.txn.fatal; err != nil {
+		s.log.Error("transactional producer stopped by a fatal error", "error", err)
+	}
 }
 
 // pollTimeoutWithoutData bounds the poll while we wait for a producer id: short enough to retry.
@@ -158,6 +264,9 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 			s.inFlightBatches[b.TopicPartition] = append(s.inFlightBatches[b.TopicPartition], b)
 			if s.txn != nil {
 				s.txn.addInFlight(b)
+				if s.txn.isTransactional() {
+					b.SetTransactional()
+				}
 			}
 			if s.guaranteeMessageOrder {
 				s.acc.MutePartition(b.TopicPartition)
@@ -186,13 +295,13 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 // callbacks run now; its memory is released when its request completes.
 func (s *Sender) expireBatches(now time.Time) {
 	for _, b := range s.acc.ExpiredBatches(now) {
-		s.failBatch(b, s.timeoutError(b, now, nil))
+		s.failBatch(b, s.txnFailed(s.timeoutError(b, now, nil)))
 		s.acc.Deallocate(b)
 	}
 	for _, list := range s.inFlightBatches {
 		for _, b := range list {
 			if !b.IsDone() && now.Sub(b.Created) >= s.deliveryTimeout {
-				s.failBatch(b, s.timeoutError(b, now, nil))
+				s.failBatch(b, s.txnFailed(s.timeoutError(b, now, nil)))
 			}
 		}
 	}
@@ -215,6 +324,11 @@ var recordsPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); retu
 func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerBatch, now time.Time) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = s.acks
+	if s.txn.isTransactional() {
+		// The broker authorizes transactional records by the request's transactional id, and
+		// refuses them without one (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+		req.TransactionID = &s.txn.transactionalID
+	}
 	req.TimeoutMillis = int32(s.requestTimeout.Milliseconds())
 	byTP := make(map[metadata.TopicPartition]*accumulator.ProducerBatch, len(batches))
 	bufs := make([]*[]byte, 0, len(batches))
@@ -391,10 +505,25 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, err error, baseOffs
 		n := s.acc.SplitAndReenqueue(b)
 		s.log.Info("batch too large for the broker: split", "partition", b.TopicPartition.String(),
 			"records", b.RecordCount(), "new_batches", n)
-		if s.txn != nil {
-			// The split batches need fresh sequences; a new epoch gives them a clean space.
+		if s.txn != nil && !s.txn.isTransactional() {
+			// The split batches need fresh sequences; a new epoch gives them a clean space. A
+			// transaction cannot change epoch midway: its split batches keep the refused
+			// batch's consecutive sequences, as in Java.
 			s.txn.requestEpochBump()
 		}
+		s.acc.Deallocate(b)
+
+	case s.txn.isTransactional() && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced)):
+		if errors.Is(err, kerr.OutOfOrderSequenceNumber) && !s.txn.isNextSequence(b) && s.canRetryTime(b, now) {
+			// An earlier batch of the partition is still to land; retry behind it.
+			s.reenqueue(b, now)
+			return
+		}
+		// A transaction cannot bump its epoch midway (Java canRetry for a transactional
+		// producer): a broken sequence makes the transaction abortable (the abort bumps the
+		// epoch), and a newer epoch on the broker means we are fenced.
+		s.failBatch(b, s.txn.produceFailed(err))
 		s.acc.Deallocate(b)
 
 	case s.txn != nil && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
@@ -421,9 +550,22 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, err error, baseOffs
 		if !b.IsDone() && isRetriable(err) && now.Sub(b.Created) >= s.deliveryTimeout {
 			err = s.timeoutError(b, now, err)
 		}
+		if !b.IsDone() {
+			err = s.txnFailed(err)
+		}
 		s.failBatch(b, err)
 		s.acc.Deallocate(b)
 	}
+}
+
+// txnFailed tells a transactional producer's transaction manager that a batch failed for good
+// (the transaction can no longer commit, or the producer can no longer go on) and returns the
+// error its records get. Without transactions it returns err.
+func (s *Sender) txnFailed(err error) error {
+	if !s.txn.isTransactional() {
+		return err
+	}
+	return s.txn.produceFailed(err)
 }
 
 func (s *Sender) reenqueue(b *accumulator.ProducerBatch, now time.Time) {

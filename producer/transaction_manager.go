@@ -3,6 +3,7 @@ package producer
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
 	"github.com/kafkatrail/kafkatrail/metadata"
@@ -11,7 +12,9 @@ import (
 // transactionManager is the idempotent producer's state, after the Java TransactionManager:
 // the producer id and epoch from InitProducerId, and per partition the next sequence number and
 // the batches in flight in sequence order. It is owned by the sender goroutine (Drain, which calls
-// it through accumulator.SequenceSource, runs there too) and takes no locks.
+// it through accumulator.SequenceSource, runs there too) and takes no locks, except for the
+// transactional state (transactions.go) that Send and the transactional methods share with the
+// sender goroutine, which mu guards.
 //
 // Recovery from a broken sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, a split
 // batch) is by epoch bump (KIP-360): drain stops, in-flight requests finish, InitProducerId is
@@ -31,6 +34,36 @@ type transactionManager struct {
 
 	partitions map[metadata.TopicPartition]*partitionSequences
 	inFlight   int // batches in flight over all partitions
+
+	// Transactions (transactions.go); transactionalID is empty for an idempotent-only producer
+	// and neither it nor txnTimeoutMs changes.
+	transactionalID string
+	txnTimeoutMs    int32
+	// Sender goroutine only: the transaction coordinator (nil until found), and whether a
+	// transactional request is outstanding (they go one at a time, in queue order).
+	coordinator *metadata.Node
+	txnInFlight bool
+
+	// mu guards the rest: Send (maybeAddPartition) and the transactional methods run on the
+	// callers' goroutines.
+	mu    sync.Mutex
+	state txnState
+	// lastErr is the abortable or fatal error that put the producer in its error state.
+	lastErr error
+	queue   []*txnRequest // by kind (priority), then arrival
+	// pendingResult is the latest InitTransactions, CommitTransaction or AbortTransaction whose
+	// caller has not seen it complete; pendingTarget is the state that call moved to.
+	pendingResult *txnResult
+	pendingTarget txnState
+	// A partition is new (Send met it), then pending (in an AddPartitionsToTxn), then in the
+	// transaction (added: its batches may be drained).
+	newPartitions      map[metadata.TopicPartition]struct{}
+	pendingPartitions  map[metadata.TopicPartition]struct{}
+	partitionsInTxn    map[metadata.TopicPartition]struct{}
+	transactionStarted bool // a partition was added: EndTxn has something to end
+	// epochBumpRequired asks for InitProducerId with the current id and epoch once the abort is
+	// done, because a sequence broke (KIP-360 for a transactional producer).
+	epochBumpRequired bool
 }
 
 type partitionSequences struct {
@@ -41,11 +74,18 @@ type partitionSequences struct {
 
 var _ accumulator.SequenceSource = (*transactionManager)(nil)
 
-func newTransactionManager() *transactionManager {
+// newTransactionManager returns the state of an idempotent producer, transactional when
+// transactionalID is not empty.
+func newTransactionManager(transactionalID string, txnTimeoutMs int) *transactionManager {
 	return &transactionManager{
-		producerID:    -1,
-		producerEpoch: -1,
-		partitions:    make(map[metadata.TopicPartition]*partitionSequences),
+		producerID:        -1,
+		producerEpoch:     -1,
+		partitions:        make(map[metadata.TopicPartition]*partitionSequences),
+		transactionalID:   transactionalID,
+		txnTimeoutMs:      int32(txnTimeoutMs),
+		newPartitions:     make(map[metadata.TopicPartition]struct{}),
+		pendingPartitions: make(map[metadata.TopicPartition]struct{}),
+		partitionsInTxn:   make(map[metadata.TopicPartition]struct{}),
 	}
 }
 
@@ -96,6 +136,10 @@ func (t *transactionManager) IncrementSequence(tp metadata.TopicPartition, n int
 //     was created) while the second was written, the first could only ever land after it.
 func (t *transactionManager) ShouldStopDrain(tp metadata.TopicPartition, first *accumulator.ProducerBatch) bool {
 	if !t.hasProducerID() {
+		return true
+	}
+	if t.transactionalID != "" && !t.isSendToPartitionAllowed(tp) {
+		// Not yet added to the transaction by AddPartitionsToTxn (or the producer is fenced).
 		return true
 	}
 	p := t.partitions[tp]

@@ -117,6 +117,10 @@ type RecordAccumulator struct {
 	// lock, and partitions are added rarely.
 	deques   atomic.Pointer[dequeTable]
 	dequesMu sync.Mutex // serialises writers of deques
+	// lastDeque is the deque of the last append. Deques are never removed and a producer
+	// usually appends to one partition for a whole batch (sticky partitioning), so this saves
+	// hashing the TopicPartition for almost every record.
+	lastDeque atomic.Pointer[partitionDeque]
 
 	closed            atomic.Bool
 	flushesInProgress atomic.Int32
@@ -180,7 +184,11 @@ func (a *RecordAccumulator) getDeque(tp metadata.TopicPartition) *partitionDeque
 }
 
 func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partitionDeque {
+	if dq := a.lastDeque.Load(); dq != nil && dq.tp == tp {
+		return dq
+	}
 	if dq := a.getDeque(tp); dq != nil {
+		a.lastDeque.Store(dq)
 		return dq
 	}
 	a.dequesMu.Lock()

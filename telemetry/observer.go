@@ -30,9 +30,10 @@ type ProducerObserver struct {
 	clientID string
 	m        *instruments
 
-	sendNames sync.Map // topic -> "send " + topic
-	topics    sync.Map // topic -> *topicAttrs
-	nodes     sync.Map // int32 -> *nodeAttrs
+	sendNames sync.Map                   // topic -> "send " + topic
+	topics    sync.Map                   // topic -> *topicAttrs
+	lastTopic atomic.Pointer[topicAttrs] // the last one looked up: most producers send to one topic
+	nodes     sync.Map                   // int32 -> *nodeAttrs
 
 	// Gauge state. inFlight and metadataAt are written on the sender goroutine and read by the
 	// metric reader; conn and pools change rarely and take a mutex.
@@ -242,6 +243,7 @@ var stageNames = [stageCount]string{StageAppend, StageDrain, StageDoSend, StageC
 // measurements allocate nothing. The per-record ones are kept as option slices: passing a
 // single option to a variadic instrument method would allocate its slice on every call.
 type topicAttrs struct {
+	name    string
 	dest    attribute.KeyValue
 	destOpt metric.MeasurementOption
 	sentOpt metric.MeasurementOption
@@ -259,10 +261,15 @@ func (t *topicAttrs) opAttrs() []attribute.KeyValue {
 }
 
 func (o *ProducerObserver) topic(topic string) *topicAttrs {
-	if v, ok := o.topics.Load(topic); ok {
-		return v.(*topicAttrs)
+	if t := o.lastTopic.Load(); t != nil && t.name == topic {
+		return t
 	}
-	t := &topicAttrs{dest: attribute.String(AttrMessagingDestinationName, topic)}
+	if v, ok := o.topics.Load(topic); ok {
+		t := v.(*topicAttrs)
+		o.lastTopic.Store(t)
+		return t
+	}
+	t := &topicAttrs{name: topic, dest: attribute.String(AttrMessagingDestinationName, topic)}
 	t.destOpt = metric.WithAttributeSet(attribute.NewSet(t.dest))
 	t.sentOpt = metric.WithAttributeSet(attribute.NewSet(
 		attribute.String(AttrMessagingSystem, messagingSystemKafka),

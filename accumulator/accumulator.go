@@ -48,6 +48,10 @@ type Config struct {
 	Now func() time.Time
 	// Observer, when set, is told of every batch that completes (telemetry).
 	Observer Observer
+	// TraceAtCompletion is set for an observer that may trace any record when it completes
+	// (a latency threshold): every record's append time is stamped, and every batch keeps its
+	// attempts' timestamps, not only the batches holding a sampled record.
+	TraceAtCompletion bool
 }
 
 // AppendResult tells the producer whether to wake the sender: when a batch was created (the
@@ -56,6 +60,9 @@ type AppendResult struct {
 	// BatchIsFull is true when the partition's deque holds more than one batch or its last batch
 	// is full: something is sendable without waiting for linger.ms.
 	BatchIsFull bool
+	// Appended is when the record went into its batch, read under the partition's lock; zero
+	// unless the record is traced or Config.TraceAtCompletion is set.
+	Appended time.Time
 	// NewBatchCreated is true when this record started a batch.
 	NewBatchCreated bool
 	// Batch is the batch the record went into, for stage timestamps (telemetry).
@@ -117,6 +124,10 @@ type RecordAccumulator struct {
 	// lock, and partitions are added rarely.
 	deques   atomic.Pointer[dequeTable]
 	dequesMu sync.Mutex // serialises writers of deques
+	// lastDeque is the deque of the last append. Deques are never removed and a producer
+	// usually appends to one partition for a whole batch (sticky partitioning), so this saves
+	// hashing the TopicPartition for almost every record.
+	lastDeque atomic.Pointer[partitionDeque]
 
 	closed            atomic.Bool
 	flushesInProgress atomic.Int32
@@ -180,7 +191,11 @@ func (a *RecordAccumulator) getDeque(tp metadata.TopicPartition) *partitionDeque
 }
 
 func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partitionDeque {
+	if dq := a.lastDeque.Load(); dq != nil && dq.tp == tp {
+		return dq
+	}
 	if dq := a.getDeque(tp); dq != nil {
+		a.lastDeque.Store(dq)
 		return dq
 	}
 	a.dequesMu.Lock()
@@ -269,13 +284,26 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 	}
 	b := newBatch(tp, buf, a.cfg.Compression, now)
 	b.obs = a.cfg.Observer
+	b.keepAttempts = a.cfg.TraceAtCompletion
 	b.tryAppend(ts, key, value, headers, t, now) // a fresh batch always takes its first record
-	if trace != nil {
-		trace.Appended(b, a.cfg.Now())
-	}
+	appended := a.stampAppend(b, trace)
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
-	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b}, nil
+	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b, Appended: appended}, nil
+}
+
+// stampAppend notes when the record just appended to b went into it, if anyone needs to know:
+// its RecordTrace, or an observer that may trace it at completion. Called under the deque's lock.
+func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace) time.Time {
+	if trace == nil && !a.cfg.TraceAtCompletion {
+		return time.Time{}
+	}
+	at := a.cfg.Now()
+	b.thunks[len(b.thunks)-1].appended = at.UnixNano()
+	if trace != nil {
+		trace.Appended(b, at)
+	}
+	return at
 }
 
 // tryAppendLocked appends to the deque's last batch if it has room. A last batch without room
@@ -295,10 +323,8 @@ func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, v
 		last.closeForAppends()
 		return AppendResult{}, false, nil
 	}
-	if t.trace != nil {
-		t.trace.Appended(last, a.cfg.Now())
-	}
-	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last}, true, nil
+	appended := a.stampAppend(last, t.trace)
+	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last, Appended: appended}, true, nil
 }
 
 func (a *RecordAccumulator) isMuted(tp metadata.TopicPartition) bool {

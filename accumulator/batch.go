@@ -75,6 +75,7 @@ type thunk struct {
 	trace     RecordTrace // nil unless the record was sampled for tracing
 	timestamp int64       // create time, ms
 	sent      int64       // when Send handed the record over, Unix ns: end-to-end latency
+	appended  int64       // when it went into the batch, Unix ns; 0 unless stamped (stampAppend)
 	keySize   int32
 	valueSize int32
 }
@@ -121,10 +122,14 @@ type ProducerBatch struct {
 	thunkHolder    *[]thunk
 
 	// Telemetry: obs is told when the batch completes; traced is set when a record carries a
-	// RecordTrace, and only then does the sender keep each attempt's timestamps in attempts.
-	obs      Observer
-	traced   bool
-	attempts []Attempt
+	// RecordTrace, and only then (or with keepAttempts, for an observer that may trace any
+	// record at completion) does the sender keep each attempt's timestamps in attempts.
+	obs          Observer
+	traced       bool
+	keepAttempts bool
+	attempts     []Attempt
+	// baseOffset is the offset the broker gave the first record, once the batch succeeded.
+	baseOffset int64
 
 	producerID    int64
 	producerEpoch int16
@@ -154,6 +159,7 @@ func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, now time.Time
 		producerID:     noProducerID,
 		producerEpoch:  noProducerEpoch,
 		baseSequence:   noSequence,
+		baseOffset:     -1,
 		done:           make(chan struct{}),
 	}
 }
@@ -372,6 +378,7 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 	if !b.state.CompareAndSwap(stateOpen, stateSucceeded) {
 		return false
 	}
+	b.baseOffset = baseOffset
 	var start time.Time
 	if b.obs != nil || b.traced {
 		start = time.Now()
@@ -496,7 +503,8 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 			cur = newBatch(b.TopicPartition, make([]byte, 0, size), b.codec, b.Created)
 			cur.offPool = true
 			cur.obs = b.obs
-			if b.traced {
+			cur.keepAttempts = b.keepAttempts
+			if b.Traced() {
 				// The attempt that was too large belongs to these records' history too.
 				cur.attempts = slices.Clone(b.attempts)
 			}

@@ -59,8 +59,9 @@ type Observer interface {
 // its (possibly compressed) records.
 const RecordBatchOverhead = recordBatchOverhead
 
-// Traced reports whether a record of the batch was sampled, so the sender keeps its attempts.
-func (b *ProducerBatch) Traced() bool { return b.traced }
+// Traced reports whether the sender should keep the batch's attempts (AddAttempt): a record of
+// it was sampled, or the observer may trace any record when it completes.
+func (b *ProducerBatch) Traced() bool { return b.traced || b.keepAttempts }
 
 // AddAttempt keeps a finished attempt for the batch's sampled records. The sender calls it,
 // for traced batches only, before completing or re-enqueueing the batch.
@@ -69,6 +70,39 @@ func (b *ProducerBatch) AddAttempt(a Attempt) { b.attempts = append(b.attempts, 
 // AttemptHistory returns the attempts kept by AddAttempt, oldest first. For a batch split from a
 // larger one they begin with the attempts of the original batch.
 func (b *ProducerBatch) AttemptHistory() []Attempt { return b.attempts }
+
+// RecordTiming is one record's timestamps in its batch, for an Observer's BatchDone.
+type RecordTiming struct {
+	// Sent is when Send handed the record over (the now given to Append).
+	Sent time.Time
+	// Appended is when it went into the batch; zero unless stamped (Config.TraceAtCompletion,
+	// or a traced record).
+	Appended time.Time
+	// Traced is set when the record carries a RecordTrace (which reports it itself).
+	Traced bool
+	// Offset is the record's offset once its batch succeeded, else -1.
+	Offset int64
+}
+
+// Records yields each record of the batch in order with its timings. Valid until the batch is
+// deallocated; an Observer's BatchDone may use it.
+func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
+	return func(yield func(int, RecordTiming) bool) {
+		for i := range b.thunks {
+			t := &b.thunks[i]
+			rt := RecordTiming{Sent: time.Unix(0, t.sent), Traced: t.trace != nil, Offset: -1}
+			if t.appended != 0 {
+				rt.Appended = time.Unix(0, t.appended)
+			}
+			if b.baseOffset >= 0 {
+				rt.Offset = b.baseOffset + int64(i)
+			}
+			if !yield(i, rt) {
+				return
+			}
+		}
+	}
+}
 
 // SendTimes yields, for each record of the batch in order, when Send handed it over (the now
 // given to Append) and whether the record is traced (its RecordTrace then reports it). Valid

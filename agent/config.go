@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafkatrail/kafkatrail/producer"
+	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
 // Config is the agent's configuration. One struct feeds the command line (every field is a
@@ -46,6 +47,7 @@ type Config struct {
 	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
 
 	TraceSampleRatio float64 `koanf:"trace-sample-ratio" doc:"share of records traced, 0 to 1 (a line's own sampled trace context is always followed); -1: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 0.01"`
+	TraceSlowerThan  string  `koanf:"trace-slower-than" doc:"also trace every record whose Send-to-acknowledgement latency exceeds this duration (e.g. 250ms), whatever the sampling said; p99: follow the moving p99; empty: off. At most 1000 such traces a second"`
 
 	LogLevel  string `koanf:"log-level" doc:"debug, info, warn or error"`
 	LogFormat string `koanf:"log-format" doc:"text or json; default: text on a terminal, json otherwise"`
@@ -53,6 +55,23 @@ type Config struct {
 	HTTP string `koanf:"http" doc:"HOST:PORT of the agent's own page: / (live status and recent traces), /healthz, /readyz, /metrics (Prometheus), /api/status, /api/traces; empty: off. It has no authentication: keep it on 127.0.0.1 or behind a firewall"`
 
 	Producer map[string]string `koanf:"producer" doc:"producer properties by their Java names (-X key=value)"`
+}
+
+// SlowerThan parses trace-slower-than: 0 when off, telemetry.SlowerThanP99 for p99, else a
+// positive duration.
+func (c *Config) SlowerThan() (time.Duration, error) {
+	switch v := strings.TrimSpace(c.TraceSlowerThan); v {
+	case "":
+		return 0, nil
+	case "p99":
+		return telemetry.SlowerThanP99, nil
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("want a positive duration such as 250ms, or p99; got %q", v)
+		}
+		return d, nil
+	}
 }
 
 // DefaultConfig returns the defaults every other source overrides.
@@ -135,6 +154,9 @@ func (c *Config) Validate() error {
 	}
 	if r := c.TraceSampleRatio; r != -1 && (r < 0 || r > 1) {
 		bad("trace-sample-ratio", "must be between 0 and 1 (or -1 for the OTEL_TRACES_SAMPLER environment), got %v", r)
+	}
+	if _, err := c.SlowerThan(); err != nil {
+		bad("trace-slower-than", "%v", err)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

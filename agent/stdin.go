@@ -29,7 +29,8 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	defer func() { stopMetrics(); <-metricsDone }()
 	lr := newLineReader(r, a.cfg.EffectiveMaxLineBytes(), a.cfg.LongLines)
 	var readErr error
-	inSplit := false // the line being read is the rest of a split long line
+	inSplit := false           // the line being read is the rest of a split long line
+	onDelivery := a.onDelivery // a method value allocates each time it is taken: once, not per line
 	for {
 		line, err := lr.next()
 		if err != nil {
@@ -55,7 +56,7 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 		} else if !line.long {
 			inSplit = false
 		}
-		if err := a.sendLine(ctx, line.data, "", a.onDelivery); err != nil {
+		if err := a.sendLine(ctx, line.data, "", onDelivery); err != nil {
 			readErr = err
 			break
 		}

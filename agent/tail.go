@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/kafkatrail/kafkatrail/producer"
 )
@@ -64,26 +65,59 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 // handleFileLine is the tailer's LineHandler: track the line, then send it; its callback
 // acknowledges or fails the line in its file's tracker.
 func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
-	end := line.End
-	return a.sendLine(ctx, line.Data, f.Path, func(_ producer.RecordMetadata, err error) {
-		if err != nil {
-			if notBuffered(err) {
-				return // sendLine offers the line again
-			}
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-				// Shutdown interrupted Send while it waited for buffer memory: the line was never
-				// buffered. It pins the checkpoint, so the next start reads it again, but it is not
-				// a delivery failure.
-				f.Fail(end, err)
-				return
-			}
+	la := getLineAck()
+	la.a, la.ctx, la.f, la.end = a, ctx, f, line.End
+	// Send calls the callback exactly once per call, so la goes back to the pool from there
+	// (except after a buffer-exhausted attempt that ctx ended: then the garbage collector has it).
+	return a.sendLine(ctx, line.Data, f.Path, la.done)
+}
+
+// lineAck is a file line's delivery callback. Callbacks are pooled, each with its method value
+// bound once, because a closure per line would be the file path's only allocation per line.
+type lineAck struct {
+	a    *Agent
+	ctx  context.Context
+	f    *File
+	end  int64
+	done producer.Callback // la.onDelivery, bound once
+}
+
+var lineAckPool sync.Pool
+
+func getLineAck() *lineAck {
+	if v := lineAckPool.Get(); v != nil {
+		return v.(*lineAck)
+	}
+	la := new(lineAck)
+	la.done = la.onDelivery
+	return la
+}
+
+func (la *lineAck) release() {
+	la.a, la.ctx, la.f = nil, nil, nil
+	lineAckPool.Put(la)
+}
+
+func (la *lineAck) onDelivery(_ producer.RecordMetadata, err error) {
+	a, ctx, f, end := la.a, la.ctx, la.f, la.end
+	if err != nil && notBuffered(err) {
+		return // sendLine offers the line again, with this same callback
+	}
+	la.release()
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			// Shutdown interrupted Send while it waited for buffer memory: the line was never
+			// buffered. It pins the checkpoint, so the next start reads it again, but it is not
+			// a delivery failure.
 			f.Fail(end, err)
-			if a.stats.fail(err) {
-				a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)
-			}
 			return
 		}
-		f.Ack(end)
-		a.stats.LinesAcked.Add(1)
-	})
+		f.Fail(end, err)
+		if a.stats.fail(err) {
+			a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)
+		}
+		return
+	}
+	f.Ack(end)
+	a.stats.LinesAcked.Add(1)
 }

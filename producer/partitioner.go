@@ -76,6 +76,9 @@ func newStickyPartitioner(batchSize int) *stickyPartitioner {
 // partition returns the sticky partition for topic and accounts size bytes to it. available lists
 // partitions with a known leader; when empty, any of numPartitions is used.
 func (s *stickyPartitioner) partition(topic string, size int, available []int32, numPartitions int) int32 {
+	if numPartitions == 1 {
+		return 0 // no choice to make, and nothing to account for one
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.topics[topic]

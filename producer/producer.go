@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/internal/clock"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -97,7 +98,8 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("producer config: %w", err)
 	}
-	o := options{clock: time.Now}
+	// Send stamps every record twice: a clock that reads only the monotonic clock costs less.
+	o := options{clock: new(clock.Clock).Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -128,6 +130,9 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	accCfg := cfg.accumulatorConfig(o.clock)
 	if o.observer != nil {
 		accCfg.Observer = o.observer
+		if c, ok := o.observer.(interface{ TracesAtCompletion() bool }); ok {
+			accCfg.TraceAtCompletion = c.TracesAtCompletion()
+		}
 	}
 	acc := accumulator.New(accCfg)
 	p := &Producer{
@@ -284,7 +289,7 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb Callback) error {
 	if p.obs != nil {
 		return p.sendObserved(ctx, r, cb)
 	}
-	err := p.send(ctx, r, r.Headers, nil, cb, p.clock())
+	_, err := p.send(ctx, r, r.Headers, nil, cb, p.clock())
 	if err != nil && cb != nil {
 		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}, err)
 	}
@@ -297,8 +302,10 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb Callback) error {
 func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) error {
 	now := p.clock()
 	trace, headers := p.obs.StartSend(ctx, r, now)
-	err := p.send(ctx, r, headers, trace, cb, now)
-	end := p.clock()
+	end, err := p.send(ctx, r, headers, trace, cb, now)
+	if end.IsZero() {
+		end = p.clock() // the accumulator did not stamp the append
+	}
 	p.obs.Appended(r.Topic, now, end, err)
 	if err != nil {
 		md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}
@@ -316,27 +323,28 @@ func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) err
 }
 
 // send appends the record with headers (r.Headers, or a copy carrying the trace context) and
-// trace (nil unless sampled); now is when Send was called.
-func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace accumulator.RecordTrace, cb Callback, now time.Time) error {
+// trace (nil unless sampled); now is when Send was called. appended is when the record went
+// into its batch, if the accumulator stamped it (see accumulator.Config.TraceAtCompletion).
+func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace accumulator.RecordTrace, cb Callback, now time.Time) (appended time.Time, err error) {
 	select {
 	case <-p.closing:
-		return ErrProducerClosed
+		return time.Time{}, ErrProducerClosed
 	default:
 	}
 	if r.Topic == "" {
-		return errors.New("record has no topic")
+		return time.Time{}, errors.New("record has no topic")
 	}
 	deadline := now.Add(p.maxBlock)
 	cluster, err := p.waitOnMetadata(ctx, r.Topic, r.Partition, now, deadline)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	size := accumulator.EstimateRecordSize(r.Key, r.Value, headers)
 	if size > p.cfg.MaxRequestSize {
-		return &RecordTooLargeError{Size: size, Limit: int64(p.cfg.MaxRequestSize), Key: "max.request.size"}
+		return time.Time{}, &RecordTooLargeError{Size: size, Limit: int64(p.cfg.MaxRequestSize), Key: "max.request.size"}
 	}
 	if int64(size) > p.cfg.BufferMemory {
-		return &RecordTooLargeError{Size: size, Limit: p.cfg.BufferMemory, Key: "buffer.memory"}
+		return time.Time{}, &RecordTooLargeError{Size: size, Limit: p.cfg.BufferMemory, Key: "buffer.memory"}
 	}
 	partition := r.Partition
 	if partition < 0 {
@@ -358,12 +366,12 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	}
 	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, trace, deadline, now)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if res.BatchIsFull || res.NewBatchCreated {
 		p.client.Wakeup()
 	}
-	return nil
+	return res.Appended, nil
 }
 
 // waitOnMetadata is KafkaProducer.waitOnMetadata: the topic's partition count, fetching it first

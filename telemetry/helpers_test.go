@@ -26,6 +26,13 @@ type harness struct {
 
 func newHarness(t testing.TB, sampler sdktrace.Sampler) *harness {
 	t.Helper()
+	return newHarnessWith(t, sampler, ObserverConfig{})
+}
+
+// newHarnessWith is newHarness with more of the observer's configuration (its Sampler and
+// ClientID are set here).
+func newHarnessWith(t testing.TB, sampler sdktrace.Sampler, cfg ObserverConfig) *harness {
+	t.Helper()
 	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	providerSampler := sampler
 	if providerSampler == nil {
@@ -38,7 +45,8 @@ func newHarness(t testing.TB, sampler sdktrace.Sampler) *harness {
 		_ = tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
 	})
-	obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: sampler, ClientID: "kafkatrail-test"})
+	cfg.Sampler, cfg.ClientID = sampler, "kafkatrail-test"
+	obs, err := NewProducerObserver(tp, mp, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

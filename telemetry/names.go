@@ -135,6 +135,14 @@ const (
 	AttrSASLMechanism   = "kafkatrail.sasl.mechanism"         // PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
 	AttrStage           = "stage"                             // append | drain | doSend | completedSend | completedReceive | callback
 	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
+	AttrTraceReason     = "kafkatrail.trace.reason"           // on send spans: sampled (at Send) | slow (at the callback)
+	AttrTraceThreshold  = "kafkatrail.trace.threshold"        // on slow records' send spans: the latency threshold, s
+)
+
+// Values of AttrTraceReason: why a record's trace was kept.
+const (
+	TraceReasonSampled = "sampled" // the sampler said so at Send (or the log line's trace was sampled)
+	TraceReasonSlow    = "slow"    // its Send-to-acknowledgement latency passed the threshold (--trace-slower-than)
 )
 
 // Metric names. Units are UCUM, as OpenTelemetry wants: s, By, 1, and {annotations} for counts.

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -26,13 +27,15 @@ import (
 type ProducerObserver struct {
 	tracer   trace.Tracer
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
+	slow     *slowTracer      // nil unless ObserverConfig.SlowerThan
 	header   string
 	clientID string
 	m        *instruments
 
-	sendNames sync.Map // topic -> "send " + topic
-	topics    sync.Map // topic -> *topicAttrs
-	nodes     sync.Map // int32 -> *nodeAttrs
+	sendNames sync.Map                   // topic -> "send " + topic
+	topics    sync.Map                   // topic -> *topicAttrs
+	lastTopic atomic.Pointer[topicAttrs] // the last one looked up: most producers send to one topic
+	nodes     sync.Map                   // int32 -> *nodeAttrs
 
 	// Gauge state. inFlight and metadataAt are written on the sender goroutine and read by the
 	// metric reader; conn and pools change rarely and take a mutex.
@@ -57,6 +60,11 @@ type ObserverConfig struct {
 	TraceHeader string
 	// ClientID is messaging.client.id on the send spans (the producer's client.id).
 	ClientID string
+	// SlowerThan, when positive, traces every record whose Send-to-acknowledgement latency
+	// exceeds it, whatever Sampler said at Send (at most DefaultSlowTracesPerSecond a second);
+	// SlowerThanP99 follows the moving p99 of that latency instead. It needs tracing on (a
+	// Sampler): with none it does nothing. It costs a clock read per record at append.
+	SlowerThan time.Duration
 }
 
 // NewProducerObserver returns an observer that records spans with tp and metrics with mp.
@@ -70,6 +78,9 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 	}
 	if o.header == "" {
 		o.header = DefaultTraceHeader
+	}
+	if o.sampler != nil && (cfg.SlowerThan > 0 || cfg.SlowerThan == SlowerThanP99) {
+		o.slow = newSlowTracer(o, cfg.SlowerThan)
 	}
 	o.conn.states = map[int32]network.ConnectionState{}
 	o.conn.pending = map[int32]*pendingConnect{}
@@ -104,19 +115,44 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	return o.startRecordTrace(ctx, r, now)
 }
 
-func (o *ProducerObserver) startRecordTrace(ctx context.Context, r *producer.Record, now time.Time) (accumulator.RecordTrace, []producer.Header) {
-	attrs := []attribute.KeyValue{
+// sendAttrs are the attributes a send span starts with.
+func (o *ProducerObserver) sendAttrs(topic string, tombstone bool) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs,
 		attribute.String(AttrMessagingSystem, messagingSystemKafka),
 		attribute.String(AttrMessagingOperationName, messagingOperationSend),
 		attribute.String(AttrMessagingOperationType, messagingOperationSend),
-		attribute.String(AttrMessagingDestinationName, r.Topic),
-	}
+		attribute.String(AttrMessagingDestinationName, topic),
+	)
 	if o.clientID != "" {
 		attrs = append(attrs, attribute.String(AttrMessagingClientID, o.clientID))
 	}
-	if r.Value == nil {
+	if tombstone {
 		attrs = append(attrs, attribute.Bool(AttrMessagingKafkaTombstone, true))
 	}
+	return attrs
+}
+
+// TracesAtCompletion reports whether the observer may trace a record when it completes (a
+// latency threshold is set): the producer then has the accumulator keep every record's append
+// time and every batch's attempts.
+func (o *ProducerObserver) TracesAtCompletion() bool { return o.slow != nil }
+
+// SlowThreshold returns the latency above which a completed record is traced: the fixed
+// threshold, the current moving p99, or 0 when slow-record tracing is off (or the p99 is not
+// known yet).
+func (o *ProducerObserver) SlowThreshold() time.Duration {
+	if o.slow == nil {
+		return 0
+	}
+	if t := o.slow.Threshold(); t != math.MaxInt64 {
+		return t
+	}
+	return 0
+}
+
+func (o *ProducerObserver) startRecordTrace(ctx context.Context, r *producer.Record, now time.Time) (accumulator.RecordTrace, []producer.Header) {
+	attrs := append(o.sendAttrs(r.Topic, r.Value == nil), attribute.String(AttrTraceReason, TraceReasonSampled))
 	spanCtx, span := o.tracer.Start(markDecided(ctx), o.sendName(r.Topic),
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now), trace.WithAttributes(attrs...))
 	sc := span.SpanContext()
@@ -194,11 +230,20 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, et))
 		opts = []metric.RecordOption{metric.WithAttributes(append(ta.opAttrs(), et)...)}
 	}
-	for sent, traced := range b.SendTimes() {
-		if traced {
+	var slowTraced map[int]bool
+	if o.slow != nil {
+		o.slow.batchDone(b, err, callbacksStart, callbacksEnd, func(i int) {
+			if slowTraced == nil {
+				slowTraced = map[int]bool{}
+			}
+			slowTraced[i] = true
+		})
+	}
+	for i, r := range b.Records() {
+		if r.Traced || slowTraced[i] {
 			continue // recorded by its recordTrace, in its span's context: an exemplar
 		}
-		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(sent)), opts...)
+		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(r.Sent)), opts...)
 	}
 }
 
@@ -242,6 +287,7 @@ var stageNames = [stageCount]string{StageAppend, StageDrain, StageDoSend, StageC
 // measurements allocate nothing. The per-record ones are kept as option slices: passing a
 // single option to a variadic instrument method would allocate its slice on every call.
 type topicAttrs struct {
+	name    string
 	dest    attribute.KeyValue
 	destOpt metric.MeasurementOption
 	sentOpt metric.MeasurementOption
@@ -259,10 +305,15 @@ func (t *topicAttrs) opAttrs() []attribute.KeyValue {
 }
 
 func (o *ProducerObserver) topic(topic string) *topicAttrs {
-	if v, ok := o.topics.Load(topic); ok {
-		return v.(*topicAttrs)
+	if t := o.lastTopic.Load(); t != nil && t.name == topic {
+		return t
 	}
-	t := &topicAttrs{dest: attribute.String(AttrMessagingDestinationName, topic)}
+	if v, ok := o.topics.Load(topic); ok {
+		t := v.(*topicAttrs)
+		o.lastTopic.Store(t)
+		return t
+	}
+	t := &topicAttrs{name: topic, dest: attribute.String(AttrMessagingDestinationName, topic)}
 	t.destOpt = metric.WithAttributeSet(attribute.NewSet(t.dest))
 	t.sentOpt = metric.WithAttributeSet(attribute.NewSet(
 		attribute.String(AttrMessagingSystem, messagingSystemKafka),

@@ -57,6 +57,10 @@ type Config struct {
 	// OTEL_TRACES_SAMPLER. Set it only when the user gave --trace-sample-ratio; nil means
 	// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG if set, else DefaultSampleRatio.
 	SampleRatio *float64
+	// SlowerThan traces every record slower than it end to end, whatever the sampling said
+	// (see ObserverConfig.SlowerThan; SlowerThanP99 follows the moving p99). Zero: off. It keeps
+	// tracing on even when the sampler alone would trace nothing (always_off).
+	SlowerThan time.Duration
 	// TraceHeader is the record header a traced record's context is written to; empty means
 	// DefaultTraceHeader.
 	TraceHeader string
@@ -131,6 +135,9 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.SlowerThan > 0 || cfg.SlowerThan == SlowerThanP99 {
+		tracing = true // slow records are traced even when the sampler traces nothing
+	}
 
 	// Metrics first: the span processor counts its drops with them.
 	reader, err := newMetricReader(ctx)
@@ -186,7 +193,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if !tracing {
 		sampler = nil
 	}
-	p.observer, err = NewProducerObserver(p.tp, p.mp, ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID})
+	p.observer, err = NewProducerObserver(p.tp, p.mp, ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan})
 	if err != nil {
 		return nil, errors.Join(err, p.shutdownNow())
 	}

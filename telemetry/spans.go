@@ -44,7 +44,9 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 // sender's loop time, the network poll's), so a stage that would end before it starts is
 // clamped to zero length rather than overlap its neighbour.
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
-	tr := tiler{tracer: t.o.tracer, ctx: t.ctx, at: t.start}
+	// Wall-clock times only (Round(0) drops the monotonic reading): some timestamps come from a
+	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.
+	tr := tiler{tracer: t.o.tracer, ctx: t.ctx, at: t.start.Round(0)}
 	appended := t.appended
 	if appended.IsZero() {
 		appended = callbacksStart
@@ -96,10 +98,6 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		t.span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
 		t.span.SetStatus(codes.Error, err.Error())
 	}
-	end := callbackEnd
-	if end.Before(tr.at) {
-		end = tr.at
-	}
 	if b != nil {
 		// The record's end-to-end latency, recorded in its span's context so the histogram
 		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
@@ -111,7 +109,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		}
 		t.o.m.opDuration.Record(t.ctx, seconds(callbackEnd.Sub(t.start)), opts...)
 	}
-	t.span.End(trace.WithTimestamp(end))
+	t.span.End(trace.WithTimestamp(tr.at)) // the callback stage's end, never before its start
 }
 
 // tiler creates consecutive child spans of the span in ctx: each starts where the previous
@@ -126,6 +124,7 @@ type tiler struct {
 // and a zero end, a stage not reached, makes it zero length), with error.type and an error
 // status when err is set.
 func (t *tiler) child(name string, end time.Time, err error, attrs ...attribute.KeyValue) {
+	end = end.Round(0)
 	if end.IsZero() || end.Before(t.at) {
 		end = t.at
 	}

@@ -275,6 +275,9 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string) (*statu
 	default:
 		info.Sampling = fmt.Sprintf("%.4g%% of records (the default)", 100*telemetry.DefaultSampleRatio)
 	}
+	if cfg.TraceSlowerThan != "" {
+		info.Sampling += ", and every record slower than " + cfg.TraceSlowerThan + " (--trace-slower-than)"
+	}
 	page, err := statuspage.New(statuspage.Config{Addr: cfg.HTTP, Info: info, Log: log.With("component", "statuspage")})
 	if err != nil {
 		return nil, err
@@ -312,6 +315,7 @@ func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server)
 	if cfg.TraceSampleRatio >= 0 {
 		tc.SampleRatio = telemetry.Ratio(cfg.TraceSampleRatio)
 	}
+	tc.SlowerThan, _ = cfg.SlowerThan() // validated with the rest of the configuration
 	if page != nil {
 		tc.ExtraSpanProcessor = page.SpanProcessor()
 		tc.ExtraMetricReader = page.MetricReader()

@@ -362,7 +362,7 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	tp := metadata.TopicPartition{Topic: r.Topic, Partition: partition}
 	// A transactional producer sends only inside a transaction, to partitions it adds to it.
 	if err := p.sender.txn.maybeAddPartition(tp); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, trace, deadline, now)
 	if err != nil {

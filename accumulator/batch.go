@@ -127,6 +127,7 @@ type ProducerBatch struct {
 	obs          Observer
 	traced       bool
 	keepAttempts bool
+	firstTrace   RecordTrace // the first sampled record's; kept after the thunks are recycled
 	attempts     []Attempt
 	// baseOffset is the offset the broker gave the first record, once the batch succeeded.
 	baseOffset int64
@@ -224,8 +225,8 @@ func (b *ProducerBatch) tryAppend(ts int64, key, value []byte, headers []kmsg.He
 		b.maxTimestamp = ts
 	}
 	b.thunks = append(b.thunks, t)
-	if t.trace != nil {
-		b.traced = true
+	if t.trace != nil && !b.traced {
+		b.traced, b.firstTrace = true, t.trace
 	}
 	b.numRecords++
 	if now.After(b.lastAppend) {

@@ -67,6 +67,10 @@ func (b *ProducerBatch) Traced() bool { return b.traced || b.keepAttempts }
 // for traced batches only, before completing or re-enqueueing the batch.
 func (b *ProducerBatch) AddAttempt(a Attempt) { b.attempts = append(b.attempts, a) }
 
+// FirstTrace returns the RecordTrace of the batch's first sampled record, nil if none: a
+// batch-level measurement recorded in its context links to that record's trace (an exemplar).
+func (b *ProducerBatch) FirstTrace() RecordTrace { return b.firstTrace }
+
 // AttemptHistory returns the attempts kept by AddAttempt, oldest first. For a batch split from a
 // larger one they begin with the attempts of the original batch.
 func (b *ProducerBatch) AttemptHistory() []Attempt { return b.attempts }

@@ -29,8 +29,9 @@ type Observer interface {
 	// (a new slice: r.Headers is the caller's and is not modified).
 	StartSend(ctx context.Context, r *Record, now time.Time) (accumulator.RecordTrace, []Header)
 	// Appended reports the append stage of every record: from Send called (start) to the
-	// record in its batch (end), or to the error that failed it in Send.
-	Appended(topic string, start, end time.Time, err error)
+	// record in its batch (end), or to the error that failed it in Send. trace is what
+	// StartSend returned (nil for an untraced record).
+	Appended(topic string, trace accumulator.RecordTrace, start, end time.Time, err error)
 	// AttemptDone reports a batch's produce attempt that answered or failed, after the sender
 	// decided what follows; retry is true when the batch was re-enqueued for another attempt.
 	AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool)

@@ -306,7 +306,7 @@ func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) err
 	if end.IsZero() {
 		end = p.clock() // the accumulator did not stamp the append
 	}
-	p.obs.Appended(r.Topic, now, end, err)
+	p.obs.Appended(r.Topic, trace, now, end, err)
 	if err != nil {
 		md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}
 		if trace != nil {

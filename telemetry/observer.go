@@ -175,10 +175,12 @@ func (o *ProducerObserver) sendName(topic string) string {
 }
 
 // Appended records the append stage of every record, and counts a record that Send failed.
-func (o *ProducerObserver) Appended(topic string, start, end time.Time, err error) {
+// A traced record's append is recorded in its span's context, so the histogram keeps its
+// trace id as an exemplar.
+func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, start, end time.Time, err error) {
 	ta := o.topic(topic)
 	d := seconds(end.Sub(start))
-	o.m.stage.Record(context.Background(), d, ta.stage[stageIndexAppend]...)
+	o.m.stage.Record(traceContext(rt), d, ta.stage[stageIndexAppend]...)
 	if err != nil {
 		et := attribute.String(AttrErrorType, ErrorType(err))
 		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, et))
@@ -189,7 +191,9 @@ func (o *ProducerObserver) Appended(topic string, start, end time.Time, err erro
 // AttemptDone records the stages of one produce attempt of a batch, the batch's shape on its
 // first attempt, and the records a retry sends again.
 func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool) {
-	ctx := context.Background()
+	// A batch holding a sampled record records its stages in that record's span context:
+	// the stage histograms' exemplars then link to a trace that shows the stage.
+	ctx := traceContext(b.FirstTrace())
 	ta := o.topic(a.TopicPartition.Topic)
 	queued := seconds(a.Drained.Sub(a.Enqueued))
 	o.m.stage.Record(ctx, queued, ta.stage[stageIndexDrain]...)
@@ -269,6 +273,14 @@ func (o *ProducerObserver) InFlightRequests(node int32, count int) {
 }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// traceContext is the context of a traced record's send span, or Background for nil.
+func traceContext(rt accumulator.RecordTrace) context.Context {
+	if t, ok := rt.(*recordTrace); ok && t != nil {
+		return t.ctx
+	}
+	return context.Background()
+}
 
 // Indexes of the stages in topicAttrs.stage, in lifecycle order.
 const (

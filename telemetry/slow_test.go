@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/hex"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -180,4 +182,63 @@ func TestLatencyHistogram(t *testing.T) {
 	if h.total != 500 {
 		t.Fatalf("total %v after decay, want 500", h.total)
 	}
+}
+
+// exemplarTraceIDs returns, per stage (and "e2e" for the end-to-end latency), the trace ids of
+// the exemplars the histograms hold.
+func exemplarTraceIDs(t *testing.T, h *harness) map[string][]string {
+	t.Helper()
+	got := collect(t, h)
+	out := map[string][]string{}
+	add := func(key string, dp metricdata.HistogramDataPoint[float64]) {
+		for _, e := range dp.Exemplars {
+			out[key] = append(out[key], hex.EncodeToString(e.TraceID))
+		}
+	}
+	for _, dp := range got[MetricStageDuration].Data.(metricdata.Histogram[float64]).DataPoints {
+		stage, _ := dp.Attributes.Value(AttrStage)
+		add(stage.AsString(), dp)
+	}
+	for _, dp := range got[MetricOperationDuration].Data.(metricdata.Histogram[float64]).DataPoints {
+		add("e2e", dp)
+	}
+	return out
+}
+
+// A sampled record's trace id is an exemplar of every stage's histogram and of the end-to-end
+// latency; a slow record's, of the end-to-end latency.
+func TestLatencyExemplarsLinkToTraces(t *testing.T) {
+	t.Run("sampled", func(t *testing.T) {
+		h := newHarness(t, sdktrace.AlwaysSample())
+		c := newKfake(t, "orders")
+		p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+			t.Fatal(o.err)
+		}
+		parent, _ := recordTraceOf(t, h, "send orders")
+		id := parent.SpanContext().TraceID().String()
+		ex := exemplarTraceIDs(t, h)
+		for _, key := range []string{StageAppend, StageDrain, StageDoSend, StageCompletedSend, StageCompletedReceive, "e2e"} {
+			if !slices.Contains(ex[key], id) {
+				t.Errorf("%s: exemplar trace ids %v, want the record's %s", key, ex[key], id)
+			}
+		}
+	})
+	t.Run("slow", func(t *testing.T) {
+		h := newSlowHarness(t, 50*time.Millisecond)
+		c := newKfake(t, "orders")
+		c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.SleepControl(func() { time.Sleep(100 * time.Millisecond) })
+			return nil, nil, false
+		})
+		p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+			t.Fatal(o.err)
+		}
+		parent, _ := recordTraceOf(t, h, "send orders")
+		id := parent.SpanContext().TraceID().String()
+		if ex := exemplarTraceIDs(t, h); !slices.Contains(ex["e2e"], id) {
+			t.Fatalf("end-to-end exemplar trace ids %v, want the slow record's %s", ex["e2e"], id)
+		}
+	})
 }

@@ -231,14 +231,25 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	}
 
 	t.Run("exemplars", func(t *testing.T) {
-		// A latency histogram's exemplar is a sampled record's trace, which Jaeger has.
-		sel := fmt.Sprintf(`{__name__=~"messaging_client_operation_duration_seconds_bucket|kafkatrail_producer_stage_duration_seconds_bucket", job=%q}`, service)
-		ids, err := promExemplarTraceIDs(ctx, promURL, sel, 10*time.Minute)
-		if err != nil {
-			t.Fatal(err)
+		// A latency histogram's exemplar is a sampled record's trace, which Jaeger has: the
+		// end-to-end latency's and every stage's.
+		var ids []string
+		for _, sel := range []string{
+			fmt.Sprintf(`{__name__="messaging_client_operation_duration_seconds_bucket", job=%q}`, service),
+			fmt.Sprintf(`{__name__="kafkatrail_producer_stage_duration_seconds_bucket", stage="append", job=%q}`, service),
+			fmt.Sprintf(`{__name__="kafkatrail_producer_stage_duration_seconds_bucket", stage="completedReceive", job=%q}`, service),
+		} {
+			got, err := promExemplarTraceIDs(ctx, promURL, sel, 10*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 0 {
+				t.Errorf("no exemplars with a trace_id on %s: its latency panels have no trace links", sel)
+			}
+			ids = append(ids, got...)
 		}
 		if len(ids) == 0 {
-			t.Fatalf("no exemplars with a trace_id on %s: latency panels have no trace links", sel)
+			t.FailNow()
 		}
 		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 		var found bool

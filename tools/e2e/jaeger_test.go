@@ -112,3 +112,58 @@ func checkSendTrace(tr jaegerTrace, op string) string {
 	}
 	return ""
 }
+
+// TestAgentSlowTracesInJaeger runs the agent with head sampling at 0 and a latency threshold of
+// 1µs, which every record passes: each record's trace is built when its callback ran, marked
+// kafkatrail.trace.reason=slow, and Jaeger must have it with the six stages.
+func TestAgentSlowTracesInJaeger(t *testing.T) {
+	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
+	jaegerURL := backend(t, "JAEGER_QUERY_URL")
+	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
+	ctx := context.Background()
+
+	topic := uniqueName("e2e-slow")
+	const service = "kafkatrail-agent-slow"
+	run := startAgent(t, "agent (slow traces)", []string{"--brokers", bootstrap, "--topic", topic, "--stdin",
+		"--state-dir", t.TempDir(), "--log-format", "text", "--trace-sample-ratio", "0", "--trace-slower-than", "1us"},
+		map[string]string{
+			"OTEL_SERVICE_NAME":           service,
+			"OTEL_TRACES_EXPORTER":        "otlp",
+			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": jaegerOTLP,
+			"OTEL_METRICS_EXPORTER":       "none",
+		}, true)
+	const lines = 50
+	for i := 0; i < lines; i++ {
+		if _, err := fmt.Fprintf(run.stdin, "e2e slow line %d\n", i); err != nil {
+			t.Fatalf("writing to the agent: %v\n%s", err, run.output())
+		}
+	}
+	run.stdin.Close()
+	if code := run.wait(60 * time.Second); code != 0 {
+		t.Fatalf("agent exited %d; its output:\n%s", code, run.output())
+	}
+
+	op := "send " + topic
+	err := poll(ctx, 30*time.Second, 300*time.Millisecond, func() (bool, error) {
+		var r jaegerTraces
+		q := url.Values{"service": {service}, "operation": {op}, "limit": {"100"}, "lookback": {"1h"},
+			"tags": {`{"kafkatrail.trace.reason":"slow"}`}}
+		if err := getJSON(ctx, jaegerURL, "/api/traces", q, &r); err != nil {
+			return false, err
+		}
+		if len(r.Data) < lines {
+			return false, fmt.Errorf("%d traces tagged kafkatrail.trace.reason=slow, want all %d lines'", len(r.Data), lines)
+		}
+		for _, tr := range r.Data {
+			if problem := checkSendTrace(tr, op); problem != "" {
+				return false, fmt.Errorf("trace %s: %s", tr.TraceID, problem)
+			}
+		}
+		t.Logf("%d slow-record traces in Jaeger, each with its six stages", len(r.Data))
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("Jaeger (%s): %v", jaegerURL, err)
+	}
+}

@@ -36,7 +36,7 @@ func BenchmarkSendTracing(b *testing.B) {
 	}{
 		{"none", false, nil},
 		{"off", true, nil},
-		{"1%", true, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))},
+		{"1%", true, newParentRatio(0.01)}, // what Setup builds
 		{"100%", true, sdktrace.AlwaysSample()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -55,7 +55,7 @@ func BenchmarkSendTracing(b *testing.B) {
 				}
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(s)), sdktrace.WithSpanProcessor(discardProcessor{}))
 				defer tp.Shutdown(context.Background())
-				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler})
+				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: discardProcessor{}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -156,7 +156,7 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 	}
 	ctx, span := o.tracer.Start(markDecided(context.Background()), SpanConnect,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.Start), trace.WithAttributes(attrs...))
-	c := tiler{tracer: o.tracer, ctx: ctx, at: s.Start}
+	c := tiler{at: s.Start.Round(0)}
 	steps := []struct {
 		name  string
 		done  time.Time
@@ -180,15 +180,16 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 		c.child(st.name, st.done, nil)
 	}
 	if !pc.apiQueued.IsZero() {
-		c.at = pc.apiQueued // a poll may pass between established and ApiVersions queued
+		c.at = pc.apiQueued.Round(0) // a poll may pass between established and ApiVersions queued
 		c.child(SpanAPIVersions, pc.apiReceived, pc.apiVersionsErr,
 			attribute.Int(AttrCorrelationID, int(pc.apiCorrelation)), attribute.Int(AttrAPIVersion, int(pc.apiVersion)))
 	}
+	startStages(o.tracer, ctx, c.stages)
 	if err != nil {
 		span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if end.Before(c.at) {
+	if end = end.Round(0); end.Before(c.at) {
 		end = c.at
 	}
 	span.End(trace.WithTimestamp(end))

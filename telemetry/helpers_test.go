@@ -33,6 +33,13 @@ func newHarness(t testing.TB, sampler sdktrace.Sampler) *harness {
 // ClientID are set here).
 func newHarnessWith(t testing.TB, sampler sdktrace.Sampler, cfg ObserverConfig) *harness {
 	t.Helper()
+	return newHarnessVia(t, sampler, cfg, false)
+}
+
+// newHarnessVia is newHarnessWith where viaTracer makes records' spans go through the tracer
+// (an observer built without a SpanProcessor) rather than straight to the processor.
+func newHarnessVia(t testing.TB, sampler sdktrace.Sampler, cfg ObserverConfig, viaTracer bool) *harness {
+	t.Helper()
 	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	providerSampler := sampler
 	if providerSampler == nil {
@@ -46,6 +53,10 @@ func newHarnessWith(t testing.TB, sampler sdktrace.Sampler, cfg ObserverConfig) 
 		_ = mp.Shutdown(context.Background())
 	})
 	cfg.Sampler, cfg.ClientID = sampler, "kafkatrail-test"
+	if !viaTracer {
+		// As Setup does: records' spans go straight to the provider's processor.
+		cfg.SpanProcessor = h.spans
+	}
 	obs, err := NewProducerObserver(tp, mp, cfg)
 	if err != nil {
 		t.Fatal(err)

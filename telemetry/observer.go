@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,6 +29,8 @@ type ProducerObserver struct {
 	tracer   trace.Tracer
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
 	slow     *slowTracer      // nil unless ObserverConfig.SlowerThan
+	sink     sdktrace.SpanProcessor
+	res      *resource.Resource
 	header   string
 	clientID string
 	m        *instruments
@@ -60,6 +63,12 @@ type ObserverConfig struct {
 	TraceHeader string
 	// ClientID is messaging.client.id on the send spans (the producer's client.id).
 	ClientID string
+	// SpanProcessor, when set, receives the spans of traced records directly, built finished
+	// from the recorded timestamps (no SDK span lives while a record is in flight, and a
+	// record's seven spans cost about what one SDK span does); Resource is theirs. Setup sets
+	// both to what the tracer provider has. Without it, records' spans go through the tracer.
+	SpanProcessor sdktrace.SpanProcessor
+	Resource      *resource.Resource
 	// SlowerThan, when positive, traces every record whose Send-to-acknowledgement latency
 	// exceeds it, whatever Sampler said at Send (at most DefaultSlowTracesPerSecond a second);
 	// SlowerThanP99 follows the moving p99 of that latency instead. It needs tracing on (a
@@ -74,7 +83,12 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 		sampler:  cfg.Sampler,
 		header:   cfg.TraceHeader,
 		clientID: cfg.ClientID,
+		sink:     cfg.SpanProcessor,
+		res:      cfg.Resource,
 		pools:    map[*accumulator.BufferPool]struct{}{},
+	}
+	if o.res == nil {
+		o.res = resource.Empty()
 	}
 	if o.header == "" {
 		o.header = DefaultTraceHeader
@@ -102,17 +116,39 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	if o.sampler == nil {
 		return nil, r.Headers
 	}
-	p := sdktrace.SamplingParameters{ParentContext: ctx, Name: SpanSendPrefix, Kind: trace.SpanKindProducer}
-	if psc := trace.SpanContextFromContext(ctx); psc.IsValid() {
-		p.TraceID = psc.TraceID()
+	var traceID trace.TraceID
+	psc := trace.SpanContextFromContext(ctx)
+	if pr, ok := o.sampler.(parentRatio); ok && !psc.IsValid() {
+		// A root under the default kind of sampler: one random number decides.
+		lo := rand.Uint64()
+		if !pr.rootSampled(lo) {
+			return nil, r.Headers
+		}
+		binary.BigEndian.PutUint64(traceID[8:], lo)
+		for !traceID.IsValid() {
+			binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
+		}
 	} else {
-		binary.BigEndian.PutUint64(p.TraceID[:8], rand.Uint64())
-		binary.BigEndian.PutUint64(p.TraceID[8:], rand.Uint64())
+		p := sdktrace.SamplingParameters{ParentContext: ctx, Name: SpanSendPrefix, Kind: trace.SpanKindProducer}
+		if psc.IsValid() {
+			p.TraceID = psc.TraceID()
+		} else {
+			binary.BigEndian.PutUint64(p.TraceID[:8], rand.Uint64())
+			binary.BigEndian.PutUint64(p.TraceID[8:], rand.Uint64())
+		}
+		if o.sampler.ShouldSample(p).Decision != sdktrace.RecordAndSample {
+			return nil, r.Headers
+		}
+		traceID = p.TraceID
 	}
-	if o.sampler.ShouldSample(p).Decision != sdktrace.RecordAndSample {
+	attrs := append(o.sendAttrs(r.Topic, r.Value == nil), attribute.String(AttrTraceReason, TraceReasonSampled))
+	// The trace id the sampler decided on is the trace's (a ratio sampler's decision is a
+	// function of it).
+	t := o.newRecordTrace(ctx, psc, traceID, r.Topic, now, attrs)
+	if t == nil {
 		return nil, r.Headers
 	}
-	return o.startRecordTrace(ctx, r, now)
+	return t, injectTraceContext(r.Headers, o.header, t.sc)
 }
 
 // sendAttrs are the attributes a send span starts with.
@@ -149,20 +185,6 @@ func (o *ProducerObserver) SlowThreshold() time.Duration {
 		return t
 	}
 	return 0
-}
-
-func (o *ProducerObserver) startRecordTrace(ctx context.Context, r *producer.Record, now time.Time) (accumulator.RecordTrace, []producer.Header) {
-	attrs := append(o.sendAttrs(r.Topic, r.Value == nil), attribute.String(AttrTraceReason, TraceReasonSampled))
-	spanCtx, span := o.tracer.Start(markDecided(ctx), o.sendName(r.Topic),
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now), trace.WithAttributes(attrs...))
-	sc := span.SpanContext()
-	if !sc.IsValid() || !span.IsRecording() {
-		// A provider that records nothing (a no-op one, or a sampler that overrode ours).
-		span.End()
-		return nil, r.Headers
-	}
-	t := &recordTrace{o: o, ctx: spanCtx, span: span, start: now}
-	return t, injectTraceContext(r.Headers, o.header, sc)
 }
 
 func (o *ProducerObserver) sendName(topic string) string {

@@ -193,7 +193,19 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if !tracing {
 		sampler = nil
 	}
-	p.observer, err = NewProducerObserver(p.tp, p.mp, ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan})
+	ocfg := ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan}
+	if tracing {
+		// Records' spans skip the tracer and go straight to what its provider feeds.
+		var procs []sdktrace.SpanProcessor
+		if p.spans != nil {
+			procs = append(procs, p.spans)
+		}
+		if cfg.ExtraSpanProcessor != nil {
+			procs = append(procs, cfg.ExtraSpanProcessor)
+		}
+		ocfg.SpanProcessor, ocfg.Resource = fanOut(procs), res
+	}
+	p.observer, err = NewProducerObserver(p.tp, p.mp, ocfg)
 	if err != nil {
 		return nil, errors.Join(err, p.shutdownNow())
 	}
@@ -303,4 +315,43 @@ func (p *Provider) SpansDropped() int64 {
 		return 0
 	}
 	return p.spans.Dropped()
+}
+
+// fanOut hands ended spans to each of procs (only OnEnd is used: record spans are built
+// finished).
+func fanOut(procs []sdktrace.SpanProcessor) sdktrace.SpanProcessor {
+	if len(procs) == 1 {
+		return procs[0]
+	}
+	return fanOutProcessor(procs)
+}
+
+type fanOutProcessor []sdktrace.SpanProcessor
+
+func (f fanOutProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	for _, p := range f {
+		p.OnStart(ctx, s)
+	}
+}
+
+func (f fanOutProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	for _, p := range f {
+		p.OnEnd(s)
+	}
+}
+
+func (f fanOutProcessor) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, p := range f {
+		errs = append(errs, p.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func (f fanOutProcessor) ForceFlush(ctx context.Context) error {
+	var errs []error
+	for _, p := range f {
+		errs = append(errs, p.ForceFlush(ctx))
+	}
+	return errors.Join(errs...)
 }

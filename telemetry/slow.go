@@ -113,17 +113,14 @@ func (s *slowTracer) trace(b *accumulator.ProducerBatch, r accumulator.RecordTim
 	attrs := append(o.sendAttrs(topic, false),
 		attribute.String(AttrTraceReason, TraceReasonSlow),
 		attribute.Float64(AttrTraceThreshold, s.threshold.Seconds()))
-	ctx, span := o.tracer.Start(markDecided(context.Background()), o.sendName(topic),
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(r.Sent), trace.WithAttributes(attrs...))
-	if !span.SpanContext().IsValid() || !span.IsRecording() {
-		span.End()
+	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, r.Sent, attrs)
+	if t == nil {
 		return false
 	}
-	appended := r.Appended
-	if appended.IsZero() {
-		appended = r.Sent // not stamped: the append shows as instant rather than as the whole wait
+	t.appended = r.Appended
+	if t.appended.IsZero() {
+		t.appended = r.Sent // not stamped: the append shows as instant rather than as the whole wait
 	}
-	t := &recordTrace{o: o, ctx: ctx, span: span, start: r.Sent, appended: appended}
 	md := accumulator.RecordMetadata{Topic: topic, Partition: b.TopicPartition.Partition, Offset: r.Offset}
 	// The record's own callback ended somewhere in [callbacksStart, callbacksEnd]; the batch's
 	// end is the bound known for every record.

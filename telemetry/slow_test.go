@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -217,11 +218,24 @@ func TestLatencyExemplarsLinkToTraces(t *testing.T) {
 		}
 		parent, _ := recordTraceOf(t, h, "send orders")
 		id := parent.SpanContext().TraceID().String()
-		ex := exemplarTraceIDs(t, h)
-		for _, key := range []string{StageAppend, StageDrain, StageDoSend, StageCompletedSend, StageCompletedReceive, "e2e"} {
-			if !slices.Contains(ex[key], id) {
-				t.Errorf("%s: exemplar trace ids %v, want the record's %s", key, ex[key], id)
+		// The sender reports the attempt's stages right after completing the batch, which
+		// may be after Flush returned: wait for them.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ex := exemplarTraceIDs(t, h)
+			var missing []string
+			for _, key := range []string{StageAppend, StageDrain, StageDoSend, StageCompletedSend, StageCompletedReceive, "e2e"} {
+				if !slices.Contains(ex[key], id) {
+					missing = append(missing, fmt.Sprintf("%s: %v", key, ex[key]))
+				}
 			}
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("exemplars without the record's trace id %s after 10 s: %v", id, missing)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	t.Run("slow", func(t *testing.T) {

@@ -2,36 +2,97 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
 )
 
-// recordTrace is a sampled record's token: its `send {topic}` span, started at Send, and the
-// moment the record went into its batch. The stage children are created only when the record
-// completes (RecordDone), from the timestamps its batch kept, with explicit start and end times.
+// recordTrace is a traced record's token: its `send {topic}` span's identity, the moment Send
+// was called and the moment the record went into its batch. Every span of the record is made
+// when the record completes (RecordDone), from the timestamps its batch kept, with explicit
+// start and end times.
+//
+// With a span processor (ObserverConfig.SpanProcessor, which Setup gives) the spans are built
+// directly as finished read-only spans and handed to it: no SDK span lives while the record is
+// in flight, and a record's seven spans cost about what one SDK span does. Without one they
+// go through the tracer: the send span is started at Send, its children at completion.
 type recordTrace struct {
 	o     *ProducerObserver
-	ctx   context.Context // carries span, and the decision mark for the children
-	span  trace.Span
+	ctx   context.Context // carries the send span's context: exemplars, and the tracer's children
 	start time.Time
 	// appended is written under the partition deque's lock (or by Send, for a record that
 	// failed there) before the sender can see the record, and read when it completes.
 	appended time.Time
+
+	// Direct path.
+	topic  string
+	sc     trace.SpanContext // the send span's
+	parent trace.SpanContext // the log line's, when it carried one
+	attrs  []attribute.KeyValue
+
+	// Tracer path.
+	span trace.Span
 }
 
 var _ accumulator.RecordTrace = (*recordTrace)(nil)
 
+// newRecordTrace starts a record's trace at start: its send span's context is a child of
+// parent (the log line's span, or invalid) in trace traceID, or, on the tracer path, what the
+// tracer makes of ctx. It returns nil when the tracer records nothing.
+func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.SpanContext, traceID trace.TraceID,
+	topic string, start time.Time, attrs []attribute.KeyValue,
+) *recordTrace {
+	if o.sink != nil {
+		if parent.IsValid() {
+			traceID = parent.TraceID()
+		}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: newSpanID(),
+			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
+		return &recordTrace{o: o, ctx: trace.ContextWithSpanContext(context.Background(), sc),
+			start: start, topic: topic, sc: sc, parent: parent, attrs: attrs}
+	}
+	spanCtx, span := o.tracer.Start(markDecided(ctx), o.sendName(topic),
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	if !span.SpanContext().IsValid() || !span.IsRecording() {
+		// A provider that records nothing (a no-op one, or a sampler that overrode ours).
+		span.End()
+		return nil
+	}
+	return &recordTrace{o: o, ctx: spanCtx, start: start, sc: span.SpanContext(), span: span}
+}
+
+func newSpanID() trace.SpanID {
+	var id trace.SpanID
+	for !id.IsValid() {
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
+	}
+	return id
+}
+
+func newTraceID() trace.TraceID {
+	var id trace.TraceID
+	for !id.IsValid() {
+		binary.BigEndian.PutUint64(id[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], rand.Uint64())
+	}
+	return id
+}
+
 // Appended notes when the record went into its batch: the end of the append stage.
 func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.appended = at }
 
-// RecordDone creates the stage spans and ends the send span. The children tile the parent:
+// RecordDone makes the stage spans and ends the send span. The children tile the parent:
 // each starts where the previous one ended, so their durations add up to the parent's.
 //
 //	append [Send, in batch] then, per attempt, drain [.., drained] doSend [.., queued]
@@ -46,7 +107,7 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
 	// Wall-clock times only (Round(0) drops the monotonic reading): some timestamps come from a
 	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.
-	tr := tiler{tracer: t.o.tracer, ctx: t.ctx, at: t.start.Round(0)}
+	tr := tiler{at: t.start.Round(0)}
 	appended := t.appended
 	if appended.IsZero() {
 		appended = callbacksStart
@@ -88,15 +149,15 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	}
 	tr.child(SpanCallback, callbackEnd, nil)
 
+	var end []attribute.KeyValue
 	if md.Partition >= 0 {
-		t.span.SetAttributes(attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(md.Partition))))
+		end = append(end, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(md.Partition))))
 	}
 	if md.Offset >= 0 {
-		t.span.SetAttributes(attribute.Int64(AttrMessagingKafkaOffset, md.Offset))
+		end = append(end, attribute.Int64(AttrMessagingKafkaOffset, md.Offset))
 	}
 	if err != nil {
-		t.span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
-		t.span.SetStatus(codes.Error, err.Error())
+		end = append(end, attribute.String(AttrErrorType, ErrorType(err)))
 	}
 	if b != nil {
 		// The record's end-to-end latency, recorded in its span's context so the histogram
@@ -109,18 +170,94 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		}
 		t.o.m.opDuration.Record(t.ctx, seconds(callbackEnd.Sub(t.start)), opts...)
 	}
-	t.span.End(trace.WithTimestamp(tr.at)) // the callback stage's end, never before its start
+	// The send span ends with the callback stage, never before its start.
+	if t.span != nil {
+		t.emitWithTracer(tr.stages, end, err, tr.at)
+	} else {
+		t.emit(tr.stages, end, err, tr.at)
+	}
 }
 
-// tiler creates consecutive child spans of the span in ctx: each starts where the previous
-// ended.
+// emit hands the record's spans, finished, to the span processor: the stages, then the send
+// span.
+func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err error, end time.Time) {
+	o := t.o
+	scope := instrumentation.Scope{Name: InstrumentationName}
+	for _, s := range stages {
+		stub := tracetest.SpanStub{
+			Name: s.name,
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: t.sc.TraceID(), SpanID: newSpanID(),
+				TraceFlags: trace.FlagsSampled, TraceState: t.sc.TraceState()}),
+			Parent:               t.sc,
+			SpanKind:             trace.SpanKindInternal,
+			StartTime:            s.start,
+			EndTime:              s.end,
+			Attributes:           s.attrs,
+			Resource:             o.res,
+			InstrumentationScope: scope,
+		}
+		if s.err != nil {
+			stub.Attributes = append(stub.Attributes[:len(stub.Attributes):len(stub.Attributes)], attribute.String(AttrErrorType, ErrorType(s.err)))
+			stub.Status = sdktrace.Status{Code: codes.Error, Description: s.err.Error()}
+		}
+		o.sink.OnEnd(stub.Snapshot())
+	}
+	stub := tracetest.SpanStub{
+		Name:                 o.sendName(t.topic),
+		SpanContext:          t.sc,
+		Parent:               t.parent,
+		SpanKind:             trace.SpanKindProducer,
+		StartTime:            t.start.Round(0),
+		EndTime:              end,
+		Attributes:           append(t.attrs, endAttrs...),
+		ChildSpanCount:       len(stages),
+		Resource:             o.res,
+		InstrumentationScope: scope,
+	}
+	if err != nil {
+		stub.Status = sdktrace.Status{Code: codes.Error, Description: err.Error()}
+	}
+	o.sink.OnEnd(stub.Snapshot())
+}
+
+// emitWithTracer makes the stage spans with the tracer, as children of the send span started
+// at Send, and ends that.
+func (t *recordTrace) emitWithTracer(stages []stage, endAttrs []attribute.KeyValue, err error, end time.Time) {
+	startStages(t.o.tracer, t.ctx, stages)
+	t.span.SetAttributes(endAttrs...)
+	if err != nil {
+		t.span.SetStatus(codes.Error, err.Error())
+	}
+	t.span.End(trace.WithTimestamp(end))
+}
+
+// startStages makes each stage a span with tracer, a child of the span in ctx.
+func startStages(tracer trace.Tracer, ctx context.Context, stages []stage) {
+	for _, s := range stages {
+		_, sp := tracer.Start(ctx, s.name, trace.WithTimestamp(s.start), trace.WithAttributes(s.attrs...))
+		if s.err != nil {
+			sp.SetAttributes(attribute.String(AttrErrorType, ErrorType(s.err)))
+			sp.SetStatus(codes.Error, s.err.Error())
+		}
+		sp.End(trace.WithTimestamp(s.end))
+	}
+}
+
+// stage is one child span of a record's send span.
+type stage struct {
+	name       string
+	start, end time.Time
+	err        error
+	attrs      []attribute.KeyValue
+}
+
+// tiler lays out consecutive stages: each starts where the previous ended.
 type tiler struct {
-	tracer trace.Tracer
-	ctx    context.Context
 	at     time.Time
+	stages []stage
 }
 
-// child records a span from the current position to end (clamped: never before the position,
+// child adds a stage from the current position to end (clamped: never before the position,
 // and a zero end, a stage not reached, makes it zero length), with error.type and an error
 // status when err is set.
 func (t *tiler) child(name string, end time.Time, err error, attrs ...attribute.KeyValue) {
@@ -128,11 +265,6 @@ func (t *tiler) child(name string, end time.Time, err error, attrs ...attribute.
 	if end.IsZero() || end.Before(t.at) {
 		end = t.at
 	}
-	_, s := t.tracer.Start(t.ctx, name, trace.WithTimestamp(t.at), trace.WithAttributes(attrs...))
-	if err != nil {
-		s.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
-		s.SetStatus(codes.Error, err.Error())
-	}
-	s.End(trace.WithTimestamp(end))
+	t.stages = append(t.stages, stage{name: name, start: t.at, end: end, err: err, attrs: attrs})
 	t.at = end
 }

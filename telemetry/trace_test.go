@@ -102,7 +102,13 @@ func wantAttr(t *testing.T, s sdktrace.ReadOnlySpan, key string, want any) {
 }
 
 func TestTraceSuccess(t *testing.T) {
-	h := newHarness(t, sdktrace.AlwaysSample())
+	t.Run("direct", func(t *testing.T) { testTraceSuccess(t, newHarness(t, sdktrace.AlwaysSample())) })
+	t.Run("via tracer", func(t *testing.T) {
+		testTraceSuccess(t, newHarnessVia(t, sdktrace.AlwaysSample(), ObserverConfig{}, true))
+	})
+}
+
+func testTraceSuccess(t *testing.T, h *harness) {
 	c := newKfake(t, "orders")
 	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
 	o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny,

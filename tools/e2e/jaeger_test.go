@@ -96,7 +96,14 @@ func checkSendTrace(tr jaegerTrace, op string) string {
 			kids = append(kids, s)
 		}
 	}
-	sort.SliceStable(kids, func(i, j int) bool { return kids[i].StartTime < kids[j].StartTime })
+	// Jaeger keeps microseconds: a stage shorter than that starts with the next one, so ties go
+	// to the one that ends first.
+	sort.SliceStable(kids, func(i, j int) bool {
+		if kids[i].StartTime != kids[j].StartTime {
+			return kids[i].StartTime < kids[j].StartTime
+		}
+		return kids[i].Duration < kids[j].Duration
+	})
 	var names []string
 	var sum int64
 	for _, k := range kids {

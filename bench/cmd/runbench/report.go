@@ -266,6 +266,7 @@ func summarize(r *Report) {
 		r.Ratios = append(r.Ratios, q)
 	}
 	addRatio2("sampled 1 %", 0.97)
+	addRatio2("1 % + slower than p99", 0.97)
 	addRatio2("sampled 100 %", 0)
 }
 
@@ -469,6 +470,13 @@ func renderMarkdown(r *Report) string {
 		}
 		w("| tracing sampled at 1 %% costs ≤ 3 %% of throughput | %.1f %% (1 %% sampled / off = %.3f) %s |\n", (1-q.Ratio)*100, q.Ratio, mark)
 	}
+	if q := r.ratio("tracing", "1 % + slower than p99", "1 % + slower than p99", "tracing off"); q != nil {
+		mark := "✅"
+		if q.Ratio < 0.97 {
+			mark = "❌"
+		}
+		w("| 1 %% sampled and every record slower than the moving p99 traced: ≤ 3 %% of throughput | %.1f %% (/ off = %.3f) %s |\n", (1-q.Ratio)*100, q.Ratio, mark)
+	}
 	for _, m := range r.Memory {
 		if m.BrokerDownAtStart || m.Error != "" {
 			continue
@@ -561,7 +569,7 @@ func renderMarkdown(r *Report) string {
 		} else {
 			w("This agent build has no `--trace-sample-ratio` flag: sampling set with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` and `OTEL_TRACES_SAMPLER_ARG`. ")
 		}
-		w("*Off* is `OTEL_TRACES_EXPORTER=none` (no trace pipeline at all). The sampled runs export spans over OTLP/gRPC to `otlpsink` on 127.0.0.1, a receiver that only counts, so they pay the real cost of making, batching and exporting spans (`OTEL_TRACES_EXPORTER=none` would turn tracing off altogether, measuring nothing). Metrics are exported there in all three modes.\n\n")
+		w("*Off* is `OTEL_TRACES_EXPORTER=none` (no trace pipeline at all). The sampled runs export spans over OTLP/gRPC to `otlpsink` on 127.0.0.1, a receiver that only counts, so they pay the real cost of making, batching and exporting spans (`OTEL_TRACES_EXPORTER=none` would turn tracing off altogether, measuring nothing). `1 %% + slower than p99` adds `--trace-slower-than p99`: records slower than the moving p99 of the end-to-end latency are traced too (about another 1 %%). Metrics are exported there in every mode.\n\n")
 		w("| mode | records/s | relative to off | CPU s | CPU µs/record | peak RSS MiB | spans exported | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
 		off := r.summary("tracing", "agent", "tracing off")
 		for _, c := range cells {

@@ -16,10 +16,14 @@ import (
 // Spans go over OTLP/gRPC to otlpsink on 127.0.0.1 (a backend that only counts), so the
 // sampled runs pay for span creation, the batch processor and the export; metrics go there too
 // in all three modes.
+//
+// "1 % + slower than p99" adds --trace-slower-than p99 (issue 8): every record slower than the
+// moving p99 is traced too, about another 1 % of the records.
 var tracingModes = []struct {
-	name  string
-	ratio float64
-}{{"tracing off", 0}, {"sampled 1 %", 0.01}, {"sampled 100 %", 1}}
+	name       string
+	ratio      float64
+	slowerThan string
+}{{"tracing off", 0, ""}, {"sampled 1 %", 0.01, ""}, {"1 % + slower than p99", 0.01, "p99"}, {"sampled 100 %", 1, ""}}
 
 func (b *bench) tracing() error {
 	if b.p.otlpsink == "" {
@@ -43,7 +47,7 @@ func (b *bench) tracing() error {
 				return errStopped
 			}
 			i++
-			r := b.tracingRun(m.name, m.ratio, c, rep, data)
+			r := b.tracingRun(m.name, m.ratio, m.slowerThan, c, rep, data)
 			b.record(r)
 			logf("[%d/%d] tracing rep %d %-13s %s spans=%v", i, total, rep, m.name, r.brief(), r.Extra["spans_exported"])
 			b.pause()
@@ -61,7 +65,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (b *bench) tracingRun(mode string, ratio float64, c cell, rep int, data string) Run {
+func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell, rep int, data string) Run {
 	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.Records),
 		Bytes: int64(b.prm.Records) * int64(c.Size), Extra: map[string]any{}}
 	port, err := freePort()
@@ -119,6 +123,9 @@ func (b *bench) tracingRun(mode string, ratio float64, c cell, rep int, data str
 			env = append(env, "OTEL_TRACES_SAMPLER=parentbased_traceidratio",
 				"OTEL_TRACES_SAMPLER_ARG="+strconv.FormatFloat(ratio, 'f', -1, 64))
 		}
+	}
+	if slowerThan != "" {
+		args = append(args, "--trace-slower-than", slowerThan)
 	}
 	cmd := exec.Command(b.p.agent, args...)
 	f, err := os.Open(data)

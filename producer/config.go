@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/network"
 )
 
 // Config is the producer's configuration. Field tags carry the Java client's property names, so
@@ -228,3 +229,8 @@ func (c *Config) maxVersions() map[int16]int16 {
 	}
 	return map[int16]int16{0: 11, 24: 3, 26: 4}
 }
+
+// NetworkConfig is the network layer's configuration for these properties (security,
+// timeouts, reconnect backoff): for another client of the same cluster, such as the agent's
+// reader of its exactly-once state topic (package consumer).
+func (c *Config) NetworkConfig() (network.Config, error) { return c.networkConfig() }

@@ -50,7 +50,7 @@ type batch struct {
 	records []kmsg.Record
 }
 
-func (b *batch) lastOffset() int64    { return b.FirstOffset + int64(b.LastOffsetDelta) }
+func (b *batch) lastOffset() int64     { return b.FirstOffset + int64(b.LastOffsetDelta) }
 func (b *batch) isTransactional() bool { return b.Attributes&attrTransactional != 0 }
 func (b *batch) isControl() bool       { return b.Attributes&attrControl != 0 }
 

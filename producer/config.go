@@ -42,7 +42,7 @@ type Config struct {
 	PartitionerIgnoreKeys            bool  `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
 	MaxReceiveBytes                  int32 `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
 
-	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent runs no transactions: leave it empty there"`
+	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent sets it itself with --exactly-once (--transactional-id) and refuses it here"`
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
 
 	SecurityProtocol                   string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`

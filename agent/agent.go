@@ -29,7 +29,8 @@ type Agent struct {
 
 	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
 
-	tailer atomic.Pointer[Tailer] // set while RunTail runs, for SetTailGlobs and stats
+	tailer atomic.Pointer[Tailer]       // set while RunTail runs, for SetTailGlobs and stats
+	txn    atomic.Pointer[txnCommitter] // set while RunTail runs with --exactly-once
 
 	tel *telemetry.Provider // nil: no telemetry
 }

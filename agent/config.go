@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +57,12 @@ type Config struct {
 
 	HTTP string `koanf:"http" doc:"HOST:PORT of the agent's own page: / (live status and recent traces), /healthz, /readyz, /metrics (Prometheus), /api/status, /api/traces; empty: off. It has no authentication: keep it on 127.0.0.1 or behind a firewall"`
 
+	ExactlyOnce     bool          `koanf:"exactly-once" doc:"send the lines of followed files exactly once (only with --tail): lines and file positions are committed together in Kafka transactions, and a restart resumes at the last commit, read from --state-topic; consumers must read with isolation.level=read_committed"`
+	TransactionalID string        `koanf:"transactional-id" doc:"with --exactly-once: the producer's transactional.id, the same across restarts of one agent and different for every agent; default: kafkatrail-HOST-HASH, HASH from --state-topic and the --tail patterns"`
+	StateTopic      string        `koanf:"state-topic" doc:"with --exactly-once: compacted topic of the committed file positions (created with 1 partition if missing; an existing topic must have cleanup.policy=compact)"`
+	CommitInterval  time.Duration `koanf:"commit-interval" doc:"with --exactly-once: how often the transaction is committed; read_committed consumers see a line up to this much later"`
+	CommitMaxLines  int           `koanf:"commit-max-lines" doc:"with --exactly-once: commit as soon as a transaction holds this many lines"`
+
 	Producer map[string]string `koanf:"producer" doc:"producer properties by their Java names (-X key=value)"`
 }
 
@@ -86,6 +95,9 @@ func DefaultConfig() Config {
 		HeaderHost:       "source.host",
 		TraceHeader:      "traceparent",
 		TraceSampleRatio: -1,
+		StateTopic:       "kafkatrail-state",
+		CommitInterval:   time.Second,
+		CommitMaxLines:   100000,
 		LogLevel:         "info",
 		Producer:         map[string]string{},
 	}
@@ -178,6 +190,26 @@ func (c *Config) Validate() error {
 	if c.Stdin && len(c.Tail) > 0 {
 		bad("stdin", "--stdin and --tail cannot be combined")
 	}
+	if _, ok := c.Producer["transactional.id"]; ok {
+		bad("producer.transactional.id", "the agent sets transactional.id itself: use --exactly-once (and --transactional-id to choose the id)")
+	}
+	if c.ExactlyOnce {
+		if len(c.Tail) == 0 {
+			bad("exactly-once", "needs --tail: standard input cannot be read again after a crash, so its lines cannot be sent exactly once")
+		}
+		if strings.TrimSpace(c.StateTopic) == "" {
+			bad("state-topic", "required with --exactly-once")
+		}
+		if c.CommitInterval <= 0 {
+			bad("commit-interval", "must be positive, got %v", c.CommitInterval)
+		} else if pc, err := c.ProducerConfig(); err == nil && c.CommitInterval >= time.Duration(pc.TransactionTimeoutMs)*time.Millisecond/2 {
+			bad("commit-interval", "%v must be less than half of producer transaction.timeout.ms (%d ms), or the coordinator aborts transactions that are still filling",
+				c.CommitInterval, pc.TransactionTimeoutMs)
+		}
+		if c.CommitMaxLines <= 0 {
+			bad("commit-max-lines", "must be positive, got %d", c.CommitMaxLines)
+		}
+	}
 	if _, err := c.ProducerConfig(); err != nil {
 		errs = append(errs, err)
 	}
@@ -218,10 +250,30 @@ func (c *Config) ProducerConfig() (producer.Config, error) {
 	if err := pc.SetAll(c.Producer); err != nil {
 		return pc, prefixProducerKey(err)
 	}
+	if c.ExactlyOnce {
+		pc.TransactionalID = c.EffectiveTransactionalID()
+	}
 	if err := pc.Validate(); err != nil {
 		return pc, prefixProducerKey(err)
 	}
 	return pc, nil
+}
+
+// EffectiveTransactionalID is --transactional-id, or the default derived from the host name,
+// the state topic and the tail patterns: stable across restarts of one agent, and different for
+// two agents of one host that follow other files (they must not fence each other).
+func (c *Config) EffectiveTransactionalID() string {
+	if c.TransactionalID != "" {
+		return c.TransactionalID
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	globs := slices.Clone(c.Tail)
+	slices.Sort(globs)
+	h := sha256.Sum256([]byte(c.StateTopic + "\x00" + strings.Join(globs, "\x00")))
+	return "kafkatrail-" + host + "-" + hex.EncodeToString(h[:4])
 }
 
 // EffectiveMaxLineBytes resolves the max-line-bytes default against max.request.size.

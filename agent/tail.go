@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/kafkatrail/kafkatrail/producer"
 )
@@ -13,14 +14,10 @@ import (
 // acknowledgements (up to the shutdown timeout) and saves the checkpoints: each file's offset
 // moves only past lines that Kafka acknowledged, and every line before them.
 func (a *Agent) RunTail(ctx context.Context) error {
-	t, err := NewTailer(TailerConfig{
-		Globs:           a.cfg.Tail,
-		StartAt:         a.cfg.StartAt,
-		MaxLineBytes:    a.cfg.EffectiveMaxLineBytes(),
-		LongLines:       a.cfg.LongLines,
-		PartialLineIdle: a.cfg.PartialLineIdle,
-		StateDir:        a.cfg.StateDir,
-	}, a.handleFileLine, a.log.With("component", "tailer"))
+	if a.cfg.ExactlyOnce {
+		return a.runTailExactlyOnce(ctx)
+	}
+	t, err := NewTailer(a.tailerConfig(), a.handleFileLine, a.log.With("component", "tailer"))
 	if err != nil {
 		_ = a.shutdown()
 		return err
@@ -48,6 +45,111 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return runErr
 	}
 	if err := a.result(); err != nil {
+		return err
+	}
+	return ErrInterrupted
+}
+
+func (a *Agent) tailerConfig() TailerConfig {
+	return TailerConfig{
+		Globs:           a.cfg.Tail,
+		StartAt:         a.cfg.StartAt,
+		MaxLineBytes:    a.cfg.EffectiveMaxLineBytes(),
+		LongLines:       a.cfg.LongLines,
+		PartialLineIdle: a.cfg.PartialLineIdle,
+		StateDir:        a.cfg.StateDir,
+	}
+}
+
+// runTailExactlyOnce is RunTail with --exactly-once: the positions come from the state topic,
+// lines are sent in transactions that the committer commits with the positions, and the run
+// ends with a last commit. A fenced producer or a failed transaction ends it with an error.
+func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
+	txnID := a.cfg.EffectiveTransactionalID()
+	entries, found, err := a.startExactlyOnce(ctx)
+	if err != nil {
+		_ = a.shutdown()
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		return a.failureError(err, txnID)
+	}
+	tc := a.tailerConfig()
+	tc.committedOnly = true
+	if found {
+		tc.initial, tc.hasInitial = entries, true
+	} else {
+		a.log.Info("exactly-once: the state topic has no position of this transactional-id: starting from checkpoints.json (if any) and --start-at",
+			"transactional_id", txnID)
+	}
+	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
+		committed: map[fileKey]checkpointEntry{}}
+	t, err := NewTailer(tc, c.handleLine, a.log.With("component", "tailer"))
+	if err != nil {
+		_ = a.shutdown()
+		return err
+	}
+	c.t = t
+	for _, e := range entries {
+		if id, err := e.fileID(); err == nil {
+			c.committed[id.key()] = e
+		}
+	}
+	if err := a.prod.BeginTransaction(); err != nil {
+		_ = a.shutdown()
+		return a.failureError(err, txnID)
+	}
+	c.open = true
+	a.tailer.Store(t)
+	a.txn.Store(c)
+	mctx, stopMetrics := context.WithCancel(context.Background())
+	metricsDone := make(chan struct{})
+	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
+	defer func() { stopMetrics(); <-metricsDone }()
+
+	// Commits are bounded by the shutdown timeout once ctx ends, so that a cluster that is gone
+	// cannot hold the agent after SIGTERM.
+	commitCtx, stopCommits := context.WithCancel(context.Background())
+	defer stopCommits()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-commitCtx.Done():
+			return
+		}
+		timer := time.NewTimer(a.cfg.ShutdownTimeout)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			stopCommits()
+		case <-commitCtx.Done():
+		}
+	}()
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	committerErr := make(chan error, 1)
+	go func() {
+		err := c.run(runCtx, commitCtx)
+		if err != nil {
+			stopRun(err)
+		}
+		committerErr <- err
+	}()
+	runErr := t.Run(runCtx) // nil when runCtx ended, else a handler's error (fenced, say)
+	stopRun(nil)
+	if err := <-committerErr; err != nil {
+		runErr = err
+	} else if runErr == nil {
+		runErr = c.commit(commitCtx, true)
+	}
+	if runErr != nil {
+		runErr = a.failureError(runErr, txnID)
+		a.log.Error("exactly-once run stopped", "transactional_id", txnID, "error", runErr)
+		_ = a.shutdown()
+		return runErr
+	}
+	a.log.Info("exactly-once: last transaction committed", "transactional_id", txnID, "commits", c.commits.Load())
+	if err := a.shutdown(); err != nil {
 		return err
 	}
 	return ErrInterrupted

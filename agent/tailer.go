@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,15 @@ type TailerConfig struct {
 	FingerprintBytes int
 	// ReadBufferBytes is the size of one read (default 64 KiB).
 	ReadBufferBytes int
+
+	// initial, when set (hasInitial), replaces the checkpoints of the state directory's file:
+	// the exactly-once mode's positions read back from its state topic.
+	initial    []checkpointEntry
+	hasInitial bool
+	// committedOnly (exactly-once) leaves checkpoints.json to the transaction committer: Run
+	// neither saves every CheckpointInterval nor when it stops, because acknowledged lines are
+	// not committed until their transaction is.
+	committedOnly bool
 }
 
 // DefaultMaxLineBytes leaves room for the record's framing and headers under the producer's
@@ -194,6 +204,9 @@ func NewTailer(cfg TailerConfig, handle LineHandler, log *slog.Logger) (*Tailer,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.hasInitial {
+		entries = cfg.initial
+	}
 	t := &Tailer{
 		cfg: cfg, handle: handle, log: log, store: store, now: time.Now,
 		followers:   make(map[fileKey]*follower),
@@ -230,13 +243,18 @@ func (t *Tailer) Run(ctx context.Context) error {
 	defer rescan.Stop()
 	save := time.NewTicker(t.cfg.CheckpointInterval)
 	defer save.Stop()
+	if t.cfg.committedOnly {
+		save.Stop()
+	}
 	var saveErr string
 	for {
 		select {
 		case <-ctx.Done():
 			t.wg.Wait()
-			if err := t.SaveCheckpoints(); err != nil {
-				t.log.Error("save checkpoints at stop", "err", err)
+			if !t.cfg.committedOnly { // else the committer saves what its last transaction committed
+				if err := t.SaveCheckpoints(); err != nil {
+					t.log.Error("save checkpoints at stop", "err", err)
+				}
 			}
 			var fatal fatalError
 			if errors.As(context.Cause(ctx), &fatal) {
@@ -581,10 +599,15 @@ func (t *Tailer) release(fl *follower, deleted bool, path string) {
 // Run calls it every CheckpointInterval and when it stops; the caller calls it once more after
 // the producer flushed, to record the last acknowledgements.
 func (t *Tailer) SaveCheckpoints() error {
-	t.saveMu.Lock()
-	defer t.saveMu.Unlock()
+	return t.saveEntries(t.snapshot())
+}
+
+// snapshot returns the checkpoint of every file known now: the committed offset of each file
+// followed, and the saved entries of files not followed now.
+func (t *Tailer) snapshot() map[fileKey]checkpointEntry {
 	now := t.now()
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	entries := make(map[fileKey]checkpointEntry, len(t.followers)+len(t.saved))
 	for k, e := range t.saved {
 		entries[k] = e
@@ -592,8 +615,14 @@ func (t *Tailer) SaveCheckpoints() error {
 	for k, fl := range t.followers {
 		entries[k] = fl.entry(now)
 	}
-	t.mu.Unlock()
+	return entries
+}
 
+// saveEntries writes entries to checkpoints.json if any changed since the last write.
+func (t *Tailer) saveEntries(entries map[fileKey]checkpointEntry) error {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	entries = maps.Clone(entries)
 	changed := len(entries) != len(t.lastWritten)
 	for k, e := range entries {
 		if old, ok := t.lastWritten[k]; ok && old.sameAs(e) {

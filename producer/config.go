@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/network"
 )
 
 // Config is the producer's configuration. Field tags carry the Java client's property names, so
@@ -41,7 +42,7 @@ type Config struct {
 	PartitionerIgnoreKeys            bool  `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
 	MaxReceiveBytes                  int32 `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
 
-	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent runs no transactions: leave it empty there"`
+	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent sets it itself with --exactly-once (--transactional-id) and refuses it here"`
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
 
 	SecurityProtocol                   string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
@@ -228,3 +229,8 @@ func (c *Config) maxVersions() map[int16]int16 {
 	}
 	return map[int16]int16{0: 11, 24: 3, 26: 4}
 }
+
+// NetworkConfig is the network layer's configuration for these properties (security,
+// timeouts, reconnect backoff): for another client of the same cluster, such as the agent's
+// reader of its exactly-once state topic (package consumer).
+func (c *Config) NetworkConfig() (network.Config, error) { return c.networkConfig() }

@@ -485,42 +485,59 @@ type lineCount struct {
 // 0..n-1 never seen, dup the extra copies. Records that are not numbered lines fail the test.
 func (k kafkaAccess) countLines(t *testing.T, topic string, n int) lineCount {
 	t.Helper()
-	seen := make([]uint16, n)
-	var c lineCount
-	k.consume(t, topic, func(r *kgo.Record) {
-		c.records++
-		v := r.Value
-		if len(v) < 14 {
-			if isLinePrefix(v) {
-				c.torn++
-				return
-			}
-			t.Fatalf("unexpected record %.80q", v)
+	tl := newTally(n)
+	k.consume(t, topic, func(r *kgo.Record) { tl.add(t, r.Value) })
+	return tl.result()
+}
+
+// tally counts numbered lines 0..n-1 as records arrive.
+type tally struct {
+	seen []uint16
+	c    lineCount
+}
+
+func newTally(n int) *tally { return &tally{seen: make([]uint16, n)} }
+
+// add counts one record. Records that are not numbered lines fail the test.
+func (tl *tally) add(t *testing.T, v []byte) {
+	t.Helper()
+	n, c := len(tl.seen), &tl.c
+	c.records++
+	if len(v) < 14 {
+		if isLinePrefix(v) {
+			c.torn++
+			return
 		}
-		if !bytes.HasPrefix(v, []byte("line-")) {
-			t.Fatalf("unexpected record %.80q", v)
-		}
-		i, err := strconv.Atoi(string(v[5:14]))
-		if err != nil || i < 0 || i >= n {
-			t.Fatalf("unexpected record %.80q (lines 0..%d expected)", v, n-1)
-		}
-		if want := numberedLine(nil, i); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
-			if len(v) < lineLen-1 && bytes.HasPrefix(want, v) {
-				c.torn++
-				if c.torn <= 3 {
-					t.Logf("torn record (a partial line): %q", v)
-				}
-				return
-			}
-			c.spliced++
-			if c.spliced <= 3 {
-				t.Logf("spliced record (starts as line %d, goes on with other bytes): %q", i, v)
+		t.Fatalf("unexpected record %.80q", v)
+	}
+	if !bytes.HasPrefix(v, []byte("line-")) {
+		t.Fatalf("unexpected record %.80q", v)
+	}
+	i, err := strconv.Atoi(string(v[5:14]))
+	if err != nil || i < 0 || i >= n {
+		t.Fatalf("unexpected record %.80q (lines 0..%d expected)", v, n-1)
+	}
+	if want := numberedLine(nil, i); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
+		if len(v) < lineLen-1 && bytes.HasPrefix(want, v) {
+			c.torn++
+			if c.torn <= 3 {
+				t.Logf("torn record (a partial line): %q", v)
 			}
 			return
 		}
-		seen[i]++
-	})
-	for _, s := range seen {
+		c.spliced++
+		if c.spliced <= 3 {
+			t.Logf("spliced record (starts as line %d, goes on with other bytes): %q", i, v)
+		}
+		return
+	}
+	tl.seen[i]++
+}
+
+// result counts the lines lost (never seen) and duplicated (extra copies).
+func (tl *tally) result() lineCount {
+	c := tl.c
+	for _, s := range tl.seen {
 		if s == 0 {
 			c.lost++
 		} else {

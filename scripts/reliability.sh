@@ -42,7 +42,7 @@ t_suite=$((SECONDS - t0))
 # Each fuzz target for a bounded time; a failure leaves its input in the package's testdata/fuzz.
 fuzz=$work/fuzz.md
 printf '| fuzz target | time | executions | result |\n|---|---:|---:|---|\n' >"$fuzz"
-for target in network:FuzzReadFrame:30000 network:FuzzDecodeResponse:10000 agent:FuzzLoad:200 agent:FuzzProducerConfigSet:5000; do
+for target in network:FuzzReadFrame:30000 network:FuzzDecodeResponse:10000 consumer:FuzzDecodeBatches:10000 agent:FuzzLoad:200 agent:FuzzProducerConfigSet:5000; do
   IFS=: read -r pkg name count <<<"$target"
   count=$((count * scale))
   echo "reliability ($mode): fuzzing $name for $count executions" >&2
@@ -104,7 +104,7 @@ EOF
     echo
     echo "## Fuzzing"
     echo
-    echo "Frame reading and response decoding (network/fuzz_test.go), configuration loading and producer"
+    echo "Frame reading and response decoding (network/fuzz_test.go), record batch decoding (consumer/fuzz_test.go), configuration loading and producer"
     echo "properties (agent/config_fuzz_test.go); seed corpora in each package's testdata/fuzz."
     echo
     cat "$fuzz"

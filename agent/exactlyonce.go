@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/consumer"
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// The exactly-once mode (--exactly-once, after Kafka Connect's exactly-once source tasks,
+// KIP-618): the producer is transactional, and every commit-interval the committer pauses the
+// line senders, writes each file's position to the state topic inside the open transaction and
+// commits it. Lines and positions become visible to read_committed consumers together or not at
+// all; a restart reads the positions of the last commit back and resumes there.
+
+// txnCommitter owns the agent's transactions while RunTail runs in exactly-once mode.
+//
+// Concurrency: the followers' goroutines send lines while holding mu for reading (one line at a
+// time); the committer goroutine takes mu for writing, so while it flushes, writes the
+// positions and commits, no line is sent. A line tracked but not yet sent when the committer
+// takes the lock is not acknowledged, so the file's committed offset stops before it: the
+// position committed covers exactly the lines in the transaction.
+type txnCommitter struct {
+	a     *Agent
+	t     *Tailer
+	topic string // the state topic
+	txnID string
+
+	mu sync.RWMutex
+	// lines counts the lines sent in the open transaction; full is signalled (never blocking)
+	// when it reaches commit-max-lines.
+	lines atomic.Int64
+	full  chan struct{}
+
+	// Owned by the committer (under mu for writing).
+	committed map[fileKey]checkpointEntry // the positions the state topic holds for us
+	open      bool                        // BeginTransaction was called and not yet committed
+
+	commits  atomic.Int64
+	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
+}
+
+// stateKey is a file's checkpoint record key: the transactional id, '/', and the file's device
+// and inode (a file's fingerprint grows with it; its key must not).
+func stateKey(txnID string, k fileKey) string { return fmt.Sprintf("%s/%d:%d", txnID, k.dev, k.ino) }
+
+// readStateTopic returns the last committed checkpoint of every file of txnID in the state topic.
+func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID string) ([]checkpointEntry, error) {
+	prefix := txnID + "/"
+	latest := map[string]*checkpointEntry{}
+	err := cl.ReadCommitted(ctx, topic, func(r consumer.Record) error {
+		key := string(r.Key)
+		if !strings.HasPrefix(key, prefix) {
+			return nil // another agent's
+		}
+		if r.Value == nil {
+			delete(latest, key) // a tombstone: the file was released
+			return nil
+		}
+		var e checkpointEntry
+		if err := json.Unmarshal(r.Value, &e); err != nil {
+			return fmt.Errorf("state topic %s: record at %d/%d (key %q) is not a checkpoint: %w", topic, r.Partition, r.Offset, key, err)
+		}
+		if _, err := e.fileID(); err != nil || e.Offset < 0 {
+			return fmt.Errorf("state topic %s: record at %d/%d (key %q) is not a valid checkpoint (offset %d, %v)", topic, r.Partition, r.Offset, key, e.Offset, err)
+		}
+		latest[key] = &e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]checkpointEntry, 0, len(latest))
+	for _, e := range latest {
+		out = append(out, *e)
+	}
+	return out, nil
+}
+
+// startExactlyOnce prepares the transactional run: it makes sure the state topic exists and is
+// compacted, fences any earlier agent with the same transactional id (InitTransactions: the
+// coordinator aborts a transaction that agent left open, so nothing it sent after its last
+// commit can become visible later), and only then reads the positions back, which are therefore
+// final. ok is false when the state topic holds no position of this transactional id.
+func (a *Agent) startExactlyOnce(ctx context.Context) (entries []checkpointEntry, ok bool, err error) {
+	pc, err := a.cfg.ProducerConfig()
+	if err != nil {
+		return nil, false, err
+	}
+	nc, err := pc.NetworkConfig()
+	if err != nil {
+		return nil, false, err
+	}
+	cl, err := consumer.NewClient(pc.BootstrapServers, nc)
+	if err != nil {
+		return nil, false, err
+	}
+	defer cl.Close()
+	topic, txnID := a.cfg.StateTopic, pc.TransactionalID
+	created, err := cl.EnsureCompactedTopic(ctx, topic)
+	if err != nil {
+		return nil, false, fmt.Errorf("exactly-once: state topic: %w", err)
+	}
+	if created {
+		a.log.Info("exactly-once: created the state topic", "topic", topic, "cleanup.policy", "compact")
+	}
+	start := time.Now()
+	for {
+		err := a.prod.InitTransactions(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !stillGoing(err) {
+			return nil, false, fmt.Errorf("exactly-once: InitTransactions for transactional-id %q: %w", txnID, err)
+		}
+		a.log.Warn("exactly-once: InitTransactions still waiting for the transaction coordinator", "transactional_id", txnID, "error", err)
+	}
+	a.log.Info("exactly-once: transactional producer ready (an earlier agent with this id is fenced)",
+		"transactional_id", txnID, "took", time.Since(start).Round(time.Millisecond))
+	entries, err = readStateTopic(ctx, cl, topic, txnID)
+	if err != nil {
+		return nil, false, fmt.Errorf("exactly-once: reading the committed positions: %w", err)
+	}
+	a.log.Info("exactly-once: committed positions read back (read_committed)", "topic", topic, "files", len(entries))
+	return entries, len(entries) > 0, nil
+}
+
+// stillGoing reports an error of a transactional call that only says it did not finish within
+// max.block.ms or its context: calling it again waits for the same operation.
+func stillGoing(err error) bool {
+	var fatal *producer.TransactionFatalError
+	var abortable *producer.TransactionAbortableError
+	var state *producer.TransactionStateError
+	if errors.As(err, &fatal) || errors.As(err, &abortable) || errors.As(err, &state) || errors.Is(err, producer.ErrProducerClosed) {
+		return false
+	}
+	return strings.Contains(err.Error(), "it goes on")
+}
+
+// handleLine is the tailer's handler in exactly-once mode: the line is sent under the read lock,
+// so that it belongs to the transaction the committer commits next.
+func (c *txnCommitter) handleLine(ctx context.Context, f *File, line Line) error {
+	c.mu.RLock()
+	err := c.a.handleFileLine(ctx, f, line)
+	n := c.lines.Add(1)
+	c.mu.RUnlock()
+	if n == int64(c.a.cfg.CommitMaxLines) {
+		select {
+		case c.full <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// run commits every commit-interval, or sooner when a transaction holds commit-max-lines, until
+// ctx ends (nil) or a commit fails (its error). commitCtx bounds each commit.
+func (c *txnCommitter) run(ctx, commitCtx context.Context) error {
+	tick := time.NewTicker(c.a.cfg.CommitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-c.full:
+		}
+		if err := c.commit(commitCtx, false); err != nil {
+			return err
+		}
+	}
+}
+
+// commit ends the open transaction: with the senders paused it flushes the lines, sends the
+// position of every file that moved (a tombstone for a file released) to the state topic and
+// commits; then, unless last, it begins the next transaction. It saves the committed positions
+// to checkpoints.json too. A transaction with nothing in it is left open, uncommitted.
+func (c *txnCommitter) commit(ctx context.Context, last bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.a
+	if err := a.prod.Flush(ctx); err != nil {
+		return fmt.Errorf("exactly-once: flushing the transaction: %w", err)
+	}
+	if a.stats.LinesFailed.Load() > 0 {
+		// A line of the transaction failed: committing would skip it (its file's position stops
+		// before it, and the lines after it would be sent again).
+		return &producer.TransactionAbortableError{Cause: fmt.Errorf("a line was not delivered: %w", a.stats.FirstError())}
+	}
+	snap := c.t.snapshot()
+	sent := 0
+	send := func(key string, value []byte) error {
+		rec := &producer.Record{Topic: c.topic, Partition: producer.PartitionAny, Key: []byte(key), Value: value}
+		err := a.prod.Send(ctx, rec, func(_ producer.RecordMetadata, err error) {
+			if err != nil {
+				c.failedCk.CompareAndSwap(nil, &err)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("exactly-once: sending a position to the state topic %s: %w", c.topic, err)
+		}
+		sent++
+		return nil
+	}
+	for k, e := range snap {
+		if old, ok := c.committed[k]; ok && old.sameAs(e) {
+			continue
+		}
+		value, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := send(stateKey(c.txnID, k), value); err != nil {
+			return err
+		}
+	}
+	for k := range c.committed {
+		if _, ok := snap[k]; !ok {
+			if err := send(stateKey(c.txnID, k), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if sent == 0 && c.lines.Load() == 0 {
+		return nil // nothing happened: the (empty) transaction stays open
+	}
+	for {
+		err := a.prod.CommitTransaction(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() == nil && stillGoing(err) {
+			a.log.Warn("exactly-once: commit still waiting", "error", err)
+			continue
+		}
+		return fmt.Errorf("exactly-once: CommitTransaction: %w", err)
+	}
+	if p := c.failedCk.Load(); p != nil {
+		// Cannot happen: a failed record makes the commit fail. Kept as the invariant's check.
+		return fmt.Errorf("exactly-once: a position record failed but the commit succeeded: %w", *p)
+	}
+	c.open = false
+	c.lines.Store(0)
+	c.commits.Add(1)
+	c.committed = snap
+	if !last {
+		if err := a.prod.BeginTransaction(); err != nil {
+			return fmt.Errorf("exactly-once: BeginTransaction: %w", err)
+		}
+		c.open = true
+	}
+	if err := c.t.saveEntries(snap); err != nil {
+		// The state topic has the positions; the local file is only a copy.
+		a.log.Warn("exactly-once: saving checkpoints.json (the state topic has the positions)", "error", err)
+	}
+	return nil
+}
+
+// failureError turns the error that ended an exactly-once run into the run's error, after
+// aborting the open transaction when it can be aborted.
+func (a *Agent) failureError(err error, txnID string) error {
+	if errors.Is(err, producer.ErrProducerFenced) {
+		return fmt.Errorf("exactly-once: transactional-id %q was taken over by another agent (this one is fenced): stopping; "+
+			"every agent needs its own --transactional-id: %w", txnID, err)
+	}
+	var abortable *producer.TransactionAbortableError
+	if errors.As(err, &abortable) {
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+		defer cancel()
+		if aerr := a.prod.AbortTransaction(ctx); aerr != nil {
+			a.log.Error("exactly-once: aborting the transaction", "error", aerr)
+		}
+		return fmt.Errorf("exactly-once: transaction aborted (a restart resumes at the last commit: nothing lost, nothing twice): %w", err)
+	}
+	return err
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+)
+
+// TestExactlyOnceRefusesStdin: --exactly-once with standard input is a configuration error
+// naming the key (stdin cannot be read again after a crash).
+func TestExactlyOnceRefusesStdin(t *testing.T) {
+	r := runAgent(t, strings.NewReader("a\n"), 30*time.Second, nil,
+		"--brokers", "127.0.0.1:1", "--topic", "t", "--exactly-once")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "exactly-once: needs --tail") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = runAgent(t, strings.NewReader("a\n"), 30*time.Second, nil,
+		"--brokers", "127.0.0.1:1", "--topic", "t", "-X", "transactional.id=x")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "producer.transactional.id") || !strings.Contains(r.stderr, "--exactly-once") {
+		t.Fatalf("-X transactional.id: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// readCommitted reads topic at read_committed until n values arrived, then until the sentinel
+// written after them per partition; it returns the values but the sentinels.
+func readCommitted(t *testing.T, topic string, partitions int32) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := kafkatest.NewClient(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	want := map[int32]bool{}
+	for p := int32(0); p < partitions; p++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("end-of-test")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		want[p] = true
+	}
+	cl := kafkatest.NewClient(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var out []string
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read_committed %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == "end-of-test" {
+				delete(want, r.Partition)
+				return
+			}
+			out = append(out, string(r.Value))
+		})
+	}
+	return out
+}
+
+// TestExactlyOnceFencedAgentStops runs two agents with one transactional id on the real broker:
+// the second fences the first, which exits 1 naming the id; the second resumes at the first's
+// last commit and a read_committed consumer sees every line once.
+func TestExactlyOnceFencedAgentStops(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	topic := kafkatest.NewTopic(t, 3)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	lw := newLineWriter(t, path)
+	lw.write(5000)
+	txnID := topic + "-txn"
+	args := func(state string) []string {
+		return []string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", state,
+			"--start-at", "beginning", "--exactly-once", "--transactional-id", txnID,
+			"--state-topic", topic + "-state", "--commit-interval", "200ms", "--log-format", "text"}
+	}
+	first := startAgent(t, nil, args(filepath.Join(dir, "state1"))...)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(readFile(filepath.Join(dir, "state1", "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path))) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first agent did not commit the file; log:\n%s", first.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A second agent with the same id (another state directory: the state topic has the
+	// positions) fences the first.
+	second := startAgent(t, nil, args(filepath.Join(dir, "state2"))...)
+	lw.write(5000) // for whichever agent is still allowed to send
+	select {
+	case <-first.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("the fenced agent still runs; log:\n%s", first.log())
+	}
+	if first.err == nil || !strings.Contains(first.log(), fmt.Sprintf("transactional-id %q was taken over by another agent", txnID)) {
+		t.Fatalf("fenced agent: exit %v; log:\n%s", first.err, first.log())
+	}
+	deadline = time.Now().Add(time.Minute)
+	for !strings.Contains(readFile(filepath.Join(dir, "state2", "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path))) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second agent did not commit the file; log:\n%s", second.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(second.log(), `from=checkpoint`) {
+		t.Fatalf("the second agent did not resume at the committed position; log:\n%s", second.log())
+	}
+	second.stop(time.Minute)
+	checkEveryLineOnce(t, readCommitted(t, topic, 3), 10000)
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}

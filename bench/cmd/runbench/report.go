@@ -224,9 +224,12 @@ func summarize(r *Report) {
 					target = 1.0
 				case "otelcol":
 					target = 2.5
+				case "agent-eos":
+					continue // below: the cost of exactly-once, agent-eos over agent
 				}
 				addRatio("file", s.Cell, "agent", other, target)
 			}
+			addRatio("file", s.Cell, "agent-eos", "agent", 0)
 		}
 	}
 	// Tracing: sampled over off (the cost is 1 - ratio).
@@ -286,6 +289,7 @@ func toFloat(v any) float64 {
 
 var toolNames = map[string]string{
 	"agent":         "kafkatrail agent",
+	"agent-eos":     "kafkatrail agent --exactly-once",
 	"kcat":          "kcat -P (librdkafka)",
 	"kgo":           "kgoprod (franz-go kgo)",
 	"producer-perf": "ProducerPerformance (Java)",
@@ -558,6 +562,9 @@ func renderMarkdown(r *Report) string {
 				}
 			}
 			w("\n\n")
+			if q := r.ratio("file", c, "agent-eos", "agent"); q != nil {
+				w("Exactly-once (`--exactly-once`, a transaction committed every second) over at-least-once: %s lines/s.\n\n", ratioText(*q))
+			}
 		}
 	}
 

@@ -11,7 +11,11 @@ import (
 	"time"
 )
 
-var fileTools = []string{"agent", "kcat", "otelcol", "rsyslog"}
+// agent-eos is the agent with --exactly-once (issue 8): lines and file positions committed in
+// Kafka transactions every commit-interval (1 s). Its ratio over agent is the cost of the
+// guarantee. Its run ends when its checkpoint, written after each commit, reaches the file's
+// size: the topic's end offsets count the transactions' commit markers too.
+var fileTools = []string{"agent", "agent-eos", "kcat", "otelcol", "rsyslog"}
 
 // fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
 // holds every line (end offsets summed, polled every 50 ms), then the tool is stopped by its
@@ -70,10 +74,14 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	var cmd *exec.Cmd
 	selfExit := false
 	switch tool {
-	case "agent":
+	case "agent", "agent-eos":
 		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
 			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
 			"--shutdown-timeout", "10s"}
+		if tool == "agent-eos" {
+			// A transactional id and state topic of the run's own: the runs share the data file.
+			args = append(args, "--exactly-once", "--transactional-id", r.Topic, "--state-topic", r.Topic+"-state")
+		}
 		for _, kv := range b.javaProps(c) {
 			args = append(args, "-X", kv)
 		}
@@ -133,6 +141,10 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 			doneAt = time.Now()
 			return true, nil
 		}
+		if tool == "agent-eos" && checkpointOffset(filepath.Join(dir, "state", "checkpoints.json"), data) == fileSize(data) {
+			doneAt = time.Now() // committed: the end offsets are past the line count by the markers
+			return true, nil
+		}
 		if p.exited() && !selfExit {
 			return false, fmt.Errorf("%s exited early: %v", tool, p.exitErr())
 		}
@@ -144,7 +156,7 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 		}
 		return false, nil
 	})
-	if werr == nil && tool == "agent" {
+	if werr == nil && strings.HasPrefix(tool, "agent") {
 		// The agent's own completion: its checkpoint reaches the file's size.
 		size := fileSize(data)
 		werr = waitFor(b.ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) {
@@ -155,6 +167,9 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 				checkpointOffset(filepath.Join(dir, "state", "checkpoints.json"), data), size)
 		} else {
 			r.Extra = map[string]any{"checkpoint_complete_s": time.Since(p.start).Seconds()}
+			if tool == "agent-eos" {
+				doneAt = time.Now() // every line committed
+			}
 		}
 	}
 	var serr error
@@ -197,8 +212,10 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 		}
 	case serr != nil:
 		r.Error = serr.Error()
-	case r.InKafka != r.Records:
+	case r.InKafka != r.Records && tool != "agent-eos":
 		r.Error = fmt.Sprintf("%d records in the topic, want %d (duplicates)", r.InKafka, r.Records)
+	case tool == "agent-eos" && r.InKafka < r.Records:
+		r.Error = fmt.Sprintf("%d offsets in the topic (records and commit markers), want at least %d", r.InKafka, r.Records)
 	}
 	r.OK = r.Error == ""
 	r.rates()

@@ -16,6 +16,10 @@ import (
 // Calls come from the goroutine that calls Send (StartSend, Appended) or from the sender
 // goroutine (everything else): implementations must be safe for concurrent use, quick, and
 // must not call back into the producer.
+//
+// An observer that may trace a record only when it completes (a latency threshold) also has a
+// method TracesAtCompletion() bool returning true: the producer then has the accumulator stamp
+// every record's append time and keep every batch's attempts (accumulator.Config.TraceAtCompletion).
 type Observer interface {
 	// Connections, requests and in-flight counts, from the network layer.
 	network.Observer

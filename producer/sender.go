@@ -149,6 +149,12 @@ func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bo
 		s.acc.AbortUndrainedBatches(err)
 	}
 	r, wait := t.nextRequest(s.acc.HasIncomplete(), now)
+	if r == nil && t.takeCompletedLocally() {
+		// A transaction ended without a request (nothing was added to it): the state changed,
+		// so whoever loops on it (Close's abort) must look again now, not after a poll that
+		// nothing would wake.
+		return true, 0
+	}
 	if r == nil {
 		if wait == 0 {
 			wait = time.Duration(1<<63 - 1)

@@ -61,6 +61,9 @@ type transactionManager struct {
 	pendingPartitions  map[metadata.TopicPartition]struct{}
 	partitionsInTxn    map[metadata.TopicPartition]struct{}
 	transactionStarted bool // a partition was added: EndTxn has something to end
+	// completedLocally is set when nextRequest ended a transaction without a request; the
+	// sender takes it (takeCompletedLocally) to go round again at once instead of polling.
+	completedLocally bool
 	// epochBumpRequired asks for InitProducerId with the current id and epoch once the abort is
 	// done, because a sequence broke (KIP-360 for a transactional producer).
 	epochBumpRequired bool

@@ -289,6 +289,15 @@ func (t *transactionManager) hasOngoingTransaction() bool {
 	return false
 }
 
+// takeCompletedLocally reports, once, that nextRequest ended a transaction locally.
+func (t *transactionManager) takeCompletedLocally() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	done := t.completedLocally
+	t.completedLocally = false
+	return done
+}
+
 // hasPendingRequests reports whether a transactional request is queued or in flight.
 func (t *transactionManager) hasPendingRequests() bool {
 	if !t.isTransactional() {
@@ -410,6 +419,7 @@ func (t *transactionManager) nextRequest(hasIncomplete bool, now time.Time) (r *
 		}
 		if r.kind == reqEndTxn && !t.transactionStarted {
 			t.completeTransactionLocked(r.result)
+			t.completedLocally = true
 			continue
 		}
 		return r, 0

@@ -635,3 +635,35 @@ func TestKfakeTxnBrokenSequenceAbortsAndBumpsEpoch(t *testing.T) {
 	}
 	wantExactly(t, valueSet(t, consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
 }
+
+// TestKfakeTxnCloseWithEmptyTransaction: Close with a transaction begun and nothing sent in it
+// (the exactly-once agent's state between commits) ends that transaction locally and returns.
+// The sender used to sit in a poll nothing would wake until Close's deadline, then fail.
+func TestKfakeTxnCloseWithEmptyTransaction(t *testing.T) {
+	c := newKfake(t, 1)
+	ctx := txnCtx(t)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	cfg.TransactionalID = "txn-empty"
+	p, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	res := sendValues(t, p, "t", values("a", 30))
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res.wait(t, time.Second)
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close with an empty transaction open: %v", err)
+	}
+}

@@ -73,7 +73,7 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	var fields map[string]json.RawMessage
 	if len(line) > 0 && line[0] == '{' && (b.keyField != "" || b.mayCarryTrace(line)) {
 		// Only lines that look like JSON objects and mention what we look for are parsed.
-		_ = json.Unmarshal(line, &fields)
+		fields = jsonFields(line)
 	}
 	switch {
 	case b.keyField != "":
@@ -91,6 +91,15 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	}
 	r.Headers = b.headers
 	return r
+}
+
+// jsonFields parses a JSON object's top-level fields (nil if line is not one). It is a function
+// of its own because the map that json.Unmarshal fills through a pointer moves to the heap: in
+// build it did for every line, parsed or not.
+func jsonFields(line []byte) map[string]json.RawMessage {
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(line, &fields)
+	return fields
 }
 
 func (b *recordBuilder) mayCarryTrace(line []byte) bool {

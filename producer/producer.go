@@ -335,7 +335,7 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		return time.Time{}, errors.New("record has no topic")
 	}
 	deadline := now.Add(p.maxBlock)
-	cluster, err := p.waitOnMetadata(ctx, r.Topic, r.Partition, now, deadline)
+	cluster, n, err := p.waitOnMetadata(ctx, r.Topic, r.Partition, now, deadline)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -347,13 +347,14 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		return time.Time{}, &RecordTooLargeError{Size: size, Limit: p.cfg.BufferMemory, Key: "buffer.memory"}
 	}
 	partition := r.Partition
-	if partition < 0 {
-		n := cluster.PartitionCount(r.Topic)
-		if len(r.Key) > 0 && !p.cfg.PartitionerIgnoreKeys {
-			partition = keyPartition(r.Key, n)
-		} else {
-			partition = p.sticky.partition(r.Topic, size, cluster.AvailablePartitions(r.Topic), n)
-		}
+	switch {
+	case partition >= 0:
+	case n == 1:
+		partition = 0
+	case len(r.Key) > 0 && !p.cfg.PartitionerIgnoreKeys:
+		partition = keyPartition(r.Key, n)
+	default:
+		partition = p.sticky.partition(r.Topic, size, cluster.AvailablePartitions(r.Topic), n)
 	}
 	ts := r.Timestamp
 	if ts.IsZero() {
@@ -374,12 +375,12 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	return res.Appended, nil
 }
 
-// waitOnMetadata is KafkaProducer.waitOnMetadata: the topic's partition count, fetching it first
-// if needed, for at most max.block.ms.
-func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*metadata.Cluster, error) {
+// waitOnMetadata is KafkaProducer.waitOnMetadata: the cluster and the topic's partition count,
+// fetching them first if needed, for at most max.block.ms.
+func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*metadata.Cluster, int, error) {
 	cluster := p.meta.Fetch()
 	if n := cluster.PartitionCount(topic); n > 0 && partition < int32(n) {
-		return cluster, nil
+		return cluster, n, nil
 	}
 	p.meta.Add(topic, now)
 	for {
@@ -387,29 +388,29 @@ func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition i
 		n := cluster.PartitionCount(topic)
 		if n > 0 {
 			if partition >= int32(n) {
-				return nil, fmt.Errorf("partition %d of topic %q does not exist: the topic has %d partitions", partition, topic, n)
+				return nil, 0, fmt.Errorf("partition %d of topic %q does not exist: the topic has %d partitions", partition, topic, n)
 			}
-			return cluster, nil
+			return cluster, n, nil
 		}
 		topicErr := cluster.TopicError(topic)
 		if errors.Is(topicErr, kerr.TopicAuthorizationFailed) || errors.Is(topicErr, kerr.InvalidTopicException) {
-			return nil, fmt.Errorf("topic %q: %w", topic, topicErr)
+			return nil, 0, fmt.Errorf("topic %q: %w", topic, topicErr)
 		}
 		version := p.meta.RequestUpdate()
 		p.client.Wakeup()
 		if err := p.meta.AwaitUpdate(ctx, version, deadline); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, 0, ctx.Err()
 			}
 			if !errors.Is(err, metadata.ErrAwaitTimeout) {
 				// Authentication failed, or the producer is closing: say so, not "timed out".
-				return nil, fmt.Errorf("topic %q: %w", topic, err)
+				return nil, 0, fmt.Errorf("topic %q: %w", topic, err)
 			}
 			msg := fmt.Sprintf("topic %q not present in metadata after %d ms (max.block.ms)", topic, p.maxBlock.Milliseconds())
 			if topicErr != nil {
-				return nil, fmt.Errorf("%s: %w", msg, topicErr)
+				return nil, 0, fmt.Errorf("%s: %w", msg, topicErr)
 			}
-			return nil, errors.New(msg)
+			return nil, 0, errors.New(msg)
 		}
 	}
 }
@@ -425,11 +426,11 @@ func (p *Producer) PartitionsFor(ctx context.Context, topic string) (int, error)
 	default:
 	}
 	now := p.clock()
-	cluster, err := p.waitOnMetadata(ctx, topic, PartitionAny, now, now.Add(p.maxBlock))
+	_, n, err := p.waitOnMetadata(ctx, topic, PartitionAny, now, now.Add(p.maxBlock))
 	if err != nil {
 		return 0, err
 	}
-	return cluster.PartitionCount(topic), nil
+	return n, nil
 }
 
 // Flush makes every buffered record sendable at once and waits until each has completed

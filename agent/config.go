@@ -38,12 +38,13 @@ type Config struct {
 	KeyField string `koanf:"key-field" doc:"record key from this top-level field of a JSON line"`
 	KeyRegex string `koanf:"key-regex" doc:"record key from the first capture group of this regular expression"`
 
-	StateDir        string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`
-	StartAt         string        `koanf:"start-at" doc:"where to start in a file seen for the first time: beginning or end (a saved checkpoint always wins)"`
-	MaxLineBytes    int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
-	LongLines       string        `koanf:"long-lines" doc:"what to do with a longer line: truncate, split or drop (each counted and logged)"`
-	PartialLineIdle time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
-	ShutdownTimeout time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
+	StateDir           string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`
+	StartAt            string        `koanf:"start-at" doc:"where to start in a file seen for the first time: beginning or end (a saved checkpoint always wins)"`
+	MaxLineBytes       int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
+	LongLines          string        `koanf:"long-lines" doc:"what to do with a longer line: truncate, split or drop (each counted and logged)"`
+	PartialLineIdle    time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
+	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename); after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
+	ShutdownTimeout    time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
 
 	HeaderPath  string `koanf:"header-path" doc:"name of the record header carrying the source file path; empty: none"`
 	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
@@ -86,20 +87,21 @@ func (c *Config) SlowerThan() (time.Duration, error) {
 // DefaultConfig returns the defaults every other source overrides.
 func DefaultConfig() Config {
 	return Config{
-		StateDir:         defaultStateDir(),
-		StartAt:          "end",
-		LongLines:        "split",
-		PartialLineIdle:  5 * time.Second,
-		ShutdownTimeout:  30 * time.Second,
-		HeaderPath:       "source.path",
-		HeaderHost:       "source.host",
-		TraceHeader:      "traceparent",
-		TraceSampleRatio: -1,
-		StateTopic:       "kafkatrail-state",
-		CommitInterval:   time.Second,
-		CommitMaxLines:   100000,
-		LogLevel:         "info",
-		Producer:         map[string]string{},
+		StateDir:           defaultStateDir(),
+		StartAt:            "end",
+		LongLines:          "split",
+		PartialLineIdle:    5 * time.Second,
+		CheckpointInterval: time.Second,
+		ShutdownTimeout:    30 * time.Second,
+		HeaderPath:         "source.path",
+		HeaderHost:         "source.host",
+		TraceHeader:        "traceparent",
+		TraceSampleRatio:   -1,
+		StateTopic:         "kafkatrail-state",
+		CommitInterval:     time.Second,
+		CommitMaxLines:     100000,
+		LogLevel:           "info",
+		Producer:           map[string]string{},
 	}
 }
 
@@ -160,6 +162,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PartialLineIdle <= 0 {
 		bad("partial-line-idle", "must be positive, got %v", c.PartialLineIdle)
+	}
+	if c.CheckpointInterval <= 0 {
+		bad("checkpoint-interval", "must be positive, got %v", c.CheckpointInterval)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive, got %v", c.ShutdownTimeout)

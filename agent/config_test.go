@@ -141,6 +141,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"log-level", func(c *Config) { c.LogLevel = "loud" }, "log-level"},
 		{"http without port", func(c *Config) { c.HTTP = "127.0.0.1" }, "http"},
 		{"http bad port", func(c *Config) { c.HTTP = "127.0.0.1:http" }, "http"},
+		{"checkpoint-interval", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint-interval"},
+		{"trace-slower-than", func(c *Config) { c.TraceSlowerThan = "fast" }, "trace-slower-than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -176,5 +178,17 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	}
 	if !strings.Contains(out, "producer.sasl.username=alice") || !strings.Contains(out, "producer.sasl.password=[redacted]") {
 		t.Fatalf("Redacted output lacks the expected lines:\n%s", out)
+	}
+}
+
+// checkpoint-interval reaches the tailer that saves the checkpoints.
+func TestCheckpointIntervalReachesTheTailer(t *testing.T) {
+	cfg := DefaultConfig()
+	if got := (&Agent{cfg: cfg}).tailerConfig().CheckpointInterval; got != time.Second {
+		t.Fatalf("default checkpoint interval %v, want 1s", got)
+	}
+	cfg.CheckpointInterval = 200 * time.Millisecond
+	if got := (&Agent{cfg: cfg}).tailerConfig().CheckpointInterval; got != 200*time.Millisecond {
+		t.Fatalf("checkpoint interval %v, want 200ms", got)
 	}
 }

@@ -52,12 +52,13 @@ func (a *Agent) RunTail(ctx context.Context) error {
 
 func (a *Agent) tailerConfig() TailerConfig {
 	return TailerConfig{
-		Globs:           a.cfg.Tail,
-		StartAt:         a.cfg.StartAt,
-		MaxLineBytes:    a.cfg.EffectiveMaxLineBytes(),
-		LongLines:       a.cfg.LongLines,
-		PartialLineIdle: a.cfg.PartialLineIdle,
-		StateDir:        a.cfg.StateDir,
+		Globs:              a.cfg.Tail,
+		StartAt:            a.cfg.StartAt,
+		MaxLineBytes:       a.cfg.EffectiveMaxLineBytes(),
+		LongLines:          a.cfg.LongLines,
+		PartialLineIdle:    a.cfg.PartialLineIdle,
+		CheckpointInterval: a.cfg.CheckpointInterval,
+		StateDir:           a.cfg.StateDir,
 	}
 }
 

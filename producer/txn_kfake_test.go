@@ -26,6 +26,26 @@ func newTxnProducer(t *testing.T, bootstrap []string, txnID string, mutate func(
 	})
 }
 
+// newOpenTxnProducer returns a transactional producer with a transaction begun, for a test that
+// closes it itself (no cleanup Close).
+func newOpenTxnProducer(t *testing.T, ctx context.Context, bootstrap []string, txnID string) *Producer {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = bootstrap
+	cfg.TransactionalID = txnID
+	p, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func txnCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -523,19 +543,7 @@ func TestKfakeTxnStateErrors(t *testing.T) {
 func TestKfakeTxnCloseAbortsOpenTransaction(t *testing.T) {
 	c := newKfake(t, 1)
 	ctx := txnCtx(t)
-	cfg := DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	cfg.TransactionalID = "txn-close"
-	p, err := New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	p := newOpenTxnProducer(t, ctx, c.ListenAddrs(), "txn-close")
 	res := sendValues(t, p, "t", values("open", 30))
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -642,19 +650,7 @@ func TestKfakeTxnBrokenSequenceAbortsAndBumpsEpoch(t *testing.T) {
 func TestKfakeTxnCloseWithEmptyTransaction(t *testing.T) {
 	c := newKfake(t, 1)
 	ctx := txnCtx(t)
-	cfg := DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	cfg.TransactionalID = "txn-empty"
-	p, err := New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	p := newOpenTxnProducer(t, ctx, c.ListenAddrs(), "txn-empty")
 	res := sendValues(t, p, "t", values("a", 30))
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)

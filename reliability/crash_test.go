@@ -23,6 +23,16 @@ func recoveries(ds []time.Duration) string {
 	return fmt.Sprintf("mean %s, max %s (%d×)", secs(sum/time.Duration(len(ds))), secs(slices.Max(ds)), len(ds))
 }
 
+// waitCheckpointed waits until the agent's checkpoints.json covers all n lines of path: every
+// line acknowledged (or, in exactly-once mode, which writes it after each commit, committed).
+func waitCheckpointed(t *testing.T, state, path string, n int, a *agentProc) {
+	t.Helper()
+	waitFor(t, 3*time.Minute, 100*time.Millisecond, func() bool { return checkpointLines(t, state, path) == int64(n) },
+		func() string {
+			return fmt.Sprintf("checkpoint at line %d of %d; log:\n%s", checkpointLines(t, state, path), n, a.logTail())
+		})
+}
+
 // TestBrokerKilled: the broker is killed (kill -9) and resumed on its data 5 times while the
 // agent sends a file of 1M lines (CI: 200k). Idempotence: 0 lost, 0 duplicated. Recovery is from
 // the broker being ready again to the topic's next new record.
@@ -76,10 +86,7 @@ func TestBrokerKilled(t *testing.T) {
 			ready.Sub(killed).Round(time.Millisecond), acked.Sub(ready).Round(time.Millisecond))
 	}
 	// Everything acknowledged: the checkpoint covers the whole file.
-	waitFor(t, 3*time.Minute, 100*time.Millisecond, func() bool { return checkpointLines(t, state, path) == int64(n) },
-		func() string {
-			return fmt.Sprintf("checkpoint at line %d of %d; log:\n%s", checkpointLines(t, state, path), n, a.logTail())
-		})
+	waitCheckpointed(t, state, path, n, a)
 	a.stop(time.Minute)
 	a.checkNoPanic()
 	c := rd.countLines(t, topic, n)
@@ -128,10 +135,7 @@ func TestAgentKilled(t *testing.T) {
 			recs = append(recs, acked.Sub(started))
 		}
 	}
-	waitFor(t, 3*time.Minute, 100*time.Millisecond, func() bool { return checkpointLines(t, state, path) == int64(n) },
-		func() string {
-			return fmt.Sprintf("checkpoint at line %d of %d; log:\n%s", checkpointLines(t, state, path), n, a.logTail())
-		})
+	waitCheckpointed(t, state, path, n, a)
 	a.stop(time.Minute)
 	a.checkNoPanic()
 	c := rd.countLines(t, topic, n)

@@ -70,16 +70,6 @@ func (k kafkaAccess) countCommittedLines(t *testing.T, topic string, partitions 
 	return tl.result()
 }
 
-// waitCommitted waits until the agent's checkpoints.json, which it writes after each commit,
-// covers all n lines of path.
-func waitCommitted(t *testing.T, state, path string, n int, a *agentProc) {
-	t.Helper()
-	waitFor(t, 3*time.Minute, 100*time.Millisecond, func() bool { return checkpointLines(t, state, path) == int64(n) },
-		func() string {
-			return fmt.Sprintf("committed position at line %d of %d; log:\n%s", checkpointLines(t, state, path), n, a.logTail())
-		})
-}
-
 // TestExactlyOnceAgentKilled: the exactly-once agent is killed (kill -9) 5 times during a file
 // of 1M lines (CI: 200k) and restarted on the same transactional id. Each restart fences the
 // killed agent's transaction (the coordinator aborts it) and resumes at the last commit: read
@@ -126,7 +116,7 @@ func TestExactlyOnceAgentKilled(t *testing.T) {
 			recs = append(recs, acked.Sub(started))
 		}
 	}
-	waitCommitted(t, state, path, n, a)
+	waitCheckpointed(t, state, path, n, a)
 	a.stop(time.Minute)
 	a.checkNoPanic()
 	total := w.get()
@@ -188,7 +178,7 @@ func TestExactlyOnceBrokerKilled(t *testing.T) {
 		t.Logf("kill %d: broker down %v, agent's next record %v after the broker was ready", k,
 			ready.Sub(killed).Round(time.Millisecond), acked.Sub(ready).Round(time.Millisecond))
 	}
-	waitCommitted(t, state, path, n, a)
+	waitCheckpointed(t, state, path, n, a)
 	a.stop(time.Minute)
 	a.checkNoPanic()
 	c := rd.countCommittedLines(t, topic, 3, n)

@@ -60,14 +60,7 @@ func TestSlowRecordIsTraced(t *testing.T) {
 		t.Fatalf("the slow record took %v: the injected delay did not apply", took)
 	}
 	parent, children := recordTraceOf(t, h, "send slow")
-	want := []string{"append",
-		"drain", "doSend", "completedSend", "completedReceive",
-		"drain", "doSend", "completedSend", "completedReceive",
-		"callback"}
-	if got := spanNames(children); !slices.Equal(got, want) {
-		t.Fatalf("stages %v, want %v", got, want)
-	}
-	checkTiling(t, parent, children)
+	checkStages(t, parent, children, retriedStages)
 	wantAttr(t, parent, AttrTraceReason, TraceReasonSlow)
 	wantAttr(t, parent, AttrTraceThreshold, 0.1)
 	wantAttr(t, parent, AttrMessagingKafkaOffset, slow.md.Offset)

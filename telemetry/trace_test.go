@@ -54,6 +54,21 @@ func spanNames(spans []sdktrace.ReadOnlySpan) []string {
 	return out
 }
 
+// retriedStages are the children of a record delivered by its second attempt.
+var retriedStages = []string{"append",
+	"drain", "doSend", "completedSend", "completedReceive",
+	"drain", "doSend", "completedSend", "completedReceive",
+	"callback"}
+
+// checkStages asserts the children are the stages want, in order, tiling the parent.
+func checkStages(t *testing.T, parent sdktrace.ReadOnlySpan, children []sdktrace.ReadOnlySpan, want []string) {
+	t.Helper()
+	if got := spanNames(children); !slices.Equal(got, want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	checkTiling(t, parent, children)
+}
+
 // checkTiling asserts the children cover the parent exactly: the first starts with it, each
 // starts where the previous ended, the last ends with it; so their durations add up.
 func checkTiling(t *testing.T, parent sdktrace.ReadOnlySpan, children []sdktrace.ReadOnlySpan) {
@@ -179,14 +194,7 @@ func TestTraceRetryShowsEveryAttempt(t *testing.T) {
 	}
 
 	parent, children := recordTraceOf(t, h, "send orders")
-	want := []string{"append",
-		"drain", "doSend", "completedSend", "completedReceive",
-		"drain", "doSend", "completedSend", "completedReceive",
-		"callback"}
-	if got := spanNames(children); !slices.Equal(got, want) {
-		t.Fatalf("stages %v, want %v", got, want)
-	}
-	checkTiling(t, parent, children)
+	checkStages(t, parent, children, retriedStages)
 	for i, s := range children[1:9] {
 		wantAttr(t, s, AttrAttempt, int64(i/4+1))
 	}

@@ -46,6 +46,9 @@ type Config struct {
 	TraceCapacity int
 	// Log receives the server's errors; nil discards them.
 	Log *slog.Logger
+	// MetricProducer, when set, adds its metrics to /metrics: the agent's telemetry.Histograms
+	// (the per-record latency histograms), which the meter provider does not hold.
+	MetricProducer sdkmetric.Producer
 }
 
 // Info is the agent's description on the page and in /api/status.
@@ -132,7 +135,11 @@ func New(cfg Config) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	// The agent's metrics as Prometheus names them (see telemetry/names.go). The registry is the
 	// page's own, so the exporter that OTEL_METRICS_EXPORTER=prometheus may start does not clash.
-	reader, err := otelprom.New(otelprom.WithRegisterer(reg))
+	opts := []otelprom.Option{otelprom.WithRegisterer(reg)}
+	if cfg.MetricProducer != nil {
+		opts = append(opts, otelprom.WithProducer(cfg.MetricProducer))
+	}
+	reader, err := otelprom.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("status page: prometheus exporter: %w", err)
 	}

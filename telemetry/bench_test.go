@@ -47,7 +47,8 @@ func BenchmarkSendTracing(b *testing.B) {
 			cfg.BatchSize = 1 << 20 // and never fill up in between
 			var opts []producer.Option
 			if bc.observe {
-				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				hist := NewHistograms() // as Setup builds it
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))))
 				defer mp.Shutdown(context.Background())
 				s := bc.sampler
 				if s == nil {
@@ -55,7 +56,7 @@ func BenchmarkSendTracing(b *testing.B) {
 				}
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(s)), sdktrace.WithSpanProcessor(discardProcessor{}))
 				defer tp.Shutdown(context.Background())
-				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: discardProcessor{}})
+				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: discardProcessor{}, Histograms: hist})
 				if err != nil {
 					b.Fatal(err)
 				}

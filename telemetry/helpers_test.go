@@ -40,7 +40,12 @@ func newHarnessWith(t testing.TB, sampler sdktrace.Sampler, cfg ObserverConfig) 
 // (an observer built without a SpanProcessor) rather than straight to the processor.
 func newHarnessVia(t testing.TB, sampler sdktrace.Sampler, cfg ObserverConfig, viaTracer bool) *harness {
 	t.Helper()
-	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	// As Setup does: the per-record latency histograms are the observer's own, read through
+	// the reader's producer.
+	if cfg.Histograms == nil {
+		cfg.Histograms = NewHistograms()
+	}
+	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(sdkmetric.WithProducer(cfg.Histograms))}
 	providerSampler := sampler
 	if providerSampler == nil {
 		providerSampler = sdktrace.NeverSample()

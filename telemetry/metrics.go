@@ -22,9 +22,9 @@ var (
 // instruments are the producer observer's metric instruments. OpenTelemetry instruments are
 // safe for concurrent use, so producing goroutines and the sender record without locks.
 type instruments struct {
-	opDuration   metric.Float64Histogram
+	opDuration   durations
 	sent         metric.Int64Counter
-	stage        metric.Float64Histogram
+	stage        durations
 	queueTime    metric.Float64Histogram
 	retried      metric.Int64Counter
 	failed       metric.Int64Counter
@@ -41,7 +41,9 @@ type instruments struct {
 	connSetup       metric.Float64Histogram
 }
 
-func newInstruments(m metric.Meter, o *ProducerObserver) (*instruments, error) {
+// newInstruments builds the observer's instruments on m; the two histograms recorded once per
+// record go to own instead when it is not nil (see Histograms).
+func newInstruments(m metric.Meter, o *ProducerObserver, own *Histograms) (*instruments, error) {
 	var errs []error
 	check := func(err error) {
 		if err != nil {
@@ -65,10 +67,22 @@ func newInstruments(m metric.Meter, o *ProducerObserver) (*instruments, error) {
 		check(err)
 		return c
 	}
+	const (
+		opDurationDesc = "Duration of a send: Send called to the record's callback returned."
+		stageDesc      = "Time spent in each lifecycle stage (append per record, the others per batch attempt)."
+	)
+	var opDuration, stage durations
+	if own != nil {
+		opDuration = own.duration(MetricOperationDuration, opDurationDesc, durationBuckets)
+		stage = own.duration(MetricStageDuration, stageDesc, durationBuckets)
+	} else {
+		opDuration = sdkDurations{hist(MetricOperationDuration, "s", opDurationDesc, durationBuckets)}
+		stage = sdkDurations{hist(MetricStageDuration, "s", stageDesc, durationBuckets)}
+	}
 	in := &instruments{
-		opDuration:      hist(MetricOperationDuration, "s", "Duration of a send: Send called to the record's callback returned.", durationBuckets),
+		opDuration:      opDuration,
 		sent:            counter(MetricSentMessages, "{message}", "Records a broker acknowledged."),
-		stage:           hist(MetricStageDuration, "s", "Time spent in each lifecycle stage (append per record, the others per batch attempt).", durationBuckets),
+		stage:           stage,
 		queueTime:       hist(MetricRecordQueueTime, "s", "Time a batch waited in its deque: created or re-enqueued to drained.", durationBuckets),
 		retried:         counter(MetricRecordsRetried, "{record}", "Records in batches sent again after a retriable error."),
 		failed:          counter(MetricRecordsFailed, "{record}", "Records whose callback got an error."),

@@ -74,6 +74,11 @@ type ObserverConfig struct {
 	// SlowerThanP99 follows the moving p99 of that latency instead. It needs tracing on (a
 	// Sampler): with none it does nothing. It costs a clock read per record at append.
 	SlowerThan time.Duration
+	// Histograms, when set, aggregates the latency histograms recorded once per record (the
+	// append stage and the send duration) instead of mp: far cheaper, but only readers built
+	// with sdkmetric.WithProducer(Histograms) export them. Setup arranges both. Without it,
+	// they are mp's instruments like every other.
+	Histograms *Histograms
 }
 
 // NewProducerObserver returns an observer that records spans with tp and metrics with mp.
@@ -100,7 +105,7 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 	o.conn.pending = map[int32]*pendingConnect{}
 	o.conn.addrs = map[int32]string{}
 	o.conn.lastErr = map[int32]string{}
-	m, err := newInstruments(mp.Meter(InstrumentationName), o)
+	m, err := newInstruments(mp.Meter(InstrumentationName), o, cfg.Histograms)
 	if err != nil {
 		return nil, err
 	}
@@ -201,12 +206,12 @@ func (o *ProducerObserver) sendName(topic string) string {
 // trace id as an exemplar.
 func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, start, end time.Time, err error) {
 	ta := o.topic(topic)
-	d := seconds(end.Sub(start))
-	o.m.stage.Record(traceContext(rt), d, ta.stage[stageIndexAppend]...)
+	d := end.Sub(start)
+	ta.stage[stageIndexAppend].record(traceContext(rt), d)
 	if err != nil {
 		et := attribute.String(AttrErrorType, ErrorType(err))
 		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, et))
-		o.m.opDuration.Record(context.Background(), d, metric.WithAttributes(append(ta.opAttrs(), et)...))
+		o.opFailed(ta, et).record(context.Background(), d)
 	}
 }
 
@@ -217,17 +222,17 @@ func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulat
 	// the stage histograms' exemplars then link to a trace that shows the stage.
 	ctx := traceContext(b.FirstTrace())
 	ta := o.topic(a.TopicPartition.Topic)
-	queued := seconds(a.Drained.Sub(a.Enqueued))
-	o.m.stage.Record(ctx, queued, ta.stage[stageIndexDrain]...)
-	o.m.queueTime.Record(ctx, queued, ta.destOpt)
-	o.m.stage.Record(ctx, seconds(a.Queued.Sub(a.Drained)), ta.stage[stageIndexDoSend]...)
+	queued := a.Drained.Sub(a.Enqueued)
+	ta.stage[stageIndexDrain].record(ctx, queued)
+	o.m.queueTime.Record(ctx, seconds(queued), ta.destOpt)
+	ta.stage[stageIndexDoSend].record(ctx, a.Queued.Sub(a.Drained))
 	written := a.Written
 	if !written.IsZero() {
-		o.m.stage.Record(ctx, seconds(written.Sub(a.Queued)), ta.stage[stageIndexCompletedSend]...)
+		ta.stage[stageIndexCompletedSend].record(ctx, written.Sub(a.Queued))
 	} else {
 		written = a.Queued
 	}
-	o.m.stage.Record(ctx, seconds(a.Received.Sub(written)), ta.stage[stageIndexCompletedReceive]...)
+	ta.stage[stageIndexCompletedReceive].record(ctx, a.Received.Sub(written))
 	if a.Number == 1 {
 		codec := attribute.String(AttrCompression, b.Codec().String())
 		o.m.batchSize.Record(ctx, int64(a.Bytes), metric.WithAttributes(ta.dest, codec))
@@ -246,15 +251,15 @@ func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulat
 func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, callbacksStart, callbacksEnd time.Time) {
 	ctx := context.Background()
 	ta := o.topic(b.TopicPartition.Topic)
-	o.m.stage.Record(ctx, seconds(callbacksEnd.Sub(callbacksStart)), ta.stage[stageIndexCallback]...)
+	ta.stage[stageIndexCallback].record(ctx, callbacksEnd.Sub(callbacksStart))
 	n := int64(b.RecordCount())
-	opts := ta.opOK
+	op := ta.opOK
 	if err == nil {
 		o.m.sent.Add(ctx, n, ta.sentOpt)
 	} else {
 		et := attribute.String(AttrErrorType, ErrorType(err))
 		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, et))
-		opts = []metric.RecordOption{metric.WithAttributes(append(ta.opAttrs(), et)...)}
+		op = o.opFailed(ta, et)
 	}
 	var slowTraced map[int]bool
 	if o.slow != nil {
@@ -269,7 +274,7 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		if r.Traced || slowTraced[i] {
 			continue // recorded by its recordTrace, in its span's context: an exemplar
 		}
-		o.m.opDuration.Record(ctx, seconds(callbacksEnd.Sub(r.Sent)), opts...)
+		op.record(ctx, callbacksEnd.Sub(r.Sent))
 	}
 }
 
@@ -304,6 +309,11 @@ func traceContext(rt accumulator.RecordTrace) context.Context {
 	return context.Background()
 }
 
+// opFailed is the send-duration series of a topic's records that failed with et.
+func (o *ProducerObserver) opFailed(t *topicAttrs, et attribute.KeyValue) durationSeries {
+	return o.m.opDuration.series(attribute.NewSet(append(t.opAttrs(), et)...))
+}
+
 // Indexes of the stages in topicAttrs.stage, in lifecycle order.
 const (
 	stageIndexAppend = iota
@@ -317,16 +327,15 @@ const (
 
 var stageNames = [stageCount]string{StageAppend, StageDrain, StageDoSend, StageCompletedSend, StageCompletedReceive, StageCallback}
 
-// topicAttrs are a topic's attribute sets, built once so that the per-record and per-batch
-// measurements allocate nothing. The per-record ones are kept as option slices: passing a
-// single option to a variadic instrument method would allocate its slice on every call.
+// topicAttrs are a topic's attribute sets and latency series, built once so that the
+// per-record and per-batch measurements allocate nothing and look nothing up.
 type topicAttrs struct {
 	name    string
 	dest    attribute.KeyValue
 	destOpt metric.MeasurementOption
 	sentOpt metric.MeasurementOption
-	opOK    []metric.RecordOption
-	stage   [stageCount][]metric.RecordOption
+	opOK    durationSeries             // the send duration of an acknowledged record
+	stage   [stageCount]durationSeries // each stage's duration
 }
 
 func (t *topicAttrs) opAttrs() []attribute.KeyValue {
@@ -353,9 +362,9 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 		attribute.String(AttrMessagingSystem, messagingSystemKafka),
 		attribute.String(AttrMessagingOperationName, messagingOperationSend),
 		t.dest))
-	t.opOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(t.opAttrs()...))}
+	t.opOK = o.m.opDuration.series(attribute.NewSet(t.opAttrs()...))
 	for i, s := range stageNames {
-		t.stage[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrStage, s), t.dest))}
+		t.stage[i] = o.m.stage.series(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
 	}
 	v, _ := o.topics.LoadOrStore(topic, t)
 	return v.(*topicAttrs)

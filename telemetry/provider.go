@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +84,12 @@ type Config struct {
 	ExtraSpanProcessor sdktrace.SpanProcessor
 	// ExtraMetricReader, when set, reads the metrics too, beside the reader that
 	// OTEL_METRICS_EXPORTER chose (even none). The agent's status page serves /metrics with one.
+	// Build it with the producer Histograms (sdkmetric.WithProducer, otelprom.WithProducer):
+	// the per-record latency histograms reach readers only that way.
 	ExtraMetricReader sdkmetric.Reader
+	// Histograms aggregates the latency histograms recorded once per record (see Histograms);
+	// nil means Setup makes one. Give it when ExtraMetricReader must be built first.
+	Histograms *Histograms
 }
 
 // Ratio returns a pointer to r, for Config.SampleRatio.
@@ -140,7 +146,11 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 
 	// Metrics first: the span processor counts its drops with them.
-	reader, err := newMetricReader(ctx)
+	hist := cfg.Histograms
+	if hist == nil {
+		hist = NewHistograms()
+	}
+	reader, err := newMetricReader(ctx, hist)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
@@ -194,6 +204,9 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		sampler = nil
 	}
 	ocfg := ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan}
+	if p.sdkMP != nil {
+		ocfg.Histograms = hist
+	}
 	if tracing {
 		// Records' spans skip the tracer and go straight to what its provider feeds.
 		var procs []sdktrace.SpanProcessor
@@ -252,15 +265,45 @@ func newSpanExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 	return autoexport.NewSpanExporter(ctx)
 }
 
-func newMetricReader(ctx context.Context) (sdkmetric.Reader, error) {
+// newMetricReader builds the reader OTEL_METRICS_EXPORTER asks for, with hist as a producer.
+func newMetricReader(ctx context.Context, hist *Histograms) (sdkmetric.Reader, error) {
 	if otlpOverGRPC("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
 		exp, err := otlpmetricgrpc.New(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return sdkmetric.NewPeriodicReader(exp), nil
+		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist)), nil
+	}
+	// autoexport takes its readers' producers from a process-wide registry, by the names in
+	// OTEL_METRICS_PRODUCERS, or the fallback when that is unset: kafkatrail's is both, and is
+	// added to a list the user set.
+	autoexportMu.Lock()
+	defer autoexportMu.Unlock()
+	autoexportHist = hist
+	if list := os.Getenv(metricsProducersEnv); list != "" &&
+		!slices.Contains(strings.Split(list, ","), autoexportProducer) {
+		if err := os.Setenv(metricsProducersEnv, list+","+autoexportProducer); err != nil {
+			return nil, err
+		}
 	}
 	return autoexport.NewMetricReader(ctx)
+}
+
+const (
+	metricsProducersEnv = "OTEL_METRICS_PRODUCERS"
+	autoexportProducer  = "kafkatrail"
+)
+
+// autoexportHist is the Histograms of the Setup that is building autoexport's reader.
+var (
+	autoexportMu   sync.Mutex
+	autoexportHist *Histograms
+)
+
+func init() {
+	factory := func(context.Context) (sdkmetric.Producer, error) { return autoexportHist, nil }
+	autoexport.RegisterMetricProducer(autoexportProducer, factory)
+	autoexport.WithFallbackMetricProducer(factory)
 }
 
 // TracerProvider returns the tracer provider (a no-op one when traces are off), for spans of

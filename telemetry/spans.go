@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -164,11 +163,11 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
 		// (BatchDone records the untraced records; one that failed in Send, Appended.)
 		ta := t.o.topic(b.TopicPartition.Topic)
-		opts := ta.opOK
+		op := ta.opOK
 		if err != nil {
-			opts = []metric.RecordOption{metric.WithAttributes(append(ta.opAttrs(), attribute.String(AttrErrorType, ErrorType(err)))...)}
+			op = t.o.opFailed(ta, attribute.String(AttrErrorType, ErrorType(err)))
 		}
-		t.o.m.opDuration.Record(t.ctx, seconds(callbackEnd.Sub(t.start)), opts...)
+		op.record(t.ctx, callbackEnd.Sub(t.start))
 	}
 	// The send span ends with the callback stage, never before its start.
 	if t.span != nil {

@@ -20,8 +20,9 @@ func TestSetupExtraProcessorAndReader(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
 	t.Setenv("OTEL_METRICS_EXPORTER", "none")
 	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ExtraSpanProcessor: rec, ExtraMetricReader: reader})
+	hist := NewHistograms() // the per-record histograms reach the extra reader as its producer
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ExtraSpanProcessor: rec, ExtraMetricReader: reader, Histograms: hist})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestSetupExtraProcessorAndReader(t *testing.T) {
 			seen[m.Name] = true
 		}
 	}
-	for _, want := range []string{MetricOperationDuration, MetricInFlightRequests, MetricAgentFilesWatched} {
+	for _, want := range []string{MetricOperationDuration, MetricStageDuration, MetricInFlightRequests, MetricAgentFilesWatched} {
 		if !seen[want] {
 			t.Errorf("metric %s not read by the extra reader", want)
 		}

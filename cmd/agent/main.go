@@ -68,7 +68,9 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 
 	level := new(slog.LevelVar)
 	log := newLogger(cfg, level, stderr)
-	page, err := newStatusPage(cfg, log, environ) // nil without --http
+	// The per-record latency histograms: the status page's /metrics and the exporters read them.
+	hist := telemetry.NewHistograms()
+	page, err := newStatusPage(cfg, log, environ, hist) // nil without --http
 	if err != nil {
 		fmt.Fprintf(stderr, "agent: --http: %v\n", err)
 		return exitUsage
@@ -80,7 +82,7 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 			_ = page.Shutdown(ctx)
 		}()
 	}
-	tel, err := setupTelemetry(cfg, log, page)
+	tel, err := setupTelemetry(cfg, log, page, hist)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent: telemetry: %v\n", err)
 		return exitUsage
@@ -253,7 +255,7 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 
 // newStatusPage listens on --http (nil when it is empty): the page's span processor and
 // metric reader must be in place before telemetry is set up.
-func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string) (*statuspage.Server, error) {
+func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string, hist *telemetry.Histograms) (*statuspage.Server, error) {
 	if cfg.HTTP == "" {
 		return nil, nil
 	}
@@ -278,7 +280,7 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string) (*statu
 	if cfg.TraceSlowerThan != "" {
 		info.Sampling += ", and every record slower than " + cfg.TraceSlowerThan + " (--trace-slower-than)"
 	}
-	page, err := statuspage.New(statuspage.Config{Addr: cfg.HTTP, Info: info, Log: log.With("component", "statuspage")})
+	page, err := statuspage.New(statuspage.Config{Addr: cfg.HTTP, Info: info, Log: log.With("component", "statuspage"), MetricProducer: hist})
 	if err != nil {
 		return nil, err
 	}
@@ -299,8 +301,9 @@ func lookupEnv(environ []string, name string) string {
 
 // setupTelemetry configures tracing and metrics from the OTEL_* environment, with
 // --trace-sample-ratio when given, and feeds the status page when there is one.
-func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server) (*telemetry.Provider, error) {
+func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server, hist *telemetry.Histograms) (*telemetry.Provider, error) {
 	tc := telemetry.Config{
+		Histograms:     hist,
 		ServiceVersion: version,
 		TraceHeader:    cfg.TraceHeader,
 		ClientID:       agent.AgentClientID,

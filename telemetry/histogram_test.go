@@ -1,0 +1,179 @@
+package telemetry
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// histogramPoint collects reader's data point of the histogram name with attrs.
+func histogramPoint(t *testing.T, reader sdkmetric.Reader, name string, attrs attribute.Set) metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				t.Fatalf("%s is a %T", name, m.Data)
+			}
+			if h.Temporality != metricdata.CumulativeTemporality {
+				t.Errorf("%s: temporality %v", name, h.Temporality)
+			}
+			for _, p := range h.DataPoints {
+				if p.Attributes.Equals(&attrs) {
+					return p
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s point with %v", name, attrs.ToSlice())
+	return metricdata.HistogramDataPoint[float64]{}
+}
+
+// TestHistogramsMatchTheSDK records the same durations, from several goroutines, into the
+// SDK's histogram and into Histograms: both must export the same counts, buckets (bounds are
+// upper-inclusive), sum and extremes, and an exemplar for a measurement in a sampled span's
+// context.
+func TestHistogramsMatchTheSDK(t *testing.T) {
+	t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", "")
+	hist := NewHistograms()
+	own := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+	sdk := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdk), sdkmetric.WithReader(own))
+	defer mp.Shutdown(context.Background())
+	ref, err := mp.Meter("ref").Float64Histogram("ref", metric.WithExplicitBucketBoundaries(durationBuckets...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := attribute.NewSet(attribute.String(AttrStage, StageAppend), attribute.String(AttrMessagingDestinationName, "t"))
+	mine := hist.duration(MetricStageDuration, "d", durationBuckets).series(attrs)
+	theirs := sdkDurations{ref}.series(attrs)
+
+	// Every bound exactly (upper-inclusive), just above each, zero, negative and huge values.
+	var values []time.Duration
+	for _, b := range durationBuckets {
+		ns := time.Duration(math.Round(b * 1e9))
+		values = append(values, ns, ns+1)
+	}
+	values = append(values, 0, -time.Millisecond, 3*time.Hour, 42*time.Microsecond)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 250 {
+				d := values[(g*250+i)%len(values)]
+				mine.record(context.Background(), d)
+				theirs.record(context.Background(), d)
+			}
+		})
+	}
+	wg.Wait()
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	traced := trace.ContextWithSpanContext(context.Background(), sc)
+	mine.record(traced, 7*time.Millisecond)
+	theirs.record(traced, 7*time.Millisecond)
+
+	got := histogramPoint(t, own, MetricStageDuration, attrs)
+	want := histogramPoint(t, sdk, "ref", attrs)
+	if got.Count != want.Count || got.Count != 1001 {
+		t.Errorf("count %d, the SDK's %d (want 1001)", got.Count, want.Count)
+	}
+	for i := range want.BucketCounts {
+		if got.BucketCounts[i] != want.BucketCounts[i] {
+			t.Errorf("bucket %d (≤ %v): %d, the SDK's %d", i, bound(want.Bounds, i), got.BucketCounts[i], want.BucketCounts[i])
+		}
+	}
+	if math.Abs(got.Sum-want.Sum) > 1e-6 {
+		t.Errorf("sum %v, the SDK's %v", got.Sum, want.Sum)
+	}
+	gmin, _ := got.Min.Value()
+	wmin, _ := want.Min.Value()
+	gmax, _ := got.Max.Value()
+	wmax, _ := want.Max.Value()
+	if gmin != wmin || gmax != wmax {
+		t.Errorf("min/max %v/%v, the SDK's %v/%v", gmin, gmax, wmin, wmax)
+	}
+	if len(got.Exemplars) != 1 || len(want.Exemplars) != 1 {
+		t.Fatalf("exemplars: %d, the SDK's %d; want 1 each (one sampled measurement)", len(got.Exemplars), len(want.Exemplars))
+	}
+	if ex := got.Exemplars[0]; trace.TraceID(ex.TraceID) != sc.TraceID() || trace.SpanID(ex.SpanID) != sc.SpanID() || ex.Value != 0.007 {
+		t.Errorf("exemplar %+v, want trace %s span %s value 0.007", ex, sc.TraceID(), sc.SpanID())
+	}
+}
+
+func bound(bounds []float64, i int) any {
+	if i < len(bounds) {
+		return bounds[i]
+	}
+	return "+Inf"
+}
+
+// TestHistogramsExemplarFilter: always_off keeps no exemplar even in a sampled context;
+// always_on keeps one without a span.
+func TestHistogramsExemplarFilter(t *testing.T) {
+	attrs := attribute.NewSet(attribute.String(AttrStage, StageAppend))
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	for _, tc := range []struct {
+		filter string
+		ctx    context.Context
+		want   int
+	}{
+		{"always_off", trace.ContextWithSpanContext(context.Background(), sc), 0},
+		{"always_on", context.Background(), 1},
+		{"trace_based", context.Background(), 0},
+	} {
+		t.Run(tc.filter, func(t *testing.T) {
+			t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", tc.filter)
+			hist := NewHistograms()
+			reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			defer mp.Shutdown(context.Background())
+			hist.duration("h", "", durationBuckets).series(attrs).record(tc.ctx, time.Millisecond)
+			if p := histogramPoint(t, reader, "h", attrs); len(p.Exemplars) != tc.want {
+				t.Errorf("%d exemplars, want %d", len(p.Exemplars), tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkLatencyRecord is one per-record histogram measurement, the SDK's against ours:
+//
+//	go test -run '^$' -bench LatencyRecord -benchmem ./telemetry/
+func BenchmarkLatencyRecord(b *testing.B) {
+	attrs := attribute.NewSet(attribute.String(AttrStage, StageAppend), attribute.String(AttrMessagingDestinationName, "t"))
+	hist := NewHistograms()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))))
+	defer mp.Shutdown(context.Background())
+	ref, err := mp.Meter("ref").Float64Histogram("ref", metric.WithExplicitBucketBoundaries(durationBuckets...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		s    durationSeries
+	}{
+		{"sdk", sdkDurations{ref}.series(attrs)},
+		{"own", hist.duration("own", "", durationBuckets).series(attrs)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				bc.s.record(ctx, time.Duration(i&0xffff)*time.Microsecond)
+			}
+		})
+	}
+}

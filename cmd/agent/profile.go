@@ -6,25 +6,39 @@ import (
 	"runtime/pprof"
 )
 
-// startProfile writes a CPU profile to $KAFKATRAIL_CPUPROFILE while the agent runs, for
-// `go tool pprof`; it returns the function that stops it. Without the variable it does nothing.
+// startProfile writes a CPU profile to $KAFKATRAIL_CPUPROFILE while the agent runs, and the
+// allocations since start to $KAFKATRAIL_MEMPROFILE when it stops, for `go tool pprof`; it
+// returns the function that stops them. Without the variables it does nothing.
 func startProfile() func() {
-	path := os.Getenv("KAFKATRAIL_CPUPROFILE")
-	if path == "" {
-		return func() {}
+	stopCPU := func() {}
+	if path := os.Getenv("KAFKATRAIL_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_CPUPROFILE: %v\n", err)
+		} else if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_CPUPROFILE: %v\n", err)
+			f.Close()
+		} else {
+			stopCPU = func() {
+				pprof.StopCPUProfile()
+				f.Close()
+			}
+		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_CPUPROFILE: %v\n", err)
-		return func() {}
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_CPUPROFILE: %v\n", err)
-		f.Close()
-		return func() {}
-	}
+	mem := os.Getenv("KAFKATRAIL_MEMPROFILE")
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		stopCPU()
+		if mem == "" {
+			return
+		}
+		f, err := os.Create(mem)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_MEMPROFILE: %v\n", err)
+		}
 	}
 }

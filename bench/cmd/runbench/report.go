@@ -439,7 +439,7 @@ func renderMarkdown(r *Report) string {
 	if p.WarmupRecords > 0 {
 		w("Before the first measured run, %s records go through kgoprod (without and with lz4, not measured) to warm the fresh broker JVM up. ", groupThousands(fmt.Sprint(p.WarmupRecords)))
 	}
-	w("Every figure is the **median of %d alternating runs** (each repetition runs every cell and every tool in turn, so a slow minute of the machine hits all tools alike). ", p.Runs)
+	w("Every figure is the **median of %d alternating runs** (each repetition runs every cell and every tool in turn, starting one tool later than the repetition before, so a slow minute of the machine, or the first run after the warm-up, hits all tools alike). ", p.Runs)
 	w("Ratios compare tools **within this invocation** only; absolute figures depend on the machine (%s cores, %s; the broker shares them: see *Method*). ", r.Env["cores"], r.Env["cpu"])
 	w("records/s and MiB/s are wall-clock: from the tool's start to its exit (stdin/generator runs) or until the topic holds every line (file path); MiB is 2^20 bytes of record values.\n\n")
 

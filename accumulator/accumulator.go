@@ -246,7 +246,7 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 		timestamp = now
 	}
 	ts := timestamp.UnixMilli()
-	t := thunk{cb: cb, trace: trace, timestamp: ts, sent: now.UnixNano(), keySize: -1, valueSize: -1}
+	t := thunk{cb: cb, sent: now.UnixNano(), keySize: -1, valueSize: -1}
 	if key != nil {
 		t.keySize = int32(len(key))
 	}
@@ -256,7 +256,7 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 
 	dq := a.getOrCreateDeque(tp)
 	dq.mu.Lock()
-	res, ok, err := a.tryAppendLocked(dq, ts, key, value, headers, t, now)
+	res, ok, err := a.tryAppendLocked(dq, ts, key, value, headers, t, trace, now)
 	dq.mu.Unlock()
 	if ok || err != nil {
 		return res, err
@@ -276,7 +276,7 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	res, ok, err = a.tryAppendLocked(dq, ts, key, value, headers, t, now)
+	res, ok, err = a.tryAppendLocked(dq, ts, key, value, headers, t, trace, now)
 	if ok || err != nil {
 		// Another goroutine started a batch while we waited for memory: use it, return ours.
 		a.pool.Deallocate(buf)
@@ -285,7 +285,7 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 	b := newBatch(tp, buf, a.cfg.Compression, now)
 	b.obs = a.cfg.Observer
 	b.keepAttempts = a.cfg.TraceAtCompletion
-	b.tryAppend(ts, key, value, headers, t, now) // a fresh batch always takes its first record
+	b.tryAppend(ts, key, value, headers, t, trace, now) // a fresh batch always takes its first record
 	appended := a.stampAppend(b, trace)
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
@@ -299,7 +299,9 @@ func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace) tim
 		return time.Time{}
 	}
 	at := a.cfg.Now()
-	b.thunks[len(b.thunks)-1].appended = at.UnixNano()
+	if b.appendedAt != nil {
+		b.appendedAt[len(b.appendedAt)-1] = at.UnixNano()
+	}
 	if trace != nil {
 		trace.Appended(b, at)
 	}
@@ -309,7 +311,7 @@ func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace) tim
 // tryAppendLocked appends to the deque's last batch if it has room. A last batch without room
 // is closed for appends, so it reads as full from now on.
 func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, value []byte,
-	headers []kmsg.Header, t thunk, now time.Time,
+	headers []kmsg.Header, t thunk, trace RecordTrace, now time.Time,
 ) (AppendResult, bool, error) {
 	if a.closed.Load() {
 		return AppendResult{}, false, ErrClosed
@@ -319,11 +321,11 @@ func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, v
 		return AppendResult{}, false, nil
 	}
 	last := dq.batches[n-1]
-	if !last.tryAppend(ts, key, value, headers, t, now) {
+	if !last.tryAppend(ts, key, value, headers, t, trace, now) {
 		last.closeForAppends()
 		return AppendResult{}, false, nil
 	}
-	appended := a.stampAppend(last, t.trace)
+	appended := a.stampAppend(last, trace)
 	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last, Appended: appended}, true, nil
 }
 

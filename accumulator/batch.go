@@ -69,16 +69,26 @@ const (
 
 // thunk is what a batch keeps per record to complete it: no key or value, those live encoded in
 // the batch buffer. Keeping it a small value type lets a batch hold its thunks in one slice that
-// is reused across batches (thunkPool), so appending a record allocates nothing.
+// is reused across batches (thunkPool), so appending a record allocates nothing. It holds only
+// what every record needs (24 bytes: with 100-byte records a full buffer.memory holds about as
+// many thunks as batches hold bytes); what few records have lives beside it in the batch:
+// traces (the sampled records), timestamps (only once a record's create time is not its Send
+// time) and appendedAt (only when the observer may trace any record at completion).
 type thunk struct {
 	cb        Callback
-	trace     RecordTrace // nil unless the record was sampled for tracing
-	timestamp int64       // create time, ms
-	sent      int64       // when Send handed the record over, Unix ns: end-to-end latency
-	appended  int64       // when it went into the batch, Unix ns; 0 unless stamped (stampAppend)
+	sent      int64 // when Send handed the record over, Unix ns: end-to-end latency
 	keySize   int32
 	valueSize int32
 }
+
+// tracedRecord is a sampled record's trace, by the record's index in the batch.
+type tracedRecord struct {
+	index int
+	trace RecordTrace
+}
+
+// sentMilli is the create time of a record whose timestamp is its Send time, as Append takes it.
+func sentMilli(sent int64) int64 { return time.Unix(0, sent).UnixMilli() }
 
 var thunkPool = sync.Pool{New: func() any { s := make([]thunk, 0, 64); return &s }}
 
@@ -120,6 +130,9 @@ type ProducerBatch struct {
 	lastAppend     time.Time
 	thunks         []thunk
 	thunkHolder    *[]thunk
+	traces         []tracedRecord // the sampled records, in index order
+	timestamps     []int64        // create times (ms) by index; nil while every one is sentMilli
+	appendedAt     []int64        // append times (Unix ns) by index, with keepAttempts; else nil
 
 	// Telemetry: obs is told when the batch completes; traced is set when a record carries a
 	// RecordTrace, and only then (or with keepAttempts, for an observer that may trace any
@@ -127,7 +140,7 @@ type ProducerBatch struct {
 	obs          Observer
 	traced       bool
 	keepAttempts bool
-	firstTrace   RecordTrace // the first sampled record's; kept after the thunks are recycled
+	firstTrace   RecordTrace // the first sampled record's
 	attempts     []Attempt
 	// baseOffset is the offset the broker gave the first record, once the batch succeeded.
 	baseOffset int64
@@ -197,7 +210,7 @@ func EstimateRecordSize(key, value []byte, headers []kmsg.Header) int {
 
 // tryAppend encodes the record into the batch if it fits, and reports whether it did. The first
 // record always fits: the buffer was sized for it.
-func (b *ProducerBatch) tryAppend(ts int64, key, value []byte, headers []kmsg.Header, t thunk, now time.Time) bool {
+func (b *ProducerBatch) tryAppend(ts int64, key, value []byte, headers []kmsg.Header, t thunk, trace RecordTrace, now time.Time) bool {
 	if b.appendsClosed {
 		return false
 	}
@@ -224,9 +237,25 @@ func (b *ProducerBatch) tryAppend(ts int64, key, value []byte, headers []kmsg.He
 	} else if ts > b.maxTimestamp {
 		b.maxTimestamp = ts
 	}
+	i := len(b.thunks)
 	b.thunks = append(b.thunks, t)
-	if t.trace != nil && !b.traced {
-		b.traced, b.firstTrace = true, t.trace
+	if b.timestamps != nil || ts != sentMilli(t.sent) {
+		if b.timestamps == nil {
+			b.timestamps = make([]int64, i, cap(b.thunks))
+			for j := range i {
+				b.timestamps[j] = sentMilli(b.thunks[j].sent)
+			}
+		}
+		b.timestamps = append(b.timestamps, ts)
+	}
+	if b.keepAttempts {
+		b.appendedAt = append(b.appendedAt, 0) // stampAppend sets it
+	}
+	if trace != nil {
+		b.traces = append(b.traces, tracedRecord{index: i, trace: trace})
+		if !b.traced {
+			b.traced, b.firstTrace = true, trace
+		}
 	}
 	b.numRecords++
 	if now.After(b.lastAppend) {
@@ -384,9 +413,14 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 	if b.obs != nil || b.traced {
 		start = time.Now()
 	}
+	traces := b.traces
 	for i := range b.thunks {
 		t := &b.thunks[i]
-		if t.cb == nil && t.trace == nil {
+		var trace RecordTrace
+		if len(traces) > 0 && traces[0].index == i {
+			trace, traces = traces[0].trace, traces[1:]
+		}
+		if t.cb == nil && trace == nil {
 			continue
 		}
 		md := RecordMetadata{
@@ -402,13 +436,13 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 		if logAppendTime >= 0 {
 			md.Timestamp = time.UnixMilli(logAppendTime)
 		} else {
-			md.Timestamp = time.UnixMilli(t.timestamp)
+			md.Timestamp = time.UnixMilli(b.timestampAt(i))
 		}
 		if t.cb != nil {
 			t.cb(md, nil)
 		}
-		if t.trace != nil {
-			t.trace.RecordDone(b, md, nil, start, time.Now())
+		if trace != nil {
+			trace.RecordDone(b, md, nil, start, time.Now())
 		}
 	}
 	b.observeDone(nil, start)
@@ -430,9 +464,14 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 	if b.obs != nil || b.traced {
 		start = time.Now()
 	}
+	traces := b.traces
 	for i := range b.thunks {
 		t := &b.thunks[i]
-		if t.cb == nil && t.trace == nil {
+		var trace RecordTrace
+		if len(traces) > 0 && traces[0].index == i {
+			trace, traces = traces[0].trace, traces[1:]
+		}
+		if t.cb == nil && trace == nil {
 			continue
 		}
 		err := topErr
@@ -449,8 +488,8 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 		if t.cb != nil {
 			t.cb(md, err)
 		}
-		if t.trace != nil {
-			t.trace.RecordDone(b, md, err, start, time.Now())
+		if trace != nil {
+			trace.RecordDone(b, md, err, start, time.Now())
 		}
 	}
 	b.observeDone(topErr, start)
@@ -484,6 +523,7 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 	var out []*ProducerBatch
 	var cur *ProducerBatch
 	raw := b.buf
+	traces := b.traces
 	for i := 0; len(raw) > 0; i++ {
 		length, n := kbin.Varint(raw)
 		end := n + int(length)
@@ -495,7 +535,11 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 		raw = raw[end:]
 		ts := b.firstTimestamp + rec.TimestampDelta64
 		t := b.thunks[i]
-		if cur == nil || !cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, b.lastAppend) {
+		var trace RecordTrace
+		if len(traces) > 0 && traces[0].index == i {
+			trace, traces = traces[0].trace, traces[1:]
+		}
+		if cur == nil || !cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, trace, b.lastAppend) {
 			if cur != nil {
 				cur.closeForAppends()
 				out = append(out, cur)
@@ -509,7 +553,10 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 				// The attempt that was too large belongs to these records' history too.
 				cur.attempts = slices.Clone(b.attempts)
 			}
-			cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, b.lastAppend)
+			cur.tryAppend(ts, rec.Key, rec.Value, rec.Headers, t, trace, b.lastAppend)
+		}
+		if b.appendedAt != nil {
+			cur.appendedAt[len(cur.appendedAt)-1] = b.appendedAt[i]
 		}
 	}
 	if cur != nil {
@@ -562,6 +609,14 @@ func (b *ProducerBatch) drained(now time.Time) {
 	}
 }
 
+// timestampAt is record i's create time, ms.
+func (b *ProducerBatch) timestampAt(i int) int64 {
+	if b.timestamps != nil {
+		return b.timestamps[i]
+	}
+	return sentMilli(b.thunks[i].sent)
+}
+
 // callbacksRan reports whether the goroutine that won the final state has finished with the
 // thunks. IsDone is not enough: a batch failed by AbortIncompleteBatches may still be running
 // callbacks when the sender, whose Complete lost the race, deallocates it.
@@ -589,6 +644,7 @@ func (b *ProducerBatch) release() []byte {
 		*b.thunkHolder = b.thunks[:0]
 		thunkPool.Put(b.thunkHolder)
 		b.thunks, b.thunkHolder = nil, nil
+		b.traces, b.timestamps, b.appendedAt = nil, nil, nil
 	}
 	buf := b.poolBuf
 	b.buf, b.poolBuf = nil, nil

@@ -118,7 +118,7 @@ func buildBatch(t *testing.T, codec Codec, recs []testRecord, cb Callback) *Prod
 	}
 	b := newBatch(testTP, make([]byte, 0, size), codec, time.UnixMilli(recs[0].ts))
 	for i, r := range recs {
-		th := thunk{cb: cb, timestamp: r.ts, keySize: -1, valueSize: -1}
+		th := thunk{cb: cb, keySize: -1, valueSize: -1} // sent 0: r.ts is an explicit create time
 		if r.key != nil {
 			th.keySize = int32(len(r.key))
 		}
@@ -126,7 +126,7 @@ func buildBatch(t *testing.T, codec Codec, recs []testRecord, cb Callback) *Prod
 			th.valueSize = int32(len(r.value))
 		}
 		before := len(b.buf)
-		if !b.tryAppend(r.ts, r.key, r.value, r.headers, th, time.UnixMilli(r.ts)) {
+		if !b.tryAppend(r.ts, r.key, r.value, r.headers, th, nil, time.UnixMilli(r.ts)) {
 			t.Fatalf("record %d did not fit", i)
 		}
 		// The size check must match the bytes kmsg wrote exactly, or batches overflow.
@@ -314,7 +314,7 @@ func TestBatchFullness(t *testing.T) {
 			b := newBatch(testTP, make([]byte, 0, max(tt.limit, 200)), CodecNone, time.Unix(0, 0))
 			b.writeLimit = tt.limit
 			n := 0
-			for b.tryAppend(0, []byte("kk"), value, nil, thunk{}, time.Unix(0, 0)) {
+			for b.tryAppend(0, []byte("kk"), value, nil, thunk{}, nil, time.Unix(0, 0)) {
 				n++
 				if n > 10 {
 					t.Fatal("no limit")
@@ -349,7 +349,7 @@ func BenchmarkCloseAndEncode(b *testing.B) {
 	for _, codec := range allCodecs {
 		b.Run(codec.String(), func(b *testing.B) {
 			batch := newBatch(testTP, make([]byte, 0, batchSize), codec, time.Unix(0, 0))
-			for batch.tryAppend(1_700_000_000_000, nil, value, nil, thunk{}, time.Unix(0, 0)) {
+			for batch.tryAppend(1_700_000_000_000, nil, value, nil, thunk{}, nil, time.Unix(0, 0)) {
 			}
 			dst := make([]byte, 0, 2*batchSize)
 			b.SetBytes(int64(batch.UncompressedSize()))
@@ -415,4 +415,78 @@ func FuzzBatchRoundTrip(f *testing.F) {
 			t.Fatalf("split kept %d of %d records", n, len(recs))
 		}
 	})
+}
+
+// testTrace records what the batch told a sampled record.
+type testTrace struct {
+	done     []RecordMetadata
+	appended time.Time
+}
+
+func (tt *testTrace) RecordDone(_ *ProducerBatch, md RecordMetadata, _ error, _, _ time.Time) {
+	tt.done = append(tt.done, md)
+}
+func (tt *testTrace) Appended(_ *ProducerBatch, at time.Time) { tt.appended = at }
+
+// TestBatchSideData: what only some records have (a trace, a create time that is not the Send
+// time, an append time) is kept beside the thunks by index, and reaches the right record at
+// completion, after a split too.
+func TestBatchSideData(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) {
+			sent := time.UnixMilli(1_700_000_000_000).Add(123 * time.Microsecond)
+			b := newBatch(testTP, make([]byte, 0, 1<<16), CodecNone, sent)
+			b.keepAttempts = true
+			traces := map[int]*testTrace{2: {}, 5: {}}
+			var got []RecordMetadata
+			for i := range 8 {
+				ts := sentMilli(sent.UnixNano())
+				if i == 4 {
+					ts -= 60_000 // the record's own create time, a minute before Send
+				}
+				var trace RecordTrace
+				if tt := traces[i]; tt != nil {
+					trace = tt
+				}
+				th := thunk{cb: func(md RecordMetadata, err error) { got = append(got, md) }, sent: sent.UnixNano(), keySize: -1, valueSize: int32(i)}
+				if !b.tryAppend(ts, nil, make([]byte, i), nil, th, trace, sent) {
+					t.Fatalf("record %d did not fit", i)
+				}
+				b.appendedAt[i] = sent.UnixNano() + int64(i)
+			}
+			batches := []*ProducerBatch{b}
+			if split {
+				b.Close()
+				batches = b.split(recordBatchOverhead + len(b.buf)/3)
+				if len(batches) < 2 {
+					t.Fatalf("split into %d batches", len(batches))
+				}
+			}
+			var timings []RecordTiming
+			for _, nb := range batches {
+				for _, rt := range nb.Records() {
+					timings = append(timings, rt)
+				}
+				nb.Complete(int64(100*len(timings)), -1)
+			}
+			if len(got) != 8 {
+				t.Fatalf("%d callbacks, want 8", len(got))
+			}
+			for i, md := range got {
+				want := sent.Truncate(time.Millisecond)
+				if i == 4 {
+					want = want.Add(-time.Minute)
+				}
+				if !md.Timestamp.Equal(want) || md.SerializedValueSize != i {
+					t.Errorf("record %d: timestamp %v value size %d, want %v and %d", i, md.Timestamp, md.SerializedValueSize, want, i)
+				}
+				if tt := traces[i]; tt != nil && (len(tt.done) != 1 || tt.done[0].SerializedValueSize != i) {
+					t.Errorf("record %d: its trace saw %+v, want its own completion once", i, tt.done)
+				}
+				if traced := traces[i] != nil; timings[i].Traced != traced || timings[i].Appended.UnixNano() != sent.UnixNano()+int64(i) {
+					t.Errorf("record %d: timing %+v, want traced=%v appended +%d ns", i, timings[i], traced, i)
+				}
+			}
+		})
+	}
 }

@@ -92,11 +92,14 @@ type RecordTiming struct {
 // deallocated; an Observer's BatchDone may use it.
 func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 	return func(yield func(int, RecordTiming) bool) {
+		traces := b.traces
 		for i := range b.thunks {
-			t := &b.thunks[i]
-			rt := RecordTiming{Sent: time.Unix(0, t.sent), Traced: t.trace != nil, Offset: -1}
-			if t.appended != 0 {
-				rt.Appended = time.Unix(0, t.appended)
+			rt := RecordTiming{Sent: time.Unix(0, b.thunks[i].sent), Offset: -1}
+			if len(traces) > 0 && traces[0].index == i {
+				rt.Traced, traces = true, traces[1:]
+			}
+			if b.appendedAt != nil && b.appendedAt[i] != 0 {
+				rt.Appended = time.Unix(0, b.appendedAt[i])
 			}
 			if b.baseOffset >= 0 {
 				rt.Offset = b.baseOffset + int64(i)
@@ -113,8 +116,13 @@ func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 // until the batch is deallocated; an Observer's BatchDone may use it.
 func (b *ProducerBatch) SendTimes() iter.Seq2[time.Time, bool] {
 	return func(yield func(time.Time, bool) bool) {
+		traces := b.traces
 		for i := range b.thunks {
-			if !yield(time.Unix(0, b.thunks[i].sent), b.thunks[i].trace != nil) {
+			traced := len(traces) > 0 && traces[0].index == i
+			if traced {
+				traces = traces[1:]
+			}
+			if !yield(time.Unix(0, b.thunks[i].sent), traced) {
 				return
 			}
 		}

@@ -76,9 +76,12 @@ func newStickyPartitioner(batchSize int) *stickyPartitioner {
 // partition returns the sticky partition for topic and accounts size bytes to it. available lists
 // partitions with a known leader; when empty, any of numPartitions is used.
 func (s *stickyPartitioner) partition(topic string, size int, available []int32, numPartitions int) int32 {
-	if numPartitions == 1 {
-		return 0 // no choice to make, and nothing to account for one
-	}
+	return s.partitionOf(s.topic(topic), size, available, numPartitions)
+}
+
+// topic returns topic's sticky state; it stays the topic's for the partitioner's life, so the
+// producer may keep it.
+func (s *stickyPartitioner) topic(topic string) *stickyTopic {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.topics[topic]
@@ -86,6 +89,16 @@ func (s *stickyPartitioner) partition(topic string, size int, available []int32,
 		st = &stickyTopic{partition: -1}
 		s.topics[topic] = st
 	}
+	return st
+}
+
+// partitionOf is partition for a topic's state st.
+func (s *stickyPartitioner) partitionOf(st *stickyTopic, size int, available []int32, numPartitions int) int32 {
+	if numPartitions == 1 {
+		return 0 // no choice to make, and nothing to account for one
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if st.partition < 0 || st.produced >= s.batchSize || int(st.partition) >= numPartitions {
 		st.partition = nextStickyPartition(st.partition, available, numPartitions)
 		st.produced = 0

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -62,8 +63,12 @@ type Producer struct {
 	client KafkaClient
 	sender *Sender
 	sticky *stickyPartitioner
-	clock  func() time.Time
-	obs    Observer // nil: no telemetry
+	// lastTopic is what Send needs of the topic it last sent to, for the metadata snapshot it
+	// was read from: a producer mostly sends to one topic, and this saves three map lookups by
+	// topic name per record (partition count, available partitions, sticky state).
+	lastTopic atomic.Pointer[topicView]
+	clock     func() time.Time
+	obs       Observer // nil: no telemetry
 
 	maxBlock time.Duration
 
@@ -335,10 +340,11 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		return time.Time{}, errors.New("record has no topic")
 	}
 	deadline := now.Add(p.maxBlock)
-	cluster, n, err := p.waitOnMetadata(ctx, r.Topic, r.Partition, now, deadline)
+	view, err := p.view(ctx, r.Topic, r.Partition, now, deadline)
 	if err != nil {
 		return time.Time{}, err
 	}
+	n := view.n
 	size := accumulator.EstimateRecordSize(r.Key, r.Value, headers)
 	if size > p.cfg.MaxRequestSize {
 		return time.Time{}, &RecordTooLargeError{Size: size, Limit: int64(p.cfg.MaxRequestSize), Key: "max.request.size"}
@@ -354,7 +360,7 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	case len(r.Key) > 0 && !p.cfg.PartitionerIgnoreKeys:
 		partition = keyPartition(r.Key, n)
 	default:
-		partition = p.sticky.partition(r.Topic, size, cluster.AvailablePartitions(r.Topic), n)
+		partition = p.sticky.partitionOf(view.sticky, size, view.available, n)
 	}
 	ts := r.Timestamp
 	if ts.IsZero() {
@@ -373,6 +379,31 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		p.client.Wakeup()
 	}
 	return res.Appended, nil
+}
+
+// topicView is a topic as one metadata snapshot shows it, with its sticky partitioner state.
+type topicView struct {
+	cluster   *metadata.Cluster
+	topic     string
+	n         int     // partitions
+	available []int32 // with a leader
+	sticky    *stickyTopic
+}
+
+// view returns topic's view in the current metadata snapshot, waiting for metadata as
+// waitOnMetadata does when the topic (or partition) is not known yet.
+func (p *Producer) view(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*topicView, error) {
+	cluster := p.meta.Fetch()
+	if v := p.lastTopic.Load(); v != nil && v.cluster == cluster && v.topic == topic && partition < int32(v.n) {
+		return v, nil
+	}
+	cluster, n, err := p.waitOnMetadata(ctx, topic, partition, now, deadline)
+	if err != nil {
+		return nil, err
+	}
+	v := &topicView{cluster: cluster, topic: topic, n: n, available: cluster.AvailablePartitions(topic), sticky: p.sticky.topic(topic)}
+	p.lastTopic.Store(v)
+	return v, nil
 }
 
 // waitOnMetadata is KafkaProducer.waitOnMetadata: the cluster and the topic's partition count,

@@ -26,7 +26,8 @@ type File struct {
 	ID FileID
 
 	acks    ackTracker
-	counts  *fileCounters // shared by every File of one followed file
+	idle    chan<- struct{} // told (without blocking) when an Ack leaves no line in flight; may be nil
+	counts  *fileCounters   // shared by every File of one followed file
 	totals  *fileCounters // the tailer's totals
 	log     *slog.Logger
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
@@ -39,8 +40,8 @@ type fileCounters struct {
 	truncations                        atomic.Uint64 // copytruncate resets
 }
 
-func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, log *slog.Logger) *File {
-	f := &File{Path: path, ID: id, counts: counts, totals: totals, log: log, onFirst: failLogged}
+func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle chan<- struct{}, log *slog.Logger) *File {
+	f := &File{Path: path, ID: id, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle}
 	f.acks.init(start)
 	return f
 }
@@ -53,9 +54,17 @@ func (f *File) Track(end int64) { f.acks.track(end) }
 // Ack records that the line ending at end was acknowledged by Kafka. Acks may come in any order,
 // from any goroutine; an end that is not in flight (acked already, or never tracked) is ignored.
 func (f *File) Ack(end int64) {
-	if f.acks.ack(end) {
-		f.counts.linesAcked.Add(1)
-		f.totals.linesAcked.Add(1)
+	ok, idle := f.acks.ack(end)
+	if !ok {
+		return
+	}
+	f.counts.linesAcked.Add(1)
+	f.totals.linesAcked.Add(1)
+	if idle && f.idle != nil {
+		select {
+		case f.idle <- struct{}{}:
+		default: // a save is due already
+		}
 	}
 }
 
@@ -160,25 +169,27 @@ func (a *ackTracker) find(end int64) int {
 	return -1
 }
 
-func (a *ackTracker) ack(end int64) bool {
+// ack marks the line ending at end acknowledged; idle reports that no tracked line is left in
+// flight (every line read so far has an outcome).
+func (a *ackTracker) ack(end int64) (ok, idle bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.pinned && end > a.pinnedEnd {
 		if a.beyond == 0 || end > a.lastTracked {
-			return false
+			return false, false
 		}
 		a.beyond--
 		a.pending--
-		return true
+		return true, a.pending == 0
 	}
 	i := a.find(end)
 	if i < 0 || a.at(i).state != ackPending {
-		return false
+		return false, false
 	}
 	a.at(i).state = ackDone
 	a.pending--
 	a.advance()
-	return true
+	return true, a.pending == 0
 }
 
 func (a *ackTracker) fail(end int64) bool {

@@ -10,7 +10,7 @@ import (
 )
 
 func testFile(start int64) *File {
-	return newFile("test.log", FileID{}, start, &fileCounters{}, &fileCounters{}, new(atomic.Bool), slog.New(slog.DiscardHandler))
+	return newFile("test.log", FileID{}, start, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, slog.New(slog.DiscardHandler))
 }
 
 func TestAckTracker(t *testing.T) {

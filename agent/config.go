@@ -43,7 +43,7 @@ type Config struct {
 	MaxLineBytes       int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
 	LongLines          string        `koanf:"long-lines" doc:"what to do with a longer line: truncate, split or drop (each counted and logged)"`
 	PartialLineIdle    time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
-	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename); after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
+	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename), and a tenth of it is the soonest a file is saved again once every line read from it is acknowledged; after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
 	ShutdownTimeout    time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
 
 	HeaderPath  string `koanf:"header-path" doc:"name of the record header carrying the source file path; empty: none"`

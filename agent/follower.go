@@ -52,7 +52,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 		caughtUp: make(chan struct{}),
 		split:    newLineSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
 	}
-	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.log)
+	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
 	return fl
 }
@@ -353,7 +353,7 @@ func (fl *follower) restart(sink followerSink, why string, pos, size int64) erro
 	fl.mu.Lock()
 	fl.log.Warn(why+": reading it again from the beginning", "path", fl.path, "read_offset", pos, "size", size)
 	fl.id = id
-	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.log)
+	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.idle, fl.t.log)
 	fl.mu.Unlock()
 	fl.readPos.Store(0)
 	fl.split.reset(0)

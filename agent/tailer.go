@@ -176,6 +176,10 @@ type Tailer struct {
 	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
 	globs atomic.Pointer[[]string]
 
+	// idle is told when a file's last line in flight is acknowledged: Run then saves soon
+	// rather than at the next CheckpointInterval (see Run).
+	idle chan struct{}
+
 	totals  fileCounters
 	running atomic.Bool
 	wg      sync.WaitGroup
@@ -215,6 +219,7 @@ func NewTailer(cfg TailerConfig, handle LineHandler, log *slog.Logger) (*Tailer,
 		warned:      make(map[string]string),
 		lastWritten: make(map[fileKey]checkpointEntry),
 		loadedPaths: make(map[string]bool),
+		idle:        make(chan struct{}, 1),
 	}
 	for _, e := range entries {
 		t.loadedPaths[e.Path] = true
@@ -226,7 +231,9 @@ func NewTailer(cfg TailerConfig, handle LineHandler, log *slog.Logger) (*Tailer,
 }
 
 // Run discovers and follows files until ctx ends, saving the checkpoints every
-// CheckpointInterval. It then stops reading, waits for every follower goroutine to exit, saves
+// CheckpointInterval, and soon after a file's last line in flight is acknowledged (a file
+// shipped to its end is saved within a tenth of the interval, not up to a whole one later; a
+// trickle of single lines saves at most ten times an interval). It then stops reading, waits for every follower goroutine to exit, saves
 // the checkpoints once more and returns nil; the offsets keep moving as acknowledgements arrive,
 // so the caller saves again after the producer flushed. A handler error (other than from the
 // context's end) stops everything and is returned. Run may be called once.
@@ -247,6 +254,26 @@ func (t *Tailer) Run(ctx context.Context) error {
 		save.Stop()
 	}
 	var saveErr string
+	saveNow := func() {
+		// A failing disk would log every second: log when the error changes.
+		err := t.SaveCheckpoints()
+		if msg := fmt.Sprint(err); err != nil && msg != saveErr {
+			t.log.Error("save checkpoints", "dir", t.cfg.StateDir, "err", err)
+			saveErr = msg
+		} else if err == nil {
+			saveErr = ""
+		}
+	}
+	idleGap := max(t.cfg.CheckpointInterval/10, time.Millisecond)
+	var lastSave time.Time
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	soonArmed := false
+	idle := t.idle
+	if t.cfg.committedOnly {
+		idle = nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -264,14 +291,22 @@ func (t *Tailer) Run(ctx context.Context) error {
 		case <-rescan.C:
 			t.scan(ctx)
 		case <-save.C:
-			// A failing disk would log every second: log when the error changes.
-			err := t.SaveCheckpoints()
-			if msg := fmt.Sprint(err); err != nil && msg != saveErr {
-				t.log.Error("save checkpoints", "dir", t.cfg.StateDir, "err", err)
-				saveErr = msg
-			} else if err == nil {
-				saveErr = ""
+			saveNow()
+			lastSave = time.Now()
+		case <-idle:
+			if wait := idleGap - time.Since(lastSave); wait > 0 {
+				if !soonArmed {
+					soon.Reset(wait)
+					soonArmed = true
+				}
+				continue
 			}
+			saveNow()
+			lastSave = time.Now()
+		case <-soon.C:
+			soonArmed = false
+			saveNow()
+			lastSave = time.Now()
 		}
 	}
 }

@@ -615,6 +615,48 @@ func TestTailerResume(t *testing.T) {
 	equalLines(t, r3.data(), []string{"fresh"})
 }
 
+// TestTailerSavesWhenCaughtUp: once a file's last line in flight is acknowledged the checkpoint
+// is saved soon, not at the next CheckpointInterval (an hour here). The first line is held, so
+// no moment before its acknowledgement has every line read acknowledged.
+func TestTailerSavesWhenCaughtUp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	state := filepath.Join(dir, "state")
+	lines := numbered("l", 0, 100)
+	writeLog(t, path, joinLines(lines))
+	var mu sync.Mutex
+	var held []gotLine
+	r := &recorder{decide: func(l gotLine) string {
+		if l.data == "l-000000" {
+			mu.Lock()
+			held = append(held, l)
+			mu.Unlock()
+			return "hold"
+		}
+		return "ack"
+	}}
+	cfg := testConfig(state, path)
+	cfg.CheckpointInterval = time.Hour
+	startTailer(t, cfg, r)
+	saved := func() int64 {
+		_, entries, err := openCheckpointStore(state)
+		if err != nil || len(entries) != 1 {
+			return -1
+		}
+		return entries[0].Offset
+	}
+	waitFor(t, "every line read", func() bool { return r.count() == len(lines) })
+	// Line 0 is in flight: acknowledging the others leaves the file busy, so nothing is due.
+	if got := saved(); got > 0 {
+		t.Fatalf("checkpoint saved at %d with a line in flight", got)
+	}
+	mu.Lock()
+	held[0].file.Ack(held[0].End)
+	mu.Unlock()
+	size := int64(len(joinLines(lines)))
+	waitFor(t, "the checkpoint at the end of the file", func() bool { return saved() == size })
+}
+
 // TestTailerSaveAfterRun: acknowledgements that arrive after Run returned (while the producer
 // flushes) still reach the checkpoint.
 func TestTailerSaveAfterRun(t *testing.T) {

@@ -317,7 +317,15 @@ func (p *Provider) MeterProvider() metric.MeterProvider { return p.mp }
 func (p *Provider) Observer() *ProducerObserver { return p.observer }
 
 // ProducerOption installs the observer in a producer: producer.New(cfg, p.ProducerOption()).
-func (p *Provider) ProducerOption() producer.Option { return producer.WithObserver(p.observer) }
+// When neither spans nor metrics go anywhere (both exporters none, no extra processor or
+// reader), it installs none: nothing would read what the observer records, and without one a
+// record costs a clock read and four observer calls less.
+func (p *Provider) ProducerOption() producer.Option {
+	if p.sdkMP == nil && p.sdkTP == nil {
+		return producer.WithObserver(nil)
+	}
+	return producer.WithObserver(p.observer)
+}
 
 // Agent returns the agent's file and line metrics.
 func (p *Provider) Agent() *AgentMetrics { return p.agent }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -104,5 +105,42 @@ func TestObserverStatus(t *testing.T) {
 			t.Fatalf("no connection error after 10s: %+v", s)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSetupNothingExportedInstallsNoObserver: with both exporters none and nothing extra, the
+// producer gets no observer (nothing would read it); with a reader, it does.
+func TestSetupNothingExportedInstallsNoObserver(t *testing.T) {
+	for _, withReader := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reader=%v", withReader), func(t *testing.T) {
+			clearOTelEnv(t)
+			t.Setenv("OTEL_TRACES_EXPORTER", "none")
+			t.Setenv("OTEL_METRICS_EXPORTER", "none")
+			cfg := Config{}
+			if withReader {
+				cfg.ExtraMetricReader = sdkmetric.NewManualReader()
+			}
+			prov, err := Setup(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prov.Shutdown(context.Background())
+			c := newKfake(t, "orders")
+			p, err := producer.New(func() producer.Config {
+				pc := producer.DefaultConfig()
+				pc.BootstrapServers = c.ListenAddrs()
+				return pc
+			}(), prov.ProducerOption())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+				t.Fatal(o.err)
+			}
+			if seen := len(prov.Observer().Status().Nodes) > 0; seen != withReader {
+				t.Fatalf("the observer saw the broker connection: %v; want %v", seen, withReader)
+			}
+		})
 	}
 }

@@ -498,7 +498,7 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 }
 
 // observeDone tells the observer the batch is done. It runs before done closes, so the thunks
-// (SendTimes) are still there: Deallocate recycles them only after done.
+// (Records, SentNanos) are still there: Deallocate recycles them only after done.
 func (b *ProducerBatch) observeDone(err error, start time.Time) {
 	if b.obs != nil {
 		b.obs.BatchDone(b, err, start, time.Now())

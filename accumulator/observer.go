@@ -111,18 +111,19 @@ func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 	}
 }
 
-// SendTimes yields, for each record of the batch in order, when Send handed it over (the now
-// given to Append) and whether the record is traced (its RecordTrace then reports it). Valid
-// until the batch is deallocated; an Observer's BatchDone may use it.
-func (b *ProducerBatch) SendTimes() iter.Seq2[time.Time, bool] {
-	return func(yield func(time.Time, bool) bool) {
+// SentNanos yields, for each record of the batch in order, when Send handed it over (the now
+// given to Append, Unix ns) and whether the record is traced (its RecordTrace then reports
+// it): Records without the time.Time conversions, for a per-record latency. Valid until the
+// batch is deallocated; an Observer's BatchDone may use it.
+func (b *ProducerBatch) SentNanos() iter.Seq2[int64, bool] {
+	return func(yield func(int64, bool) bool) {
 		traces := b.traces
 		for i := range b.thunks {
 			traced := len(traces) > 0 && traces[0].index == i
 			if traced {
 				traces = traces[1:]
 			}
-			if !yield(time.Unix(0, b.thunks[i].sent), traced) {
+			if !yield(b.thunks[i].sent, traced) {
 				return
 			}
 		}

@@ -79,6 +79,9 @@ type durationHistogram struct {
 
 // duration returns a histogram of durations in seconds with the given bucket boundaries.
 func (h *Histograms) duration(name, desc string, bounds []float64) *durationHistogram {
+	if len(bounds)+1 > maxBuckets {
+		panic("telemetry: too many histogram bounds") // a programming error: the bounds are ours
+	}
 	d := &durationHistogram{owner: h, name: name, desc: desc, bounds: bounds,
 		boundsNs: make([]int64, len(bounds)), byAttrs: map[attribute.Distinct]*histSeries{}}
 	for i, b := range bounds {
@@ -158,6 +161,53 @@ func (s *histSeries) record(ctx context.Context, d time.Duration) {
 	}
 	s.exemplars[i] = ex
 	s.exMu.Unlock()
+}
+
+// maxBuckets bounds a histogram's buckets, so that a durationBatch lives on the stack.
+const maxBuckets = 32
+
+// durationBatch gathers measurements of one series locally (one goroutine, no atomics) to add
+// them at once: the sender records every record of a completed batch.
+type durationBatch struct {
+	bounds   []int64
+	counts   [maxBuckets]uint64
+	sum      int64
+	min, max int64
+	n        uint64
+}
+
+func (s *histSeries) newBatch() durationBatch {
+	return durationBatch{bounds: s.h.boundsNs, min: math.MaxInt64, max: math.MinInt64}
+}
+
+func (db *durationBatch) add(ns int64) {
+	i := 0
+	for i < len(db.bounds) && ns > db.bounds[i] {
+		i++
+	}
+	db.counts[i]++
+	db.sum += ns
+	db.min = min(db.min, ns)
+	db.max = max(db.max, ns)
+	db.n++
+}
+
+// addBatch adds what db gathered to the series (no exemplars: a batch's traced records are
+// recorded one by one, in their spans' contexts).
+func (s *histSeries) addBatch(db *durationBatch) {
+	if db.n == 0 {
+		return
+	}
+	for i, c := range db.counts[:len(s.counts)] {
+		if c > 0 {
+			s.counts[i].Add(c)
+		}
+	}
+	s.sumNs.Add(db.sum)
+	for v := s.min.Load(); db.min < v && !s.min.CompareAndSwap(v, db.min); v = s.min.Load() {
+	}
+	for v := s.max.Load(); db.max > v && !s.max.CompareAndSwap(v, db.max); v = s.max.Load() {
+	}
 }
 
 // Produce returns the histograms' cumulative data points: sdkmetric.Producer.

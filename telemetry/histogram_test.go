@@ -177,3 +177,38 @@ func BenchmarkLatencyRecord(b *testing.B) {
 		})
 	}
 }
+
+// TestDurationBatchMatchesRecord: a batch gathered locally and added at once leaves the series
+// as recording each value would (counts per bucket, sum, extremes).
+func TestDurationBatchMatchesRecord(t *testing.T) {
+	hist := NewHistograms()
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	one := attribute.NewSet(attribute.String("way", "one"))
+	batch := attribute.NewSet(attribute.String("way", "batch"))
+	h := hist.duration("h", "", durationBuckets)
+	each, all := h.get(one), h.get(batch)
+	for round := range 3 { // the second and third batches must merge with what is there
+		local := all.newBatch()
+		for i := range 500 {
+			d := time.Duration((i*7919+round*104729)%3_000_000) * time.Microsecond // 0 to 3 s
+			each.record(context.Background(), d)
+			local.add(int64(d))
+		}
+		all.addBatch(&local)
+	}
+	a, b := histogramPoint(t, reader, "h", one), histogramPoint(t, reader, "h", batch)
+	amin, _ := a.Min.Value()
+	bmin, _ := b.Min.Value()
+	amax, _ := a.Max.Value()
+	bmax, _ := b.Max.Value()
+	if a.Count != 1500 || b.Count != a.Count || a.Sum != b.Sum || amin != bmin || amax != bmax {
+		t.Fatalf("one by one: n=%d sum=%v min=%v max=%v; batched: n=%d sum=%v min=%v max=%v", a.Count, a.Sum, amin, amax, b.Count, b.Sum, bmin, bmax)
+	}
+	for i := range a.BucketCounts {
+		if a.BucketCounts[i] != b.BucketCounts[i] {
+			t.Errorf("bucket %d: %d one by one, %d batched", i, a.BucketCounts[i], b.BucketCounts[i])
+		}
+	}
+}

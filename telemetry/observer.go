@@ -270,11 +270,27 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 			slowTraced[i] = true
 		})
 	}
-	for i, r := range b.Records() {
-		if r.Traced || slowTraced[i] {
+	// The batch's untraced records go in together: one atomic add per bucket, not per record.
+	own, _ := op.(*histSeries)
+	var local durationBatch
+	if own != nil {
+		local = own.newBatch()
+	}
+	end := callbacksEnd.UnixNano()
+	i := -1
+	for sent, traced := range b.SentNanos() {
+		i++
+		if traced || slowTraced[i] {
 			continue // recorded by its recordTrace, in its span's context: an exemplar
 		}
-		op.record(ctx, callbacksEnd.Sub(r.Sent))
+		if own != nil {
+			local.add(end - sent)
+		} else {
+			op.record(ctx, time.Duration(end-sent))
+		}
+	}
+	if own != nil {
+		own.addBatch(&local)
 	}
 }
 

@@ -28,7 +28,7 @@ type File struct {
 	acks    ackTracker
 	idle    chan<- struct{} // told (without blocking) when an Ack leaves no line in flight; may be nil
 	counts  *fileCounters   // shared by every File of one followed file
-	totals  *fileCounters // the tailer's totals
+	totals  *fileCounters   // the tailer's totals
 	log     *slog.Logger
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
 }

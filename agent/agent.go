@@ -28,6 +28,7 @@ type Agent struct {
 	stats Stats
 
 	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
+	readAhead        *readAhead  // file lines read and not yet acknowledged (--max-in-flight-bytes)
 
 	tailer atomic.Pointer[Tailer]       // set while RunTail runs, for SetTailGlobs and stats
 	txn    atomic.Pointer[txnCommitter] // set while RunTail runs with --exactly-once
@@ -99,7 +100,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel}
+	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))}
 	a.builders.New = func() any { return newRecordBuilder(&a.cfg) }
 	return a, nil
 }

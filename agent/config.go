@@ -43,6 +43,7 @@ type Config struct {
 	MaxLineBytes       int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
 	LongLines          string        `koanf:"long-lines" doc:"what to do with a longer line: truncate, split or drop (each counted and logged)"`
 	PartialLineIdle    time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
+	MaxInFlightBytes   int           `koanf:"max-in-flight-bytes" doc:"bytes of file lines read and not yet acknowledged, across all files; reading pauses there (the files are the buffer). 0: 32 times batch.size, at least 2 MiB and at most buffer.memory"`
 	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename), and a tenth of it is the soonest a file is saved again once every line read from it is acknowledged; after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
 	ShutdownTimeout    time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
 
@@ -65,6 +66,16 @@ type Config struct {
 	CommitMaxLines  int           `koanf:"commit-max-lines" doc:"with --exactly-once: commit as soon as a transaction holds this many lines"`
 
 	Producer map[string]string `koanf:"producer" doc:"producer properties by their Java names (-X key=value)"`
+}
+
+// EffectiveMaxInFlightBytes is max-in-flight-bytes, or its default for the producer
+// configuration pc: 32 batches (so every partition can have a batch filling and some in flight),
+// at least DefaultMinInFlightBytes, at most buffer.memory (which bounds it anyway).
+func (c *Config) EffectiveMaxInFlightBytes(pc producer.Config) int64 {
+	if c.MaxInFlightBytes > 0 {
+		return int64(c.MaxInFlightBytes)
+	}
+	return min(max(32*int64(pc.BatchSize), DefaultMinInFlightBytes), pc.BufferMemory)
 }
 
 // SlowerThan parses trace-slower-than: 0 when off, telemetry.SlowerThanP99 for p99, else a
@@ -159,6 +170,9 @@ func (c *Config) Validate() error {
 		} else if re.NumSubexp() < 1 {
 			bad("key-regex", "needs a capture group: the key is the first group's match")
 		}
+	}
+	if c.MaxInFlightBytes < 0 {
+		bad("max-in-flight-bytes", "must not be negative, got %d", c.MaxInFlightBytes)
 	}
 	if c.PartialLineIdle <= 0 {
 		bad("partial-line-idle", "must be positive, got %v", c.PartialLineIdle)

@@ -62,3 +62,76 @@ func TestConnectAndFileStats(t *testing.T) {
 		t.Fatalf("Connect after the agent stopped: %v, want nil", err)
 	}
 }
+
+// TestMaxInFlightBytes: with a budget of a few lines, every line of a file is still delivered
+// (the budget comes back with each acknowledgement), the bytes held never pass the budget
+// (sampled while it runs), and none are held at the end.
+func TestMaxInFlightBytes(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	line := []byte("0123456789012345678901234567890123456789012345678\n") // 50 bytes with the newline
+	data := make([]byte, 0, 2000*len(line))
+	for range 2000 {
+		data = append(data, line...)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, "beginning", dir
+	cfg.MaxInFlightBytes = 500 // ten lines of 49 bytes
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	var peak int64
+	for {
+		peak = max(peak, a.readAhead.used.Load())
+		if fs := a.FileStats(); len(fs) == 1 && fs[0].LinesAcked == 2000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file stats after 30s: %+v (held %d bytes)", a.FileStats(), a.readAhead.used.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+	if peak > 500 {
+		t.Errorf("%d bytes of lines held at once, budget 500", peak)
+	}
+	if u := a.readAhead.used.Load(); u != 0 {
+		t.Errorf("%d bytes still held after every line was acknowledged", u)
+	}
+}
+
+// TestEffectiveMaxInFlightBytes: the default follows batch.size within its bounds.
+func TestEffectiveMaxInFlightBytes(t *testing.T) {
+	for _, tc := range []struct {
+		set, batch int
+		buffer     int64
+		want       int64
+	}{
+		{0, 16384, 8 << 20, 2 << 20}, // 32 x 16 KiB = 512 KiB: the 2 MiB floor
+		{0, 1 << 20, 64 << 20, 32 << 20},
+		{0, 1 << 20, 8 << 20, 8 << 20}, // never more than buffer.memory
+		{4096, 16384, 8 << 20, 4096},
+	} {
+		cfg := Config{MaxInFlightBytes: tc.set}
+		pc := producerConfigForTest(tc.batch, tc.buffer)
+		if got := cfg.EffectiveMaxInFlightBytes(pc); got != tc.want {
+			t.Errorf("set %d, batch.size %d, buffer.memory %d: %d, want %d", tc.set, tc.batch, tc.buffer, got, tc.want)
+		}
+	}
+}

@@ -168,8 +168,12 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 // handleFileLine is the tailer's LineHandler: track the line, then send it; its callback
 // acknowledges or fails the line in its file's tracker.
 func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
+	n := int64(len(line.Data))
+	if err := a.readAhead.take(ctx, n); err != nil {
+		return err // the run is ending: the line stays unread as far as the checkpoint knows
+	}
 	la := getLineAck()
-	la.a, la.ctx, la.f, la.end = a, ctx, f, line.End
+	la.a, la.ctx, la.f, la.end, la.n = a, ctx, f, line.End, n
 	// Send calls the callback exactly once per call, so la goes back to the pool from there
 	// (except after a buffer-exhausted attempt that ctx ended: then the garbage collector has it).
 	return a.sendLine(ctx, line.Data, f.Path, la.done)
@@ -182,6 +186,7 @@ type lineAck struct {
 	ctx  context.Context
 	f    *File
 	end  int64
+	n    int64             // bytes taken from the agent's readAhead
 	done producer.Callback // la.onDelivery, bound once
 }
 
@@ -206,6 +211,7 @@ func (la *lineAck) onDelivery(_ producer.RecordMetadata, err error) {
 	if err != nil && notBuffered(err) {
 		return // sendLine offers the line again, with this same callback
 	}
+	a.readAhead.give(la.n)
 	la.release()
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {

@@ -33,12 +33,20 @@ type File struct {
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
 }
 
-// fileCounters count what happened to one followed file (or to all of them, as totals).
+// fileCounters count what happened to one followed file (or to all of them, as totals). The
+// follower's goroutine counts lines read and the producer's sender lines acknowledged, each for
+// every line: the two live on separate cache lines, or each add would take the line from the
+// other core.
 type fileCounters struct {
-	linesRead, linesAcked, linesFailed atomic.Uint64
-	truncated, split, dropped          atomic.Uint64
-	truncations                        atomic.Uint64 // copytruncate resets
+	linesRead                 atomic.Uint64
+	truncated, split, dropped atomic.Uint64
+	truncations               atomic.Uint64 // copytruncate resets
+	_                         [cacheLine]byte
+	linesAcked, linesFailed   atomic.Uint64
 }
+
+// cacheLine separates fields written by different goroutines for every line.
+const cacheLine = 64
 
 func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle chan<- struct{}, log *slog.Logger) *File {
 	f := &File{Path: path, ID: id, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle}

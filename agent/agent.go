@@ -42,6 +42,7 @@ type Stats struct {
 	BytesRead atomic.Int64
 	// Long lines of stdin, by policy (a file's are in its FileStats).
 	LinesTruncated, LinesSplit, LinesDropped atomic.Int64
+	_                                        [cacheLine]byte // read side above, delivery side below
 	LinesAcked                               atomic.Int64
 	LinesFailed                              atomic.Int64
 

@@ -639,7 +639,8 @@ func TestTailerSavesWhenCaughtUp(t *testing.T) {
 	cfg.CheckpointInterval = time.Hour
 	startTailer(t, cfg, r)
 	saved := func() int64 {
-		_, entries, err := openCheckpointStore(state)
+		// Read only: openCheckpointStore would remove the tailer's temporary file mid-write.
+		entries, err := (&checkpointStore{dir: state, path: filepath.Join(state, checkpointName)}).load()
 		if err != nil || len(entries) != 1 {
 			return -1
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -64,15 +65,17 @@ var interrupted = make(chan struct{})
 
 // proc is a started child process whose resource usage is read when it is waited for.
 type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	start  time.Time
-	stdout *tailBuffer
-	stderr *tailBuffer
-	done   chan struct{}
-	err    error
-	end    time.Time
-	usage  usage
+	name       string
+	cmd        *exec.Cmd
+	start      time.Time
+	stdout     *tailBuffer
+	stderr     *tailBuffer
+	done       chan struct{}
+	err        error
+	end        time.Time
+	usage      usage
+	hwmKiB     atomic.Int64  // the highest VmHWM sampled while it ran (see sampleHWM)
+	sampleStop chan struct{} // closed once the process was waited for
 }
 
 // usage is what getrusage(2) says about a waited-for child.
@@ -86,7 +89,7 @@ func (u usage) CPUSec() float64 { return u.UserSec + u.SysSec }
 
 // startProc starts cmd in its own process group with stdout and stderr captured (their tails).
 func startProc(name string, cmd *exec.Cmd) (*proc, error) {
-	p := &proc{name: name, cmd: cmd, stdout: newTail(64 << 10), stderr: newTail(64 << 10), done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, stdout: newTail(64 << 10), stderr: newTail(64 << 10), done: make(chan struct{}), sampleStop: make(chan struct{})}
 	if cmd.Stdout == nil {
 		cmd.Stdout = p.stdout
 	}
@@ -98,6 +101,11 @@ func startProc(name string, cmd *exec.Cmd) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start: %w", name, err)
 	}
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		p.sampleHWM()
+	}()
 	go func() {
 		p.err = cmd.Wait()
 		p.end = time.Now()
@@ -109,6 +117,12 @@ func startProc(name string, cmd *exec.Cmd) (*proc, error) {
 					MaxRSSKiB: ru.Maxrss,
 				}
 			}
+		}
+		// The last sample was taken before the exit: stop the sampler, then prefer its figure.
+		close(p.sampleStop)
+		<-sampled
+		if kb := p.hwmKiB.Load(); kb > 0 {
+			p.usage.MaxRSSKiB = kb
 		}
 		close(p.done)
 	}()
@@ -174,17 +188,41 @@ func (p *proc) exitErr() error {
 }
 
 // rssKiB reads a process's current resident set size (VmRSS) from /proc.
-func rssKiB(pid int) (int64, error) {
+func rssKiB(pid int) (int64, error) { return statusKiB(pid, "VmRSS:") }
+
+// statusKiB reads a kB field of /proc/PID/status.
+func statusKiB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, l := range bytes.Split(b, []byte("\n")) {
-		if f := strings.Fields(string(l)); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(string(l)); len(f) >= 2 && f[0] == field {
 			return strconv.ParseInt(f[1], 10, 64)
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, fmt.Errorf("no %s", field)
+}
+
+// sampleHWM keeps the highest VmHWM of the process until done closes. getrusage's ru_maxrss
+// cannot be used for a child of this harness: Go starts children with CLONE_VM, and Linux
+// carries the high-water mark of the address space a process exec'd from into its
+// ru_maxrss, so every tool's figure was at least the harness's own RSS (42.5 MiB for the
+// agent, kcat and the harness alike in one run). VmHWM belongs to the tool's own address
+// space; sampled every 10 ms, a peak reached in the last 10 ms of a run can be missed.
+func (p *proc) sampleHWM() {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if kb, err := statusKiB(p.pid(), "VmHWM:"); err == nil && kb > p.hwmKiB.Load() {
+			p.hwmKiB.Store(kb)
+		}
+		select {
+		case <-t.C:
+		case <-p.sampleStop:
+			return
+		}
+	}
 }
 
 // cpuTicks reads utime+stime of a process (any process, e.g. the broker) in seconds.

@@ -541,7 +541,7 @@ func renderMarkdown(r *Report) string {
 	if cells := r.cells("file"); len(cells) > 0 {
 		for _, c := range cells {
 			w("## The file path: %s, until every line is in Kafka\n\n", c)
-			w("Each tool reads the same file from its beginning into a new %d-partition topic with acks=all (idempotence on where the tool has it); a run ends when the topic's end offsets add up to the line count (polled every 50 ms; the agent's checkpoint must also reach the file's size), then the tool is stopped by its PID (`kcat -P -l` exits by itself). CPU and peak RSS are getrusage's for the whole process life.\n\n", p.Partitions)
+			w("Each tool reads the same file from its beginning into a new %d-partition topic with acks=all (idempotence on where the tool has it); a run ends when the topic's end offsets add up to the line count (polled every 50 ms; the agent's checkpoint must also reach the file's size), then the tool is stopped by its PID (`kcat -P -l` exits by itself). CPU is getrusage's for the whole process life, peak RSS the highest VmHWM sampled every 10 ms.\n\n", p.Partitions)
 			w("| tool | lines/s | MiB/s | CPU s | CPU µs/line | peak RSS MiB | broker CPU s | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
 			for _, t := range r.tools("file") {
 				s := r.summary("file", t, c)
@@ -719,8 +719,10 @@ const methodText = "## Method\n\n" +
 	"(inotify) into omkafka with the same librdkafka properties as kcat (`confParam`) and `request.required.acks=-1` (`topicConfParam`), " +
 	"template `%msg%` (the line only), `partitions.auto=\"on\"`. No network input is loaded: nothing listens.\n\n" +
 	"**Measurement.** Each tool runs as a child process in its own process group; wall time is from its start to its exit (or until the topic " +
-	"holds every line); CPU seconds are user+system and peak RSS is ru_maxrss, both from getrusage of the waited-for child (for " +
-	"ProducerPerformance that is the JVM, which `broker.sh java` execs). Broker CPU is the broker JVM's utime+stime over the run. Every run is " +
+	"holds every line); CPU seconds are user+system from getrusage of the waited-for child (for " +
+	"ProducerPerformance that is the JVM, which `broker.sh java` execs); peak RSS is the highest VmHWM of the child's /proc status, sampled " +
+	"every 10 ms (getrusage's ru_maxrss of a child started with CLONE_VM, as Go starts them, includes the harness's own RSS: it put a floor " +
+	"of about 40 MiB under every tool until 2026-11-30). Broker CPU is the broker JVM's utime+stime over the run. Every run is " +
 	"checked: the topic's end offsets must add up to exactly the records sent (no loss, no duplicates), else the run counts as failed and is " +
 	"left out of the medians. Everything listens on 127.0.0.1 and every process is stopped by its PID.\n\n" +
 	"**Caveats.** The broker, the tool under test and the harness share the machine's cores, so a tool's own CPU use slows the broker: " +

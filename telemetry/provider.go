@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -279,7 +280,7 @@ func newMetricReader(ctx context.Context, hist *Histograms) (sdkmetric.Reader, e
 	// added to a list the user set.
 	autoexportMu.Lock()
 	defer autoexportMu.Unlock()
-	autoexportHist = hist
+	autoexportHist.Store(hist)
 	if list := os.Getenv(metricsProducersEnv); list != "" &&
 		!slices.Contains(strings.Split(list, ","), autoexportProducer) {
 		if err := os.Setenv(metricsProducersEnv, list+","+autoexportProducer); err != nil {
@@ -294,14 +295,20 @@ const (
 	autoexportProducer  = "kafkatrail"
 )
 
-// autoexportHist is the Histograms of the Setup that is building autoexport's reader.
+// autoexportHist is the Histograms of the Setup that is building autoexport's reader;
+// autoexportMu keeps two Setups from building theirs at once.
 var (
 	autoexportMu   sync.Mutex
-	autoexportHist *Histograms
+	autoexportHist atomic.Pointer[Histograms]
 )
 
 func init() {
-	factory := func(context.Context) (sdkmetric.Producer, error) { return autoexportHist, nil }
+	factory := func(context.Context) (sdkmetric.Producer, error) {
+		if h := autoexportHist.Load(); h != nil {
+			return h, nil
+		}
+		return NewHistograms(), nil // autoexport called outside Setup: nothing of ours to add
+	}
 	autoexport.RegisterMetricProducer(autoexportProducer, factory)
 	autoexport.WithFallbackMetricProducer(factory)
 }

@@ -167,7 +167,10 @@ func TestStopUnderBackpressure(t *testing.T) {
 	lf := newLineFile(t, path)
 	lf.write(1000)
 	rd := b.reader()
-	args := tailArgs(b.bootstrap(), topic, path, state, "-X", "buffer.memory=4194304", "-X", "max.block.ms=1000")
+	// --max-in-flight-bytes above buffer.memory: the producer's buffer, not the file read-ahead
+	// (whose default stops reading at 2 MiB here), is what fills while the broker is cut off.
+	args := tailArgs(b.bootstrap(), topic, path, state, "-X", "buffer.memory=4194304", "-X", "max.block.ms=1000",
+		"--max-in-flight-bytes", "16777216")
 	a := startAgent(t, nil, nil, args...)
 	rd.watch(t, topic).waitAtLeast(1000, time.Minute, a) // flowing before the cut
 	b.addToxic(t, `{"name":"bh_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)

@@ -92,12 +92,9 @@ type RecordTiming struct {
 // deallocated; an Observer's BatchDone may use it.
 func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 	return func(yield func(int, RecordTiming) bool) {
-		traces := b.traces
+		traces := traceCursor(b.traces)
 		for i := range b.thunks {
-			rt := RecordTiming{Sent: time.Unix(0, b.thunks[i].sent), Offset: -1}
-			if len(traces) > 0 && traces[0].index == i {
-				rt.Traced, traces = true, traces[1:]
-			}
+			rt := RecordTiming{Sent: time.Unix(0, b.thunks[i].sent), Traced: traces.at(i) != nil, Offset: -1}
 			if b.appendedAt != nil && b.appendedAt[i] != 0 {
 				rt.Appended = time.Unix(0, b.appendedAt[i])
 			}
@@ -117,13 +114,9 @@ func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 // batch is deallocated; an Observer's BatchDone may use it.
 func (b *ProducerBatch) SentNanos() iter.Seq2[int64, bool] {
 	return func(yield func(int64, bool) bool) {
-		traces := b.traces
+		traces := traceCursor(b.traces)
 		for i := range b.thunks {
-			traced := len(traces) > 0 && traces[0].index == i
-			if traced {
-				traces = traces[1:]
-			}
-			if !yield(b.thunks[i].sent, traced) {
+			if !yield(b.thunks[i].sent, traces.at(i) != nil) {
 				return
 			}
 		}

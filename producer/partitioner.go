@@ -73,12 +73,6 @@ func newStickyPartitioner(batchSize int) *stickyPartitioner {
 	return &stickyPartitioner{batchSize: batchSize, topics: make(map[string]*stickyTopic)}
 }
 
-// partition returns the sticky partition for topic and accounts size bytes to it. available lists
-// partitions with a known leader; when empty, any of numPartitions is used.
-func (s *stickyPartitioner) partition(topic string, size int, available []int32, numPartitions int) int32 {
-	return s.partitionOf(s.topic(topic), size, available, numPartitions)
-}
-
 // topic returns topic's sticky state; it stays the topic's for the partitioner's life, so the
 // producer may keep it.
 func (s *stickyPartitioner) topic(topic string) *stickyTopic {
@@ -92,7 +86,8 @@ func (s *stickyPartitioner) topic(topic string) *stickyTopic {
 	return st
 }
 
-// partitionOf is partition for a topic's state st.
+// partitionOf returns the sticky partition of the topic whose state is st and accounts size bytes
+// to it. available lists partitions with a known leader; when empty, any of numPartitions is used.
 func (s *stickyPartitioner) partitionOf(st *stickyTopic, size int, available []int32, numPartitions int) int32 {
 	if numPartitions == 1 {
 		return 0 // no choice to make, and nothing to account for one

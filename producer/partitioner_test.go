@@ -62,20 +62,20 @@ func TestToPositiveClearsSignBit(t *testing.T) {
 func TestStickyPartitionerSticksThenSwitches(t *testing.T) {
 	s := newStickyPartitioner(1000)
 	available := []int32{0, 1, 2, 3}
-	first := s.partition("t", 100, available, 4)
+	first := s.partitionOf(s.topic("t"), 100, available, 4)
 	// 1000 bytes in 100-byte records stay on one partition.
 	for i := 1; i < 10; i++ {
-		if p := s.partition("t", 100, available, 4); p != first {
+		if p := s.partitionOf(s.topic("t"), 100, available, 4); p != first {
 			t.Fatalf("record %d went to %d, want the sticky %d", i, p, first)
 		}
 	}
 	// The next record crosses batch.size: it must move to another partition.
-	if p := s.partition("t", 100, available, 4); p == first {
+	if p := s.partitionOf(s.topic("t"), 100, available, 4); p == first {
 		t.Fatalf("after batch.size bytes the partition stayed %d", p)
 	}
 	// Topics are independent; only available partitions are chosen.
 	for i := 0; i < 200; i++ {
-		if p := s.partition("other", 600, []int32{2}, 4); p != 2 {
+		if p := s.partitionOf(s.topic("other"), 600, []int32{2}, 4); p != 2 {
 			t.Fatalf("only partition 2 is available, got %d", p)
 		}
 	}
@@ -86,7 +86,7 @@ func TestStickyPartitionerSpreadsUniformly(t *testing.T) {
 	available := []int32{0, 1, 2}
 	seen := map[int32]int{}
 	for i := 0; i < 3000; i++ {
-		seen[s.partition("t", 100, available, 3)]++
+		seen[s.partitionOf(s.topic("t"), 100, available, 3)]++
 	}
 	for _, p := range available {
 		if seen[p] < 500 {

@@ -127,17 +127,10 @@ type histSeries struct {
 // record adds one duration. ctx carries the span context an exemplar links to.
 func (s *histSeries) record(ctx context.Context, d time.Duration) {
 	ns := int64(d)
-	// Buckets are upper-inclusive, as OpenTelemetry's explicit-bucket histograms are.
-	i := 0
-	for i < len(s.h.boundsNs) && ns > s.h.boundsNs[i] {
-		i++
-	}
+	i := bucketOf(s.h.boundsNs, ns)
 	s.counts[i].Add(1)
 	s.sumNs.Add(ns)
-	for v := s.min.Load(); ns < v && !s.min.CompareAndSwap(v, ns); v = s.min.Load() {
-	}
-	for v := s.max.Load(); ns > v && !s.max.CompareAndSwap(v, ns); v = s.max.Load() {
-	}
+	s.extremes(ns, ns)
 	switch s.h.owner.exemplar {
 	case exemplarsAlwaysOff:
 		return
@@ -181,11 +174,7 @@ func (s *histSeries) newBatch() durationBatch {
 }
 
 func (db *durationBatch) add(ns int64) {
-	i := 0
-	for i < len(db.bounds) && ns > db.bounds[i] {
-		i++
-	}
-	db.counts[i]++
+	db.counts[bucketOf(db.bounds, ns)]++
 	db.sum += ns
 	db.min = min(db.min, ns)
 	db.max = max(db.max, ns)
@@ -204,9 +193,24 @@ func (s *histSeries) addBatch(db *durationBatch) {
 		}
 	}
 	s.sumNs.Add(db.sum)
-	for v := s.min.Load(); db.min < v && !s.min.CompareAndSwap(v, db.min); v = s.min.Load() {
+	s.extremes(db.min, db.max)
+}
+
+// bucketOf is the index of the bucket ns falls in: buckets are upper-inclusive, as
+// OpenTelemetry's explicit-bucket histograms are, and the last one is above every bound.
+func bucketOf(bounds []int64, ns int64) int {
+	i := 0
+	for i < len(bounds) && ns > bounds[i] {
+		i++
 	}
-	for v := s.max.Load(); db.max > v && !s.max.CompareAndSwap(v, db.max); v = s.max.Load() {
+	return i
+}
+
+// extremes lowers the series' minimum to lo and raises its maximum to hi where they pass them.
+func (s *histSeries) extremes(lo, hi int64) {
+	for v := s.min.Load(); lo < v && !s.min.CompareAndSwap(v, lo); v = s.min.Load() {
+	}
+	for v := s.max.Load(); hi > v && !s.max.CompareAndSwap(v, hi); v = s.max.Load() {
 	}
 }
 

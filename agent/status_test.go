@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -11,26 +12,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// TestConnectAndFileStats: Connect fetches the topic's metadata before any line; FileStats
-// shows the followed file while RunTail runs; Connect after the agent stopped is not an error.
-func TestConnectAndFileStats(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "logs"))
+// newFileAgent builds an agent following a new file holding data, from its beginning, into the
+// topic "logs" of a kfake cluster with that many partitions; mutate adjusts the configuration.
+func newFileAgent(t *testing.T, partitions int32, data []byte, mutate func(*Config)) (*Agent, string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "logs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "app.log")
-	if err := os.WriteFile(path, []byte("one\ntwo\nthree\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
 	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, "beginning", dir
-	cfg.Producer["max.block.ms"] = "2000"
+	mutate(&cfg)
 	a, err := New(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a, path
+}
+
+// TestConnectAndFileStats: Connect fetches the topic's metadata before any line; FileStats
+// shows the followed file while RunTail runs; Connect after the agent stopped is not an error.
+func TestConnectAndFileStats(t *testing.T) {
+	a, path := newFileAgent(t, 1, []byte("one\ntwo\nthree\n"), func(cfg *Config) { cfg.Producer["max.block.ms"] = "2000" })
 	if fs := a.FileStats(); fs != nil {
 		t.Fatalf("FileStats before RunTail: %+v", fs)
 	}
@@ -67,28 +76,8 @@ func TestConnectAndFileStats(t *testing.T) {
 // (the budget comes back with each acknowledgement), the bytes held never pass the budget
 // (sampled while it runs), and none are held at the end.
 func TestMaxInFlightBytes(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "logs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	line := []byte("0123456789012345678901234567890123456789012345678\n") // 50 bytes with the newline
-	data := make([]byte, 0, 2000*len(line))
-	for range 2000 {
-		data = append(data, line...)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, "beginning", dir
-	cfg.MaxInFlightBytes = 500 // ten lines of 49 bytes
-	a, err := New(cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	line := []byte("0123456789012345678901234567890123456789012345678\n")                                  // 50 bytes with the newline
+	a, _ := newFileAgent(t, 3, bytes.Repeat(line, 2000), func(cfg *Config) { cfg.MaxInFlightBytes = 500 }) // ten lines of 49 bytes
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()

@@ -233,7 +233,8 @@ func NewTailer(cfg TailerConfig, handle LineHandler, log *slog.Logger) (*Tailer,
 // Run discovers and follows files until ctx ends, saving the checkpoints every
 // CheckpointInterval, and soon after a file's last line in flight is acknowledged (a file
 // shipped to its end is saved within a tenth of the interval, not up to a whole one later; a
-// trickle of single lines saves at most ten times an interval). It then stops reading, waits for every follower goroutine to exit, saves
+// trickle of single lines saves at most ten times per interval). It then stops reading, waits
+// for every follower goroutine to exit, saves
 // the checkpoints once more and returns nil; the offsets keep moving as acknowledgements arrive,
 // so the caller saves again after the producer flushed. A handler error (other than from the
 // context's end) stops everything and is returned. Run may be called once.
@@ -254,7 +255,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 		save.Stop()
 	}
 	var saveErr string
+	var lastSave time.Time
 	saveNow := func() {
+		lastSave = time.Now()
 		// A failing disk would log every second: log when the error changes.
 		err := t.SaveCheckpoints()
 		if msg := fmt.Sprint(err); err != nil && msg != saveErr {
@@ -265,7 +268,6 @@ func (t *Tailer) Run(ctx context.Context) error {
 		}
 	}
 	idleGap := max(t.cfg.CheckpointInterval/10, time.Millisecond)
-	var lastSave time.Time
 	soon := time.NewTimer(time.Hour)
 	soon.Stop()
 	defer soon.Stop()
@@ -292,7 +294,6 @@ func (t *Tailer) Run(ctx context.Context) error {
 			t.scan(ctx)
 		case <-save.C:
 			saveNow()
-			lastSave = time.Now()
 		case <-idle:
 			if wait := idleGap - time.Since(lastSave); wait > 0 {
 				if !soonArmed {
@@ -302,11 +303,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 				continue
 			}
 			saveNow()
-			lastSave = time.Now()
 		case <-soon.C:
 			soonArmed = false
 			saveNow()
-			lastSave = time.Now()
 		}
 	}
 }

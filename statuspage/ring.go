@@ -152,9 +152,16 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 		stages := r.pending[s.SpanContext().SpanID()]
 		delete(r.pending, s.SpanContext().SpanID())
 		t.Stages = make([]Stage, len(stages))
+		var request Stage // the last doSend: its node is also its attempt's later stages'
 		for i, st := range stages {
 			st.stage.StartUS = micros(st.start.Sub(t.Start))
 			st.stage.DurationUS = micros(st.end.Sub(st.start))
+			if st.stage.Node != nil {
+				request = st.stage
+			} else if (st.stage.Name == telemetry.SpanCompletedSend || st.stage.Name == telemetry.SpanCompletedReceive) &&
+				request.Node != nil && st.stage.Attempt == request.Attempt {
+				st.stage.Node = request.Node
+			}
 			t.Stages[i] = st.stage
 			if st.correlation >= 0 && st.stage.Node != nil {
 				t.Request = strconv.FormatInt(*st.stage.Node, 10) + "/" + strconv.FormatInt(st.correlation, 10)

@@ -37,7 +37,7 @@ func fakeSend(tr trace.Tracer, topic string, start time.Time, d time.Duration, p
 		if i >= 1 && i <= 4 {
 			attrs = append(attrs, attribute.Int(telemetry.AttrAttempt, 1))
 		}
-		if i >= 2 && i <= 4 {
+		if i == 2 { // doSend carries its request's attributes, as the observer makes it
 			attrs = append(attrs, attribute.Int(telemetry.AttrNodeID, 0), attribute.Int(telemetry.AttrCorrelationID, 7))
 		}
 		_, s := tr.Start(ctx, name, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
@@ -71,8 +71,10 @@ func TestRingKeepsTheWaterfall(t *testing.T) {
 			t.Errorf("stage %d: %+v, want %s at +%dµs for 1000µs", i, s, sixStages[i], 1000*i)
 		}
 	}
-	if s := tc.Stages[2]; s.Attempt != 1 || s.Node == nil || *s.Node != 0 {
-		t.Errorf("doSend %+v: want attempt 1 on node 0", s)
+	for _, s := range tc.Stages[2:5] { // completedSend and completedReceive: doSend's node
+		if s.Attempt != 1 || s.Node == nil || *s.Node != 0 {
+			t.Errorf("%s %+v: want attempt 1 on node 0", s.Name, s)
+		}
 	}
 	if s := tc.Stages[0]; s.Attempt != 0 || s.Node != nil {
 		t.Errorf("append %+v: want no attempt or node", s)

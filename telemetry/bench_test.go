@@ -2,10 +2,15 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkatrail/kafkatrail/producer"
 )
@@ -19,6 +24,17 @@ func (discardProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
 func (discardProcessor) Shutdown(context.Context) error                  { return nil }
 func (discardProcessor) ForceFlush(context.Context) error                { return nil }
 
+// marshalClient is an OTLP client that serialises each export as the gRPC client does and
+// sends it nowhere: with it the otlptrace exporter costs what it costs, minus the transport.
+type marshalClient struct{}
+
+func (marshalClient) Start(context.Context) error { return nil }
+func (marshalClient) Stop(context.Context) error  { return nil }
+func (marshalClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
+	_, err := proto.Marshal(&colltrace.ExportTraceServiceRequest{ResourceSpans: rs})
+	return err
+}
+
 // BenchmarkSendTracing measures Send to acknowledgement of 100-byte records against an
 // in-process kfake broker, without telemetry and with the observer at three sampling ratios:
 //
@@ -26,7 +42,8 @@ func (discardProcessor) ForceFlush(context.Context) error                { retur
 //
 // allocs/op counts every allocation of the process per record: the producer's, the sender's
 // and kfake's, amortised over flushes of 1000 records; the differences between sub-benchmarks
-// are what telemetry costs. "off" is the observer with metrics and no tracing; an unsampled
+// are what telemetry costs ("+export" adds the OTLP exporter: spans transformed and
+// serialised, not sent). "off" is the observer with metrics and no tracing; an unsampled
 // record allocates nothing for tracing (TestUnsampledRecordIsUntouched pins it to zero).
 func BenchmarkSendTracing(b *testing.B) {
 	for _, bc := range []struct {
@@ -38,6 +55,8 @@ func BenchmarkSendTracing(b *testing.B) {
 		{"off", true, nil},
 		{"1%", true, newParentRatio(0.01)}, // what Setup builds
 		{"100%", true, sdktrace.AlwaysSample()},
+		{"1%+export", true, newParentRatio(0.01)},
+		{"100%+export", true, sdktrace.AlwaysSample()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := newKfake(b, "bench")
@@ -46,6 +65,7 @@ func BenchmarkSendTracing(b *testing.B) {
 			cfg.LingerMs = 1000     // batches go at each Flush, not while the loop appends
 			cfg.BatchSize = 1 << 20 // and never fill up in between
 			var opts []producer.Option
+			var exported *exportProcessor
 			if bc.observe {
 				hist := NewHistograms() // as Setup builds it
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))))
@@ -54,9 +74,22 @@ func BenchmarkSendTracing(b *testing.B) {
 				if s == nil {
 					s = sdktrace.NeverSample()
 				}
-				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(s)), sdktrace.WithSpanProcessor(discardProcessor{}))
+				var sink sdktrace.SpanProcessor = discardProcessor{}
+				if strings.HasSuffix(bc.name, "+export") {
+					// What Setup builds, with a limit nothing reaches: every span is exported.
+					ep := newExportProcessor(otlptrace.NewUnstarted(marshalClient{}), 1<<24, exportOptionsFromEnv(), nil)
+					defer func() {
+						_ = ep.Shutdown(context.Background())
+						if ep.Dropped() > 0 {
+							b.Fatalf("%d spans dropped", ep.Dropped())
+						}
+					}()
+					exported = ep
+					sink = ep
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(s)), sdktrace.WithSpanProcessor(sink))
 				defer tp.Shutdown(context.Background())
-				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: discardProcessor{}, Histograms: hist})
+				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: sink, Histograms: hist})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -92,6 +125,12 @@ func BenchmarkSendTracing(b *testing.B) {
 					if err := p.Flush(ctx); err != nil {
 						b.Fatal(err)
 					}
+				}
+			}
+			if exported != nil {
+				// The export goroutine's work is part of the cost: wait for it.
+				if err := exported.ForceFlush(ctx); err != nil {
+					b.Fatal(err)
 				}
 			}
 			b.StopTimer()

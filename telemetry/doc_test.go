@@ -56,8 +56,9 @@ func renderDoc() string {
 	}
 	p("\n`%s`, `%s`, `%s` and `%s` repeat for every attempt of a retried batch, each with `%s`.\n",
 		SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, AttrAttempt)
-	p("The request stages carry `%s`, `%s`, `%s`, `%s`, `%s`, `%s`; a failed attempt\n",
-		AttrNodeID, AttrMessagingPartitionID, AttrMessagingBatchCount, AttrBatchBytes, AttrCorrelationID, AttrAPIVersion)
+	p("An attempt's `%s` carries its request's `%s`, `%s`, `%s`, `%s`, `%s` (the `%s` and `%s`\n",
+		SpanDoSend, AttrNodeID, AttrMessagingBatchCount, AttrBatchBytes, AttrCorrelationID, AttrAPIVersion, SpanCompletedSend, SpanCompletedReceive)
+	p("after it are the same request's; every attribute is paid for in each export); a failed attempt's `%s`\n", SpanCompletedReceive)
 	p("has `%s` (the Kafka error's name, e.g. `NOT_LEADER_OR_FOLLOWER`) and an error status. The `send` span has\n", AttrErrorType)
 	p("`%s`, `%s`, `%s`, `%s`, `%s`, `%s`, `%s`,\n", AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType,
 		AttrMessagingDestinationName, AttrMessagingPartitionID, AttrMessagingKafkaOffset, AttrMessagingClientID)

@@ -41,9 +41,8 @@ func TestSpanQueueDropsInsteadOfBlocking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bsp := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking(), sdktrace.WithMaxQueueSize(4),
-		sdktrace.WithMaxExportBatchSize(1), sdktrace.WithBatchTimeout(time.Millisecond))
-	q := newDroppingProcessor(bsp, 8, dropped)
+	const limit = 8
+	q := newExportProcessor(exp, limit, exportOptions{batch: 1, delay: time.Millisecond, timeout: time.Hour}, dropped)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(q))
 	tr := tp.Tracer("test")
 
@@ -61,9 +60,9 @@ func TestSpanQueueDropsInsteadOfBlocking(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ending spans blocked behind a stuck exporter")
 	}
-	// At most the export in progress, the batch processor's queue and ours are held.
-	if got := q.Dropped(); got < n-20 {
-		t.Fatalf("%d of %d spans dropped, want all but the few the queues hold", got, n)
+	// The export in progress and the queue hold limit spans together.
+	if got := q.Dropped(); got != n-limit {
+		t.Fatalf("%d of %d spans dropped, want all but the %d the processor holds", got, n, limit)
 	}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

@@ -68,8 +68,9 @@ type Config struct {
 	TraceHeader string
 	// ClientID is messaging.client.id on send spans.
 	ClientID string
-	// SpanQueueSize bounds the spans waiting for export; beyond it spans are dropped and
-	// counted (kafkatrail.telemetry.spans.dropped). Zero means DefaultSpanQueueSize.
+	// SpanQueueSize bounds the spans waiting for export or being exported; beyond it spans
+	// are dropped and counted (kafkatrail.telemetry.spans.dropped). Zero means
+	// OTEL_BSP_MAX_QUEUE_SIZE if set, else DefaultSpanQueueSize.
 	SpanQueueSize int
 	// ShutdownTimeout bounds Shutdown when its context has no earlier deadline. Zero means
 	// DefaultShutdownTimeout.
@@ -103,7 +104,7 @@ type Provider struct {
 	mp        metric.MeterProvider
 	sdkTP     *sdktrace.TracerProvider // nil when traces are off
 	sdkMP     *sdkmetric.MeterProvider // nil when metrics are off
-	spans     *droppingProcessor
+	spans     *exportProcessor
 	observer  *ProducerObserver
 	agent     *AgentMetrics
 	shutdownT time.Duration
@@ -184,11 +185,12 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		if !autoexport.IsNoneSpanExporter(exp) {
 			size := cfg.SpanQueueSize
 			if size <= 0 {
+				size = envPositive("OTEL_BSP_MAX_QUEUE_SIZE")
+			}
+			if size <= 0 {
 				size = DefaultSpanQueueSize
 			}
-			// The batch processor blocks only the queue's goroutine; its own queue stays small.
-			bsp := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking())
-			p.spans = newDroppingProcessor(bsp, size, dropped)
+			p.spans = newExportProcessor(exp, size, exportOptionsFromEnv(), dropped)
 			opts = append(opts, sdktrace.WithSpanProcessor(p.spans))
 		}
 		if cfg.ExtraSpanProcessor != nil {
@@ -394,6 +396,28 @@ func (f fanOutProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) 
 
 func (f fanOutProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	for _, p := range f {
+		p.OnEnd(s)
+	}
+}
+
+func (f fanOutProcessor) OnEndSpans(spans []sdktrace.ReadOnlySpan) {
+	for _, p := range f {
+		endSpans(p, spans)
+	}
+}
+
+// spansEnder is a span processor that takes several ended spans in one call.
+type spansEnder interface {
+	OnEndSpans(spans []sdktrace.ReadOnlySpan)
+}
+
+// endSpans hands spans to p, in one call if p takes them so.
+func endSpans(p sdktrace.SpanProcessor, spans []sdktrace.ReadOnlySpan) {
+	if e, ok := p.(spansEnder); ok {
+		e.OnEndSpans(spans)
+		return
+	}
+	for _, s := range spans {
 		p.OnEnd(s)
 	}
 }

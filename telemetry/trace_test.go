@@ -149,15 +149,21 @@ func testTraceSuccess(t *testing.T, h *harness) {
 	if parent.Status().Code == codes.Error {
 		t.Fatalf("send span status %v", parent.Status())
 	}
-	for _, s := range children[2:5] {
+	for _, s := range children[1:5] {
 		wantAttr(t, s, AttrAttempt, int64(1))
-		wantAttr(t, s, AttrNodeID, int64(0))
-		wantAttr(t, s, AttrMessagingBatchCount, int64(1))
-		wantAttr(t, s, AttrMessagingPartitionID, "0")
-		for _, k := range []string{AttrCorrelationID, AttrAPIVersion, AttrBatchBytes} {
-			if _, ok := attrOf(s, k); !ok {
-				t.Fatalf("%s has no %s", s.Name(), k)
-			}
+	}
+	// The request's attributes are on its doSend only.
+	doSend := children[2]
+	wantAttr(t, doSend, AttrNodeID, int64(0))
+	wantAttr(t, doSend, AttrMessagingBatchCount, int64(1))
+	for _, k := range []string{AttrCorrelationID, AttrAPIVersion, AttrBatchBytes} {
+		if _, ok := attrOf(doSend, k); !ok {
+			t.Fatalf("%s has no %s", doSend.Name(), k)
+		}
+	}
+	for _, s := range children[3:5] {
+		if n := len(s.Attributes()); n != 1 {
+			t.Fatalf("%s has %d attributes %v, want only %s", s.Name(), n, s.Attributes(), AttrAttempt)
 		}
 	}
 

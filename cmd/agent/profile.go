@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // startProfile writes a CPU profile to $KAFKATRAIL_CPUPROFILE while the agent runs, and the
-// allocations since start to $KAFKATRAIL_MEMPROFILE when it stops, for `go tool pprof`; it
-// returns the function that stops them. Without the variables it does nothing.
+// allocations since start to $KAFKATRAIL_MEMPROFILE when it stops, for `go tool pprof`, and an
+// execution trace to $KAFKATRAIL_EXECTRACE, for `go tool trace` (where goroutines wait, which a
+// CPU profile cannot show); it returns the function that stops them. Without the variables it
+// does nothing.
 func startProfile() func() {
 	stopCPU := func() {}
 	if path := os.Getenv("KAFKATRAIL_CPUPROFILE"); path != "" {
@@ -24,9 +27,24 @@ func startProfile() func() {
 			}
 		}
 	}
+	stopTrace := func() {}
+	if path := os.Getenv("KAFKATRAIL_EXECTRACE"); path != "" {
+		if f, err := os.Create(path); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_EXECTRACE: %v\n", err)
+		} else if err := trace.Start(f); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_EXECTRACE: %v\n", err)
+			f.Close()
+		} else {
+			stopTrace = func() {
+				trace.Stop()
+				f.Close()
+			}
+		}
+	}
 	mem := os.Getenv("KAFKATRAIL_MEMPROFILE")
 	return func() {
 		stopCPU()
+		stopTrace()
 		if mem == "" {
 			return
 		}

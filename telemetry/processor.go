@@ -32,7 +32,7 @@ const (
 //     ~40,000 spans a second, and a wakeup per span (the SDK's queue channel, which this
 //     processor used to feed through a queue of its own) was a large part of tracing's cost.
 //
-// Spans are exported when a batch is full, every delay, at ForceFlush and at Shutdown.
+// Spans are exported when a batch is queued, every delay, at ForceFlush and at Shutdown.
 type exportProcessor struct {
 	exp     sdktrace.SpanExporter
 	limit   int // spans held: queued and being exported
@@ -42,8 +42,9 @@ type exportProcessor struct {
 
 	mu        sync.Mutex
 	queue     []sdktrace.ReadOnlySpan
-	exporting int  // spans taken by the export in progress
-	kicked    bool // a full batch was signalled and not yet taken
+	spare     []sdktrace.ReadOnlySpan // the last export's slice, emptied, for the next queue
+	exporting int                     // spans taken by the export in progress
+	kicked    bool                    // a full batch was signalled and not yet taken
 	closed    bool
 
 	kick    chan struct{} // capacity 1: a full batch is waiting
@@ -116,58 +117,49 @@ func (p *exportProcessor) run() {
 	for {
 		select {
 		case <-p.kick:
-			p.export(false)
+			p.export()
 		case <-timer.C:
-			p.export(true)
+			p.export()
 			timer.Reset(p.delay)
 		case ack := <-p.flushes:
-			p.export(true)
+			p.export()
 			close(ack)
 		case <-p.stop:
-			p.export(true)
+			p.export()
 			return
 		}
 	}
 }
 
-// export sends the queued spans to the exporter in batches: all of them, or, when all is
-// false, the full batches only.
-func (p *exportProcessor) export(all bool) {
-	var spans []sdktrace.ReadOnlySpan
-	for {
-		p.mu.Lock()
-		p.exporting = 0
-		n := len(p.queue)
-		if !all {
-			n -= n % p.batch
-		}
-		n = min(n, p.batch)
-		if n > 0 && p.exportCtx.Err() != nil {
-			// Shutdown gave up waiting: what is left goes unexported, reported once.
-			otel.Handle(fmt.Errorf("telemetry: %d spans not exported: shutdown deadline passed", len(p.queue)))
-			clear(p.queue)
-			p.queue = p.queue[:0]
-			n = 0
-		}
-		if n == 0 {
-			p.kicked = false
-			p.mu.Unlock()
-			clear(spans[:cap(spans)])
-			return
-		}
-		spans = append(spans[:0], p.queue[:n]...)
-		rest := copy(p.queue, p.queue[n:])
-		clear(p.queue[rest:])
-		p.queue = p.queue[:rest]
-		p.exporting = n
-		p.mu.Unlock()
+// export takes every queued span and sends them to the exporter in batches. The queue and a
+// spare slice swap places: spans ended meanwhile go into the spare, nothing is copied.
+func (p *exportProcessor) export() {
+	p.mu.Lock()
+	spans := p.queue
+	p.queue, p.spare = p.spare[:0], nil
+	p.exporting = len(spans)
+	p.kicked = false
+	p.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
-		if err := p.exp.ExportSpans(ctx, spans); err != nil {
-			otel.Handle(err)
+	if p.exportCtx.Err() != nil && len(spans) > 0 {
+		// Shutdown gave up waiting: what is left goes unexported, reported once.
+		otel.Handle(fmt.Errorf("telemetry: %d spans not exported: shutdown deadline passed", len(spans)))
+	} else {
+		for rest := spans; len(rest) > 0; {
+			n := min(len(rest), p.batch)
+			ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
+			if err := p.exp.ExportSpans(ctx, rest[:n]); err != nil {
+				otel.Handle(err)
+			}
+			cancel()
+			rest = rest[n:]
 		}
-		cancel()
 	}
+	clear(spans)
+	p.mu.Lock()
+	p.exporting = 0
+	p.spare = spans[:0]
+	p.mu.Unlock()
 }
 
 // OnStart does nothing: only ended spans are exported.

@@ -227,14 +227,15 @@ func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partit
 func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
 	key, value []byte, headers []kmsg.Header, cb Callback, maxBlockDeadline time.Time, now time.Time,
 ) (AppendResult, error) {
-	return a.AppendTraced(ctx, tp, timestamp, key, value, headers, cb, nil, maxBlockDeadline, now)
+	return a.AppendTraced(ctx, tp, timestamp, key, value, headers, cb, 0, nil, maxBlockDeadline, now)
 }
 
-// AppendTraced is Append for a record sampled for tracing: trace travels with the record in its
-// batch and is told when the record completes. A nil trace is Append. now is taken as the
+// AppendTraced is Append with the record's tag (handed back to cb in RecordMetadata.Tag) and,
+// for a record sampled for tracing, its trace, which travels with the record in its batch and
+// is told when the record completes. A nil trace and a zero tag is Append. now is taken as the
 // moment Send was called, for the end-to-end latency.
 func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
-	key, value []byte, headers []kmsg.Header, cb Callback, trace RecordTrace, maxBlockDeadline time.Time, now time.Time,
+	key, value []byte, headers []kmsg.Header, cb Callback, tag int64, trace RecordTrace, maxBlockDeadline time.Time, now time.Time,
 ) (AppendResult, error) {
 	// Counted so AbortIncompleteBatches can wait out appends that passed the closed check.
 	a.appendsInProgress.Add(1)
@@ -246,7 +247,7 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 		timestamp = now
 	}
 	ts := timestamp.UnixMilli()
-	t := thunk{cb: cb, sent: now.UnixNano(), keySize: -1, valueSize: -1}
+	t := thunk{cb: cb, tag: tag, sent: now.UnixNano(), keySize: -1, valueSize: -1}
 	if key != nil {
 		t.keySize = int32(len(key))
 	}

@@ -21,13 +21,17 @@ import (
 // sender), so it must be quick and must not block on the producer.
 type Callback func(RecordMetadata, error)
 
-// RecordMetadata describes a record after the broker answered for it. On failure Offset is -1,
-// Timestamp is zero and the sizes are -1, as the Java client reports a failed record.
+// RecordMetadata describes a record after the broker answered for it. On failure Offset is -1
+// and Timestamp is zero, as the Java client reports a failed record (which also reports -1
+// sizes: here they are the record's either way, for a caller that accounts bytes in flight).
 type RecordMetadata struct {
 	Topic     string
 	Partition int32
 	// Offset is the record's offset in the partition, -1 when unknown.
 	Offset int64
+	// Tag is the record's Tag, as the caller gave it: one Callback can then serve many records
+	// without a closure (an allocation) per record.
+	Tag int64
 	// Timestamp is the broker's log append time when the topic uses it, else the record's
 	// create time.
 	Timestamp time.Time
@@ -76,6 +80,7 @@ const (
 // time) and appendedAt (only when the observer may trace any record at completion).
 type thunk struct {
 	cb        Callback
+	tag       int64 // the caller's, handed back in RecordMetadata.Tag
 	sent      int64 // when Send handed the record over, Unix ns: end-to-end latency
 	keySize   int32
 	valueSize int32
@@ -437,6 +442,7 @@ func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
 			Topic:               b.TopicPartition.Topic,
 			Partition:           b.TopicPartition.Partition,
 			Offset:              -1,
+			Tag:                 t.tag,
 			SerializedKeySize:   int(t.keySize),
 			SerializedValueSize: int(t.valueSize),
 		}
@@ -489,8 +495,9 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 			Topic:               b.TopicPartition.Topic,
 			Partition:           b.TopicPartition.Partition,
 			Offset:              -1,
-			SerializedKeySize:   -1,
-			SerializedValueSize: -1,
+			Tag:                 t.tag,
+			SerializedKeySize:   int(t.keySize),
+			SerializedValueSize: int(t.valueSize),
 		}
 		if t.cb != nil {
 			t.cb(md, err)

@@ -118,7 +118,7 @@ func buildBatch(t *testing.T, codec Codec, recs []testRecord, cb Callback) *Prod
 	}
 	b := newBatch(testTP, make([]byte, 0, size), codec, time.UnixMilli(recs[0].ts))
 	for i, r := range recs {
-		th := thunk{cb: cb, keySize: -1, valueSize: -1} // sent 0: r.ts is an explicit create time
+		th := thunk{cb: cb, tag: testTag(i), keySize: -1, valueSize: -1} // sent 0: r.ts is an explicit create time
 		if r.key != nil {
 			th.keySize = int32(len(r.key))
 		}
@@ -225,6 +225,9 @@ func recordingCallback(calls *[]callRecord) Callback {
 	return func(md RecordMetadata, err error) { *calls = append(*calls, callRecord{md, err}) }
 }
 
+// testTag is the tag buildBatch gives record i.
+func testTag(i int) int64 { return 1000 + int64(i) }
+
 func TestBatchCompletion(t *testing.T) {
 	errBroker := errors.New("broker said no")
 	errRecord := errors.New("record 1 invalid")
@@ -279,6 +282,14 @@ func TestBatchCompletion(t *testing.T) {
 			}
 			for i, c := range calls {
 				tt.check(t, i, c)
+				// Success or failure, a callback gets its record's tag and sizes.
+				wantValue := len(recs[i].value)
+				if recs[i].value == nil {
+					wantValue = -1
+				}
+				if c.md.Tag != testTag(i) || c.md.SerializedValueSize != wantValue {
+					t.Errorf("record %d: tag %d value size %d, want %d and %d", i, c.md.Tag, c.md.SerializedValueSize, testTag(i), wantValue)
+				}
 			}
 			// Every later attempt, of either kind, is refused and runs nothing.
 			if b.Complete(9, -1) || b.CompleteExceptionally(errBroker, nil) {

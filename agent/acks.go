@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 // File is one followed file: one identity, from one starting point. The pipeline's handler sends
@@ -31,6 +33,9 @@ type File struct {
 	totals  *fileCounters   // the tailer's totals
 	log     *slog.Logger
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
+	// delivered is the delivery callback of every line of this File (the agent's, made on the
+	// first line); a record's tag is its line's end.
+	delivered producer.Callback
 }
 
 // fileCounters count what happened to one followed file (or to all of them, as totals). The

@@ -149,12 +149,13 @@ func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {
 // A line that could not even be buffered because buffer.memory stayed full for max.block.ms (a
 // broker slow or down for longer than that) is offered again until it fits or ctx ends: for a
 // log shipper that is backpressure, not a failure. Callbacks ignore that error for this reason.
-func (a *Agent) sendLine(ctx context.Context, line []byte, path string, cb producer.Callback) error {
+func (a *Agent) sendLine(ctx context.Context, line []byte, path string, tag int64, cb producer.Callback) error {
 	b := a.builders.Get().(*recordBuilder)
 	defer a.builders.Put(b)
 	a.stats.LinesRead.Add(1)
 	a.stats.BytesRead.Add(int64(len(line)))
 	rec := b.build(line, path)
+	rec.Tag = tag
 	if tp := b.lineTrace; tp != nil && a.tel != nil {
 		// The line's own trace continues: its context is the parent of the record's send span.
 		ctx = telemetry.ContextWithLineTrace(ctx, tp)

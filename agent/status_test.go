@@ -6,15 +6,18 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newFileAgent builds an agent following a new file holding data, from its beginning, into the
 // topic "logs" of a kfake cluster with that many partitions; mutate adjusts the configuration.
-func newFileAgent(t *testing.T, partitions int32, data []byte, mutate func(*Config)) (*Agent, string) {
+func newFileAgent(t *testing.T, partitions int32, data []byte, mutate func(*Config)) (*Agent, string, *kfake.Cluster) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "logs"))
 	if err != nil {
@@ -33,13 +36,13 @@ func newFileAgent(t *testing.T, partitions int32, data []byte, mutate func(*Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, path
+	return a, path, c
 }
 
 // TestConnectAndFileStats: Connect fetches the topic's metadata before any line; FileStats
 // shows the followed file while RunTail runs; Connect after the agent stopped is not an error.
 func TestConnectAndFileStats(t *testing.T) {
-	a, path := newFileAgent(t, 1, []byte("one\ntwo\nthree\n"), func(cfg *Config) { cfg.Producer["max.block.ms"] = "2000" })
+	a, path, _ := newFileAgent(t, 1, []byte("one\ntwo\nthree\n"), func(cfg *Config) { cfg.Producer["max.block.ms"] = "2000" })
 	if fs := a.FileStats(); fs != nil {
 		t.Fatalf("FileStats before RunTail: %+v", fs)
 	}
@@ -77,7 +80,7 @@ func TestConnectAndFileStats(t *testing.T) {
 // (sampled while it runs), and none are held at the end.
 func TestMaxInFlightBytes(t *testing.T) {
 	line := []byte("0123456789012345678901234567890123456789012345678\n")                                  // 50 bytes with the newline
-	a, _ := newFileAgent(t, 3, bytes.Repeat(line, 2000), func(cfg *Config) { cfg.MaxInFlightBytes = 500 }) // ten lines of 49 bytes
+	a, _, _ := newFileAgent(t, 3, bytes.Repeat(line, 2000), func(cfg *Config) { cfg.MaxInFlightBytes = 500 }) // ten lines of 49 bytes
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
@@ -102,6 +105,56 @@ func TestMaxInFlightBytes(t *testing.T) {
 	}
 	if u := a.readAhead.used.Load(); u != 0 {
 		t.Errorf("%d bytes still held after every line was acknowledged", u)
+	}
+}
+
+// TestFailedLinesComeBackFromTheBudget: lines the broker rejects are failed in their file (the
+// committed offset stays before the first) and their bytes go back to the read-ahead budget,
+// so a rejecting broker does not stop reading once the budget is spent.
+func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
+	line := []byte("0123456789012345678901234567890123456789012345678\n") // 50 bytes with the newline
+	const lines = 100
+	a, _, c := newFileAgent(t, 1, bytes.Repeat(line, lines), func(cfg *Config) { cfg.MaxInFlightBytes = 500 })
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRecord.Code // not retriable
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if fs := a.FileStats(); len(fs) == 1 && fs[0].LinesFailed == lines {
+			if fs[0].Committed != 0 || fs[0].LinesAcked != 0 {
+				t.Errorf("file stats %+v: want nothing acknowledged or committed", fs[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file stats after 30s: %+v (held %d bytes)", a.FileStats(), a.readAhead.used.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	// The run ends reporting the undelivered lines and the broker's error.
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "100 of 100 lines were not delivered") || !strings.Contains(err.Error(), "INVALID_RECORD") {
+		t.Fatalf("RunTail: %v, want the 100 undelivered lines and INVALID_RECORD", err)
+	}
+	if u := a.readAhead.used.Load(); u != 0 {
+		t.Errorf("%d bytes still held after every line failed", u)
 	}
 }
 

@@ -56,7 +56,7 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 		} else if !line.long {
 			inSplit = false
 		}
-		if err := a.sendLine(ctx, line.data, "", onDelivery); err != nil {
+		if err := a.sendLine(ctx, line.data, "", 0, onDelivery); err != nil {
 			readErr = err
 			break
 		}

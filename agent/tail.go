@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -165,54 +164,28 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 	return nil
 }
 
-// handleFileLine is the tailer's LineHandler: track the line, then send it; its callback
-// acknowledges or fails the line in its file's tracker.
+// handleFileLine is the tailer's LineHandler: take the line's bytes from the read-ahead budget,
+// then send it; its callback acknowledges or fails the line in its file's tracker.
 func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
-	n := int64(len(line.Data))
-	if err := a.readAhead.take(ctx, n); err != nil {
+	if err := a.readAhead.take(ctx, int64(len(line.Data))); err != nil {
 		return err // the run is ending: the line stays unread as far as the checkpoint knows
 	}
-	la := getLineAck()
-	la.a, la.ctx, la.f, la.end, la.n = a, ctx, f, line.End, n
-	// Send calls the callback exactly once per call, so la goes back to the pool from there
-	// (except after a buffer-exhausted attempt that ctx ended: then the garbage collector has it).
-	return a.sendLine(ctx, line.Data, f.Path, la.done)
-}
-
-// lineAck is a file line's delivery callback. Callbacks are pooled, each with its method value
-// bound once, because a closure per line would be the file path's only allocation per line.
-type lineAck struct {
-	a    *Agent
-	ctx  context.Context
-	f    *File
-	end  int64
-	n    int64             // bytes taken from the agent's readAhead
-	done producer.Callback // la.onDelivery, bound once
-}
-
-var lineAckPool sync.Pool
-
-func getLineAck() *lineAck {
-	if v := lineAckPool.Get(); v != nil {
-		return v.(*lineAck)
+	if f.delivered == nil {
+		// One callback per File, bound once; the record's tag says which line it was. (Only
+		// this File's follower sends its lines, with the same ctx.)
+		f.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, f, md, err) }
 	}
-	la := new(lineAck)
-	la.done = la.onDelivery
-	return la
+	return a.sendLine(ctx, line.Data, f.Path, line.End, f.delivered)
 }
 
-func (la *lineAck) release() {
-	la.a, la.ctx, la.f = nil, nil, nil
-	lineAckPool.Put(la)
-}
-
-func (la *lineAck) onDelivery(_ producer.RecordMetadata, err error) {
-	a, ctx, f, end := la.a, la.ctx, la.f, la.end
+// lineDelivered is the outcome of the line of f ending at md.Tag: its bytes go back to the
+// read-ahead budget (the record's value is the line), and the line is acknowledged or failed.
+func (a *Agent) lineDelivered(ctx context.Context, f *File, md producer.RecordMetadata, err error) {
 	if err != nil && notBuffered(err) {
 		return // sendLine offers the line again, with this same callback
 	}
-	a.readAhead.give(la.n)
-	la.release()
+	end := md.Tag
+	a.readAhead.give(int64(max(md.SerializedValueSize, 0)))
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			// Shutdown interrupted Send while it waited for buffer memory: the line was never

@@ -392,9 +392,9 @@ func TestKfakeOversizedRecordFailsAloneThroughCallback(t *testing.T) {
 	p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) { cfg.MaxRequestSize = 10000 })
 	res := newResults(3)
 	ctx := context.Background()
-	_ = p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: []byte("small-1")}, res.callback(0))
-	err := p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: make([]byte, 20000)}, res.callback(1))
-	_ = p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: []byte("small-2")}, res.callback(2))
+	_ = p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: []byte("small-1"), Tag: 100}, res.callback(0))
+	err := p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: make([]byte, 20000), Tag: 101}, res.callback(1))
+	_ = p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: []byte("small-2"), Tag: 102}, res.callback(2))
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -405,6 +405,12 @@ func TestKfakeOversizedRecordFailsAloneThroughCallback(t *testing.T) {
 	}
 	if res.errs[1] == nil || res.errs[0] != nil || res.errs[2] != nil {
 		t.Fatalf("errors %v: want only the oversized record to fail", res.errs)
+	}
+	// Each callback gets its record's tag and value size, the one that failed in Send too.
+	for i, size := range []int{7, 20000, 7} {
+		if m := res.metas[i]; m.Tag != int64(100+i) || m.SerializedValueSize != size {
+			t.Errorf("record %d: tag %d value size %d, want %d and %d", i, m.Tag, m.SerializedValueSize, 100+i, size)
+		}
 	}
 	if got := consumeAll(t, c.ListenAddrs(), "t", 2, 10*time.Second); len(got) != 2 {
 		t.Fatalf("consumed %d records, want the 2 small ones", len(got))

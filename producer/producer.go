@@ -51,6 +51,9 @@ type Record struct {
 	Value     []byte
 	Headers   []Header
 	Timestamp time.Time // CreateTime; zero means now
+	// Tag is the caller's, not sent: the callback finds it in RecordMetadata.Tag, so one
+	// callback can serve many records without a closure (an allocation) per record.
+	Tag int64
 }
 
 // Producer sends records to Kafka. It is safe for concurrent use by many goroutines.
@@ -296,9 +299,22 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb Callback) error {
 	}
 	_, err := p.send(ctx, r, r.Headers, nil, cb, p.clock())
 	if err != nil && cb != nil {
-		cb(RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}, err)
+		cb(failedMetadata(r), err)
 	}
 	return err
+}
+
+// failedMetadata is what the callback of a record that failed in Send gets.
+func failedMetadata(r *Record) RecordMetadata {
+	md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Tag: r.Tag,
+		SerializedKeySize: -1, SerializedValueSize: -1}
+	if r.Key != nil {
+		md.SerializedKeySize = len(r.Key)
+	}
+	if r.Value != nil {
+		md.SerializedValueSize = len(r.Value)
+	}
+	return md
 }
 
 // sendObserved is Send with an observer: it may trace the record (a sampled record's token
@@ -313,7 +329,7 @@ func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) err
 	}
 	p.obs.Appended(r.Topic, trace, now, end, err)
 	if err != nil {
-		md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1}
+		md := failedMetadata(r)
 		if trace != nil {
 			trace.Appended(nil, end) // the append stage ends with the failure
 		}
@@ -371,7 +387,7 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	if err := p.sender.txn.maybeAddPartition(tp); err != nil {
 		return time.Time{}, err
 	}
-	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, trace, deadline, now)
+	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, r.Tag, trace, deadline, now)
 	if err != nil {
 		return time.Time{}, err
 	}

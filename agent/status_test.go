@@ -79,7 +79,7 @@ func TestConnectAndFileStats(t *testing.T) {
 // (the budget comes back with each acknowledgement), the bytes held never pass the budget
 // (sampled while it runs), and none are held at the end.
 func TestMaxInFlightBytes(t *testing.T) {
-	line := []byte("0123456789012345678901234567890123456789012345678\n")                                  // 50 bytes with the newline
+	line := []byte("0123456789012345678901234567890123456789012345678\n")                                     // 50 bytes with the newline
 	a, _, _ := newFileAgent(t, 3, bytes.Repeat(line, 2000), func(cfg *Config) { cfg.MaxInFlightBytes = 500 }) // ten lines of 49 bytes
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

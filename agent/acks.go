@@ -61,7 +61,8 @@ func newFile(path string, id FileID, start int64, counts, totals *fileCounters, 
 
 // Track registers a line ending at end as in flight. The follower tracks every line before it
 // calls the handler, so a handler need not call it; a second Track of the last tracked end (a
-// handler that tracks as well) is a no-op, as is any end at or before it.
+// handler that tracks as well) is a no-op, as is any end at or before it. Track is called from
+// one goroutine: the File's follower (where the handler runs too).
 func (f *File) Track(end int64) { f.acks.track(end) }
 
 // Ack records that the line ending at end was acknowledged by Kafka. Acks may come in any order,
@@ -117,15 +118,13 @@ func (f *File) skip(end int64) {
 // tracked after it can never move the committed offset, so they are only counted, not stored:
 // a failed file does not grow the ring without bound.
 type ackTracker struct {
-	// The follower's side. Track puts ends in the inbox without taking mu, and whoever holds mu
-	// moves them into the ring (drain) before looking at it: with the follower and the producer's
-	// sender on the same mutex for every line, the two cores spent 9 % of the file path handing
-	// it back and forth. trackMu only orders concurrent Track callers (the agent has one, the
-	// follower), so it is uncontended.
-	trackMu    sync.Mutex
+	// The follower's side, used by its goroutine only (Track has one caller). Track puts ends
+	// in the inbox without taking mu, and whoever holds mu moves them into the ring (drain)
+	// before looking at it: with the follower and the producer's sender on the same mutex for
+	// every line, the two cores spent 9 % of the file path handing it back and forth.
 	trackedEnd int64 // the last end put in the inbox
 	inbox      [inboxSize]int64
-	inboxTail  atomic.Uint64 // ends put in the inbox so far; written under trackMu
+	inboxTail  atomic.Uint64 // ends put in the inbox so far; written by Track only
 	inboxHead  atomic.Uint64 // ends moved into the ring so far; written under mu
 	_          [cacheLine]byte
 
@@ -166,8 +165,6 @@ func (a *ackTracker) init(start int64) {
 func (a *ackTracker) at(i int) *ackEntry { return &a.ring[(a.head+i)&(len(a.ring)-1)] }
 
 func (a *ackTracker) track(end int64) {
-	a.trackMu.Lock()
-	defer a.trackMu.Unlock()
 	if end <= a.trackedEnd {
 		return
 	}

@@ -27,7 +27,9 @@ type follower struct {
 	mu   sync.Mutex
 	path string // current name, updated by the scans
 	id   FileID // current identity: the fingerprint lengthens as the file grows
-	file *File  // current generation: a new one after each copytruncate
+	// file is the current generation: a new one after each copytruncate. Only the follower's
+	// goroutine writes it (under mu): that goroutine reads it without mu, every other under mu.
+	file *File
 
 	// gone is set by the scans when the globs do not match the file any more.
 	gone atomic.Bool
@@ -380,7 +382,7 @@ type followerSink struct {
 
 func (s followerSink) line(l Line) error {
 	fl := s.fl
-	f := fl.current()
+	f := fl.file // the follower's goroutine: see follower.file
 	f.Track(l.End)
 	fl.counts.linesRead.Add(1)
 	fl.t.totals.linesRead.Add(1)
@@ -399,7 +401,7 @@ func (s followerSink) line(l Line) error {
 
 func (s followerSink) dropped(start, end int64) error {
 	fl := s.fl
-	f := fl.current()
+	f := fl.file // the follower's goroutine: see follower.file
 	f.skip(end)
 	fl.counts.dropped.Add(1)
 	fl.t.totals.dropped.Add(1)

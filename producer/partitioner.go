@@ -1,8 +1,10 @@
 package producer
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 )
 
 // murmur2 is the Java client's Utils.murmur2, bit for bit: the hash every Kafka client that
@@ -60,13 +62,19 @@ func keyPartition(key []byte, numPartitions int) int32 {
 type stickyPartitioner struct {
 	batchSize int
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards topics; a topic's state is its own atomic
 	topics map[string]*stickyTopic
 }
 
+// stickyTopic is one topic's sticky state: the partition (the high 32 bits; -1 before the
+// first record) and the bytes produced to it since it was chosen (the low 32), in one word so
+// that a record moves both with one compare-and-swap instead of a lock and an unlock.
 type stickyTopic struct {
-	partition int32
-	produced  int // bytes sent to partition since it was chosen
+	state atomic.Uint64
+}
+
+func packSticky(partition int32, produced uint32) uint64 {
+	return uint64(uint32(partition))<<32 | uint64(produced)
 }
 
 func newStickyPartitioner(batchSize int) *stickyPartitioner {
@@ -80,7 +88,8 @@ func (s *stickyPartitioner) topic(topic string) *stickyTopic {
 	defer s.mu.Unlock()
 	st := s.topics[topic]
 	if st == nil {
-		st = &stickyTopic{partition: -1}
+		st = new(stickyTopic)
+		st.state.Store(packSticky(-1, 0))
 		s.topics[topic] = st
 	}
 	return st
@@ -92,14 +101,19 @@ func (s *stickyPartitioner) partitionOf(st *stickyTopic, size int, available []i
 	if numPartitions == 1 {
 		return 0 // no choice to make, and nothing to account for one
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st.partition < 0 || st.produced >= s.batchSize || int(st.partition) >= numPartitions {
-		st.partition = nextStickyPartition(st.partition, available, numPartitions)
-		st.produced = 0
+	for {
+		old := st.state.Load()
+		partition, produced := int32(old>>32), uint32(old)
+		if partition < 0 || int(produced) >= s.batchSize || int(partition) >= numPartitions {
+			partition = nextStickyPartition(partition, available, numPartitions)
+			produced = 0
+		}
+		// Saturating: produced only needs to reach batch.size.
+		produced = uint32(min(uint64(produced)+uint64(size), math.MaxUint32))
+		if st.state.CompareAndSwap(old, packSticky(partition, produced)) {
+			return partition
+		}
 	}
-	st.produced += size
-	return st.partition
 }
 
 // nextStickyPartition draws a partition other than prev when there is a choice, so a switch is

@@ -13,7 +13,13 @@ import (
 func BenchmarkStartSendUnsampled(b *testing.B) {
 	h := newHarness(b, newParentRatio(0)) // the decision is taken all the same
 	r := &producer.Record{Topic: "orders"}
-	ctx := context.Background()
+	// A context a few parents deep, as the agent's run context is (signals, cancellation, a
+	// value): looking for a span walks all of them unless the observer remembers the context.
+	type key struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, 1))
+	defer cancel()
+	ctx, cancel2 := context.WithCancelCause(ctx)
+	defer cancel2(nil)
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {

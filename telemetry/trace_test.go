@@ -406,3 +406,37 @@ func consumeOne(t *testing.T, bootstrap []string, topic string) *kgo.Record {
 		}
 	}
 }
+
+// uncomparableCtx is a context whose dynamic type cannot be compared with ==.
+type uncomparableCtx struct {
+	context.Context
+	_ []int
+}
+
+// TestStartSendContextCache: StartSend remembers the last context that held no span, and
+// that memory never hides a parent: a context carrying a sampled line trace is traced right
+// after a spanless one was remembered, and contexts of an uncomparable type work too.
+func TestStartSendContextCache(t *testing.T) {
+	h := newHarness(t, newParentRatio(0)) // roots are never traced: only a sampled parent is
+	rec := &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}
+	const line = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	bg := context.Background()
+	for i, tc := range []struct {
+		name  string
+		ctx   context.Context
+		trace bool
+	}{
+		{"spanless", bg, false},
+		{"spanless again (remembered)", bg, false},
+		{"a sampled line trace on top of it", ContextWithLineTrace(bg, []byte(line)), true},
+		{"spanless, uncomparable", uncomparableCtx{Context: bg}, false},
+		{"spanless, uncomparable, again", uncomparableCtx{Context: bg}, false},
+		{"a sampled line trace, uncomparable", uncomparableCtx{Context: ContextWithLineTrace(bg, []byte(line))}, true},
+		{"spanless after all that", bg, false},
+	} {
+		tr, _ := h.obs.StartSend(tc.ctx, rec, time.Now())
+		if got := tr != nil; got != tc.trace {
+			t.Fatalf("%d (%s): traced %v, want %v", i, tc.name, got, tc.trace)
+		}
+	}
+}

@@ -29,8 +29,8 @@ const (
 //     dropped and counted (the SDK's processor drops silently, or blocks the caller);
 //   - a traced record's seven finished spans go in with one lock (OnEndSpans), and the export
 //     goroutine is woken once per batch, not once per span: at 1 % sampling a producer ends
-//     ~40,000 spans a second, and a wakeup per span (the SDK's queue channel, which this
-//     processor used to feed through a queue of its own) was a large part of tracing's cost.
+//     ~40,000 spans a second, and handing each over twice (into a queue of this processor's,
+//     then into the SDK processor's channel) cost ~3 % of the agent's CPU.
 //
 // Spans are exported when a batch is queued, every delay, at ForceFlush and at Shutdown.
 type exportProcessor struct {

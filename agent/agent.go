@@ -101,7 +101,9 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))}
+	ra := newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))
+	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
+	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra}
 	a.builders.New = func() any { return newRecordBuilder(&a.cfg) }
 	return a, nil
 }

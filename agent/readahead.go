@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultMinInFlightBytes is the floor of the default --max-in-flight-bytes.
@@ -17,6 +19,11 @@ const DefaultMinInFlightBytes = 2 << 20
 //
 // take is lock-free while the budget has room; only a follower that must wait, and a give that
 // may wake it, take the mutex.
+//
+// Waiting is the normal state at full speed (the brokers set the pace), so it is not logged;
+// a wait longer than warnAfter (max.block.ms, where the producer would report its own buffer
+// full) is, once per pause, and so is the end of the pause (when the last take that waited
+// that long gets its bytes).
 type readAhead struct {
 	limit   int64
 	used    atomic.Int64
@@ -24,6 +31,11 @@ type readAhead struct {
 
 	mu   sync.Mutex
 	wake chan struct{} // closed by give when bytes come back while someone waits
+
+	log       *slog.Logger // nil: pauses are not logged
+	warnAfter time.Duration
+	warned    atomic.Bool  // a pause was logged and its end not yet
+	long      atomic.Int32 // takes waiting for longer than warnAfter: the pause ends with the last
 }
 
 func newReadAhead(limit int64) *readAhead { return &readAhead{limit: limit} }
@@ -35,6 +47,8 @@ func (r *readAhead) take(ctx context.Context, n int64) error {
 		return nil
 	}
 	r.used.Add(-n)
+	var waitStart time.Time // set when this take first waits
+	var long bool           // this take waited longer than warnAfter (counted in r.long)
 	r.mu.Lock()
 	for {
 		// Announce the wait before trying again: a give after this sees it and wakes us; a give
@@ -42,6 +56,9 @@ func (r *readAhead) take(ctx context.Context, n int64) error {
 		r.waiting.Store(true)
 		if u := r.used.Add(n); u <= r.limit || u == n {
 			r.mu.Unlock()
+			if long && r.long.Add(-1) == 0 && r.warned.CompareAndSwap(true, false) {
+				r.log.Info("reading resumed", "paused_for", time.Since(waitStart).Round(time.Millisecond))
+			}
 			return nil
 		}
 		if r.used.Add(-n) == 0 {
@@ -52,12 +69,45 @@ func (r *readAhead) take(ctx context.Context, n int64) error {
 		}
 		wake := r.wake
 		r.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
+		if waitStart.IsZero() {
+			waitStart = time.Now()
+		}
+		if err := r.wait(ctx, wake, waitStart, &long); err != nil {
+			if long && r.long.Add(-1) == 0 {
+				r.warned.Store(false) // the run is ending: no resume to report
+			}
+			return err
 		}
 		r.mu.Lock()
+	}
+}
+
+// wait waits for wake or the end of ctx. A take whose waits have lasted warnAfter since
+// waitStart (its first) becomes long, and the first long take of a pause logs that reading is
+// paused.
+func (r *readAhead) wait(ctx context.Context, wake <-chan struct{}, waitStart time.Time, long *bool) error {
+	if r.log != nil && r.warnAfter > 0 && !*long {
+		t := time.NewTimer(r.warnAfter - time.Since(waitStart))
+		defer t.Stop()
+		select {
+		case <-wake:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			*long = true
+			r.long.Add(1)
+			if r.warned.CompareAndSwap(false, true) {
+				r.log.Warn("reading paused: lines read and not yet acknowledged fill --max-in-flight-bytes; brokers are slow or down",
+					"in_flight_bytes", r.used.Load(), "max_in_flight_bytes", r.limit, "paused_for", time.Since(waitStart).Round(time.Millisecond))
+			}
+		}
+	}
+	select {
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,4 +88,85 @@ func producerConfigForTest(batch int, buffer int64) producer.Config {
 	pc := producer.DefaultConfig()
 	pc.BatchSize, pc.BufferMemory = batch, buffer
 	return pc
+}
+
+// logRecorder keeps the messages logged through it.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) count(prefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReadAheadLogsLongPauses: a take that waits longer than warnAfter logs that reading is
+// paused, once however many takers wait, and the end of that pause is logged once; a short
+// wait logs nothing.
+func TestReadAheadLogsLongPauses(t *testing.T) {
+	rec := &logRecorder{}
+	r := newReadAhead(100)
+	r.log, r.warnAfter = slog.New(rec), 50*time.Millisecond
+	if err := r.take(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	// A short pause: given back before warnAfter.
+	short := make(chan error, 1)
+	go func() { short <- r.take(context.Background(), 100) }()
+	waitUntil(t, func() bool { return r.waiting.Load() })
+	r.give(100)
+	if err := <-short; err != nil {
+		t.Fatal(err)
+	}
+	// A long pause, with two takers waiting.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- r.take(context.Background(), 60) }()
+	}
+	waitUntil(t, func() bool { return rec.count("reading paused") > 0 })
+	time.Sleep(3 * r.warnAfter) // room for a wrong second warning (the assertion below); not a wait for an outcome
+	if n := rec.count("reading paused"); n != 1 {
+		t.Fatalf("%d pause warnings with two takers waiting, want 1", n)
+	}
+	r.give(100)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	r.give(60)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if p, res := rec.count("reading paused"), rec.count("reading resumed"); p != 1 || res != 1 {
+		t.Fatalf("%d pause and %d resume messages, want 1 and 1: %v", p, res, rec.msgs)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -27,6 +27,7 @@ type File struct {
 	// fingerprint once the file has grown.
 	ID FileID
 
+	start   int64 // the offset this File began at
 	acks    ackTracker
 	idle    chan<- struct{} // told (without blocking) when an Ack leaves no line in flight; may be nil
 	counts  *fileCounters   // shared by every File of one followed file
@@ -54,7 +55,7 @@ type fileCounters struct {
 const cacheLine = 64
 
 func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle chan<- struct{}, log *slog.Logger) *File {
-	f := &File{Path: path, ID: id, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle}
+	f := &File{Path: path, ID: id, start: start, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle}
 	f.acks.init(start)
 	return f
 }
@@ -218,48 +219,51 @@ func (a *ackTracker) find(end int64) int {
 	return -1
 }
 
+// settle takes the line ending at end out of the pending lines: it returns the line's ring
+// index, or -1 for a line after the pin (only counted there); ok is false when no pending line
+// ends at end. Called with mu held.
+func (a *ackTracker) settle(end int64) (i int, ok bool) {
+	a.drain()
+	if a.pinned && end > a.pinnedEnd {
+		if a.beyond == 0 || end > a.lastTracked {
+			return -1, false
+		}
+		a.beyond--
+		a.pending--
+		return -1, true
+	}
+	i = a.find(end)
+	if i < 0 || a.at(i).state != ackPending {
+		return -1, false
+	}
+	a.pending--
+	return i, true
+}
+
 // ack marks the line ending at end acknowledged; idle reports that no tracked line is left in
 // flight (every line read so far has an outcome).
 func (a *ackTracker) ack(end int64) (ok, idle bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.drain()
-	if a.pinned && end > a.pinnedEnd {
-		if a.beyond == 0 || end > a.lastTracked {
-			return false, false
-		}
-		a.beyond--
-		a.pending--
-		return true, a.pending == 0
-	}
-	i := a.find(end)
-	if i < 0 || a.at(i).state != ackPending {
+	i, ok := a.settle(end)
+	if !ok {
 		return false, false
 	}
-	a.at(i).state = ackDone
-	a.pending--
-	a.advance()
+	if i >= 0 {
+		a.at(i).state = ackDone
+		a.advance()
+	}
 	return true, a.pending == 0
 }
 
 func (a *ackTracker) fail(end int64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.drain()
-	if a.pinned && end > a.pinnedEnd {
-		if a.beyond == 0 || end > a.lastTracked {
-			return false
-		}
-		a.beyond--
-		a.pending--
-		return true
-	}
-	i := a.find(end)
-	if i < 0 || a.at(i).state != ackPending {
-		return false
+	i, ok := a.settle(end)
+	if !ok || i < 0 {
+		return ok
 	}
 	a.at(i).state = ackFailed
-	a.pending--
 	// Everything after the earliest failure is now only counted: move it out of the ring.
 	for j := i + 1; j < a.n; j++ {
 		if a.at(j).state == ackPending {

@@ -42,9 +42,23 @@ type txnCommitter struct {
 	// Owned by the committer (under mu for writing).
 	committed map[fileKey]checkpointEntry // the positions the state topic holds for us
 	open      bool                        // BeginTransaction was called and not yet committed
+	// committedView is committed for readers that must not wait for a commit in progress
+	// (the Tailer's Stats): a map stored here is never changed.
+	committedView atomic.Pointer[map[fileKey]checkpointEntry]
 
 	commits  atomic.Int64
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
+}
+
+// committedOffset is the position of file k in the last committed transaction (or read back
+// from the state topic at the start), for the Tailer's Stats.
+func (c *txnCommitter) committedOffset(k fileKey) (int64, bool) {
+	m := c.committedView.Load()
+	if m == nil {
+		return 0, false
+	}
+	e, ok := (*m)[k]
+	return e.Offset, ok
 }
 
 // stateKey is a file's checkpoint record key: the transactional id, '/', and the file's device
@@ -250,6 +264,7 @@ func (c *txnCommitter) commit(ctx context.Context, last bool) error {
 	c.lines.Store(0)
 	c.commits.Add(1)
 	c.committed = snap
+	c.committedView.Store(&snap)
 	if !last {
 		if err := a.prod.BeginTransaction(); err != nil {
 			return fmt.Errorf("exactly-once: BeginTransaction: %w", err)

@@ -103,6 +103,15 @@ func (fl *follower) stats() FileStats {
 		Truncations: c.truncations.Load(),
 		Gone:        fl.gone.Load(),
 	}
+	if committedOf := fl.t.committedOf; committedOf != nil {
+		// Exactly-once: what a transaction committed, else where this File started (where a
+		// restart without a committed position begins again).
+		if off, ok := committedOf(id.key()); ok {
+			s.Committed = min(off, s.Committed) // the File's own prefix after a copytruncate
+		} else {
+			s.Committed = f.start
+		}
+	}
 	s.BytesBehind = max(0, s.Size-s.Committed)
 	return s
 }

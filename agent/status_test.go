@@ -177,3 +177,37 @@ func TestEffectiveMaxInFlightBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestExactlyOnceStatsShowCommittedPositions: with --exactly-once a file's Committed is the
+// position its last committed transaction holds, not how far the broker acknowledged: lines
+// acknowledged inside an open transaction are not committed yet.
+func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
+	a, _, _ := newFileAgent(t, 1, []byte("one\ntwo\nthree\n"), func(cfg *Config) {
+		cfg.ExactlyOnce = true
+		cfg.CommitInterval = 25 * time.Second // no commit while the test looks; the last one at the stop
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fs := a.FileStats()
+		if len(fs) == 1 && fs[0].LinesAcked == 3 {
+			if fs[0].Committed != 0 || fs[0].BytesBehind != 14 {
+				t.Fatalf("acknowledged, not committed: %+v, want Committed 0 and 14 bytes behind", fs[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file stats after 20s: %+v", fs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel() // the run ends with a last commit
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+	if fs := a.FileStats(); len(fs) != 1 || fs[0].Committed != 14 || fs[0].BytesBehind != 0 {
+		t.Fatalf("after the last commit: %+v, want Committed 14", fs)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -95,6 +96,9 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 			c.committed[id.key()] = e
 		}
 	}
+	initial := maps.Clone(c.committed)
+	c.committedView.Store(&initial)
+	t.committedOf = c.committedOffset
 	if err := a.prod.BeginTransaction(); err != nil {
 		_ = a.shutdown()
 		return a.failureError(err, txnID)

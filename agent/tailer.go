@@ -180,6 +180,11 @@ type Tailer struct {
 	// rather than at the next CheckpointInterval (see Run).
 	idle chan struct{}
 
+	// committedOf, when set (exactly-once), is the position the last committed transaction
+	// holds for a file: Stats reports it as Committed, since an acknowledged line is not
+	// committed before its transaction is. Set before Run.
+	committedOf func(fileKey) (int64, bool)
+
 	totals  fileCounters
 	running atomic.Bool
 	wg      sync.WaitGroup

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
 // newFileAgent builds an agent following a new file holding data, from its beginning, into the
@@ -117,20 +119,9 @@ func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
 	a, _, c := newFileAgent(t, 1, bytes.Repeat(line, lines), func(cfg *Config) { cfg.MaxInFlightBytes = 500 })
 	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRecord.Code // not retriable
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
+			return kerr.InvalidRecord.Code // not retriable
+		}), nil, true
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -157,20 +158,7 @@ func closedPort(t testing.TB) string {
 
 // produceError answers every partition of a produce request with code.
 func produceError(r kmsg.Request, code int16) kmsg.Response {
-	req := r.(*kmsg.ProduceRequest)
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, t := range req.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.ErrorCode = code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
+	return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 { return code })
 }
 
 // producesTo reports whether a produce request writes to topic.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // NotRunning is the failure message when the broker's environment is missing.
@@ -251,4 +252,23 @@ func Consume(t testing.TB, topic string, n int, timeout time.Duration) []*kgo.Re
 		}
 	}
 	return recs
+}
+
+// ProduceError is a kfake control function's answer to req: every partition fails with the
+// error code that code gives for it (0 for success), and no offset.
+func ProduceError(req *kmsg.ProduceRequest, code func(kmsg.ProduceRequestTopicPartition) int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = code(p)
+			rp.BaseOffset = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

@@ -89,6 +89,16 @@ func TestExactlyOnceFencedAgentStops(t *testing.T) {
 	// A second agent with the same id (another state directory: the state topic has the
 	// positions) fences the first.
 	second := startAgent(t, nil, args(filepath.Join(dir, "state2"))...)
+	// The new lines go in once the second agent holds the id: the first learns it is fenced only
+	// when it next sends, and lines written earlier could all be sent and committed before the
+	// takeover, leaving it idle and unaware (the CI run of 5e9751c failed that way).
+	deadline = time.Now().Add(time.Minute)
+	for !strings.Contains(second.log(), "transactional producer ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second agent did not take the transactional id; log:\n%s", second.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	lw.write(5000) // for whichever agent is still allowed to send
 	select {
 	case <-first.exited:

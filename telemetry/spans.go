@@ -115,40 +115,40 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	if b != nil {
 		hist := b.AttemptHistory()
 		for i, a := range hist {
-			attempt := attribute.Int(AttrAttempt, i+1)
-			tr.child(SpanDrain, a.Drained, nil, attempt)
+			attempt := attemptAttrs(i + 1)
+			tr.child(SpanDrain, a.Drained, nil, attempt...)
 			// The request's attributes go on its doSend span only: the two stages after it
 			// belong to the same request (the same attempt), and every attribute is paid for
 			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
 			// three stages repeating them and the send span's partition, ~20 without).
-			tr.child(SpanDoSend, a.Queued, nil, attempt,
+			tr.child(SpanDoSend, a.Queued, nil, attribute.Int(AttrAttempt, i+1),
 				attribute.Int(AttrNodeID, int(a.Node)),
 				attribute.Int(AttrMessagingBatchCount, a.Records),
 				attribute.Int(AttrBatchBytes, a.Bytes),
 				attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
 				attribute.Int(AttrAPIVersion, int(a.APIVersion)))
-			tr.child(SpanCompletedSend, a.Written, nil, attempt)
-			tr.child(SpanCompletedReceive, a.Received, a.Err, attempt)
+			tr.child(SpanCompletedSend, a.Written, nil, attempt...)
+			tr.child(SpanCompletedReceive, a.Received, a.Err, attempt...)
 		}
 		// b.Attempts counts re-enqueues: as many as the history means the last attempt was
 		// retried, so the record was queued (or in flight again) when it completed.
 		if len(hist) == 0 || b.Attempts >= len(hist) {
-			attempt := attribute.Int(AttrAttempt, len(hist)+1)
+			attempt := attemptAttrs(len(hist) + 1)
 			var lastDrain time.Time
 			if len(hist) > 0 {
 				lastDrain = hist[len(hist)-1].Drained
 			}
 			if b.Drained.After(lastDrain) {
-				tr.child(SpanDrain, b.Drained, nil, attempt)
-				tr.child(SpanCompletedReceive, callbacksStart, err, attempt)
+				tr.child(SpanDrain, b.Drained, nil, attempt...)
+				tr.child(SpanCompletedReceive, callbacksStart, err, attempt...)
 			} else {
-				tr.child(SpanDrain, callbacksStart, nil, attempt)
+				tr.child(SpanDrain, callbacksStart, nil, attempt...)
 			}
 		}
 	}
 	tr.child(SpanCallback, callbackEnd, nil)
 
-	var end []attribute.KeyValue
+	end := make([]attribute.KeyValue, 0, 3)
 	if md.Partition >= 0 {
 		end = append(end, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(md.Partition))))
 	}
@@ -241,6 +241,23 @@ func startStages(tracer trace.Tracer, ctx context.Context, stages []stage) {
 		}
 		sp.End(trace.WithTimestamp(s.end))
 	}
+}
+
+// sharedAttempts are the attribute lists of the first attempts' stages, made once: a stage's
+// attributes are only read (a stage that adds error.type copies them first).
+var sharedAttempts = func() (l [8][]attribute.KeyValue) {
+	for i := range l {
+		l[i] = []attribute.KeyValue{attribute.Int(AttrAttempt, i+1)}
+	}
+	return l
+}()
+
+// attemptAttrs returns the attributes of attempt n's drain, completedSend and completedReceive.
+func attemptAttrs(n int) []attribute.KeyValue {
+	if n-1 < len(sharedAttempts) {
+		return sharedAttempts[n-1]
+	}
+	return []attribute.KeyValue{attribute.Int(AttrAttempt, n)}
 }
 
 // stage is one child span of a record's send span.

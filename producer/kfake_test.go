@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
 // newKfake starts an in-process cluster on 127.0.0.1 with topic "t" of partitions partitions.
@@ -311,21 +313,9 @@ func TestKfakeRetriesInjectedErrorsWithoutDuplicates(t *testing.T) {
 	}
 }
 
+// produceError answers every partition of a ProduceRequest with code.
 func produceError(r kmsg.Request, code int16) kmsg.Response {
-	req := r.(*kmsg.ProduceRequest)
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, t := range req.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.ErrorCode = code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
+	return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 { return code })
 }
 
 func TestKfakeSlowResponseTimesOutAndRetries(t *testing.T) {

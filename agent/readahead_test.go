@@ -131,7 +131,7 @@ func TestReadAheadLogsLongPauses(t *testing.T) {
 	// A short pause: given back before warnAfter.
 	short := make(chan error, 1)
 	go func() { short <- r.take(context.Background(), 100) }()
-	waitUntil(t, func() bool { return r.waiting.Load() })
+	waitFor(t, "the taker to wait", func() bool { return r.waiting.Load() })
 	r.give(100)
 	if err := <-short; err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestReadAheadLogsLongPauses(t *testing.T) {
 	for range 2 {
 		go func() { errs <- r.take(context.Background(), 60) }()
 	}
-	waitUntil(t, func() bool { return rec.count("reading paused") > 0 })
+	waitFor(t, "the pause warning", func() bool { return rec.count("reading paused") > 0 })
 	time.Sleep(3 * r.warnAfter) // room for a wrong second warning (the assertion below); not a wait for an outcome
 	if n := rec.count("reading paused"); n != 1 {
 		t.Fatalf("%d pause warnings with two takers waiting, want 1", n)
@@ -156,17 +156,5 @@ func TestReadAheadLogsLongPauses(t *testing.T) {
 	}
 	if p, res := rec.count("reading paused"), rec.count("reading resumed"); p != 1 || res != 1 {
 		t.Fatalf("%d pause and %d resume messages, want 1 and 1: %v", p, res, rec.msgs)
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after 10 s.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -54,19 +54,9 @@ func TestConnectAndFileStats(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fs := a.FileStats()
-		if len(fs) == 1 && fs[0].LinesAcked == 3 {
-			if fs[0].Path != path || fs[0].Size != 14 || fs[0].ReadOffset != 14 {
-				t.Errorf("file stats %+v", fs[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file stats after 20s: %+v", fs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fs := waitForFile(t, a, 20*time.Second, func(fs FileStats) bool { return fs.LinesAcked == 3 })
+	if fs.Path != path || fs.Size != 14 || fs.ReadOffset != 14 {
+		t.Errorf("file stats %+v", fs)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
@@ -86,18 +76,11 @@ func TestMaxInFlightBytes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
 	var peak int64
-	for {
+	waitForFile(t, a, 30*time.Second, func(fs FileStats) bool {
 		peak = max(peak, a.readAhead.used.Load())
-		if fs := a.FileStats(); len(fs) == 1 && fs[0].LinesAcked == 2000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file stats after 30s: %+v (held %d bytes)", a.FileStats(), a.readAhead.used.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fs.LinesAcked == 2000
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("RunTail: %v", err)
@@ -126,18 +109,8 @@ func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if fs := a.FileStats(); len(fs) == 1 && fs[0].LinesFailed == lines {
-			if fs[0].Committed != 0 || fs[0].LinesAcked != 0 {
-				t.Errorf("file stats %+v: want nothing acknowledged or committed", fs[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file stats after 30s: %+v (held %d bytes)", a.FileStats(), a.readAhead.used.Load())
-		}
-		time.Sleep(time.Millisecond)
+	if fs := waitForFile(t, a, 30*time.Second, func(fs FileStats) bool { return fs.LinesFailed == lines }); fs.Committed != 0 || fs.LinesAcked != 0 {
+		t.Errorf("file stats %+v: want nothing acknowledged or committed", fs)
 	}
 	cancel()
 	// The run ends reporting the undelivered lines and the broker's error.
@@ -180,19 +153,8 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fs := a.FileStats()
-		if len(fs) == 1 && fs[0].LinesAcked == 3 {
-			if fs[0].Committed != 0 || fs[0].BytesBehind != 14 {
-				t.Fatalf("acknowledged, not committed: %+v, want Committed 0 and 14 bytes behind", fs[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file stats after 20s: %+v", fs)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if fs := waitForFile(t, a, 20*time.Second, func(fs FileStats) bool { return fs.LinesAcked == 3 }); fs.Committed != 0 || fs.BytesBehind != 14 {
+		t.Fatalf("acknowledged, not committed: %+v, want Committed 0 and 14 bytes behind", fs)
 	}
 	cancel() // the run ends with a last commit
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
@@ -200,5 +162,21 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 	}
 	if fs := a.FileStats(); len(fs) != 1 || fs[0].Committed != 14 || fs[0].BytesBehind != 0 {
 		t.Fatalf("after the last commit: %+v, want Committed 14", fs)
+	}
+}
+
+// waitForFile polls a's FileStats until it shows one file for which cond holds, and returns
+// that file's stats; it fails the test after timeout.
+func waitForFile(t *testing.T, a *Agent, timeout time.Duration, cond func(FileStats) bool) FileStats {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if fs := a.FileStats(); len(fs) == 1 && cond(fs[0]) {
+			return fs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file stats after %v: %+v (the read-ahead holds %d bytes)", timeout, a.FileStats(), a.readAhead.used.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

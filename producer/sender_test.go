@@ -13,6 +13,7 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
 	"github.com/kafkatrail/kafkatrail/inflight"
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -128,21 +129,7 @@ func (m *mockClient) disconnect(t *testing.T) {
 // produceAnswer answers every partition of a ProduceRequest with code and baseOffset.
 func produceAnswer(code int16, baseOffset int64) func(kmsg.Request) kmsg.Response {
 	return func(r kmsg.Request) kmsg.Response {
-		req := r.(*kmsg.ProduceRequest)
-		resp := kmsg.NewPtrProduceResponse()
-		for _, t := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = code
-				rp.BaseOffset = baseOffset
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
+		return kafkatest.ProduceAnswer(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 { return code }, baseOffset)
 	}
 }
 

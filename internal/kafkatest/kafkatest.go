@@ -257,6 +257,12 @@ func Consume(t testing.TB, topic string, n int, timeout time.Duration) []*kgo.Re
 // ProduceError is a kfake control function's answer to req: every partition fails with the
 // error code that code gives for it (0 for success), and no offset.
 func ProduceError(req *kmsg.ProduceRequest, code func(kmsg.ProduceRequestTopicPartition) int16) *kmsg.ProduceResponse {
+	return ProduceAnswer(req, code, -1)
+}
+
+// ProduceAnswer answers req: every partition with the error code that code gives for it and
+// baseOffset.
+func ProduceAnswer(req *kmsg.ProduceRequest, code func(kmsg.ProduceRequestTopicPartition) int16, baseOffset int64) *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -265,7 +271,7 @@ func ProduceError(req *kmsg.ProduceRequest, code func(kmsg.ProduceRequestTopicPa
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.ErrorCode = code(p)
-			rp.BaseOffset = -1
+			rp.BaseOffset = baseOffset
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -101,6 +101,10 @@ type SequenceSource interface {
 	// example a retried batch that is not the oldest in flight, or a partition whose earlier
 	// sequences are unresolved. Drain skips the partition this round.
 	ShouldStopDrain(tp metadata.TopicPartition, first *ProducerBatch) bool
+	// MaybeUpdateProducerIDAndEpoch is called before tp's next batch without a sequence is
+	// stamped: a partition whose sequences belong to an older producer id or epoch, and that
+	// has nothing unfinished, starts again at sequence 0 under the current ones.
+	MaybeUpdateProducerIDAndEpoch(tp metadata.TopicPartition)
 }
 
 // InFlightTracker may also be implemented by the SequenceSource. Drain reports every batch it
@@ -498,11 +502,12 @@ func (a *RecordAccumulator) pollDrainable(tp metadata.TopicPartition, size int, 
 	}
 	dq.batches = popFront(dq.batches)
 	first.closeForAppends()
-	if a.cfg.Idempotent && (!first.HasSequence() || first.ProducerID() != pid || first.ProducerEpoch() != epoch) {
-		// A batch that already has a sequence under the current producer id and epoch is a
-		// retry and keeps it: the previous attempt may have been written, and a new sequence
-		// would write it twice. Under a new epoch (after a bump) the broker starts a new
-		// sequence space, so the retry is stamped again in its turn.
+	if a.cfg.Idempotent && !first.HasSequence() {
+		// A batch that already has a sequence keeps its producer id, epoch and sequence
+		// (Java drainBatchesForOneNode): the previous attempt may have been written, and only
+		// the same three let the broker recognise this one as its duplicate. The sequence
+		// source rewrites them itself when the batch's partition is started again after a gap.
+		a.seq.MaybeUpdateProducerIDAndEpoch(tp)
 		first.SetProducerState(pid, epoch, a.seq.NextSequence(tp))
 		a.seq.IncrementSequence(tp, first.numRecords)
 		if tr, ok := a.seq.(InFlightTracker); ok {

@@ -533,7 +533,8 @@ func (f *fakeSequences) IncrementSequence(tp metadata.TopicPartition, n int32) {
 func (f *fakeSequences) ShouldStopDrain(tp metadata.TopicPartition, _ *ProducerBatch) bool {
 	return f.stop[tp]
 }
-func (f *fakeSequences) AddInFlightBatch(b *ProducerBatch) { f.inFlight = append(f.inFlight, b) }
+func (f *fakeSequences) AddInFlightBatch(b *ProducerBatch)                     { f.inFlight = append(f.inFlight, b) }
+func (f *fakeSequences) MaybeUpdateProducerIDAndEpoch(metadata.TopicPartition) {}
 
 func TestIdempotentDrain(t *testing.T) {
 	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {p0, p1}})

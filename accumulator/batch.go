@@ -167,6 +167,7 @@ type ProducerBatch struct {
 	producerEpoch int16
 	baseSequence  int32
 	retry         bool
+	sequenceReset bool // the producer state was rewritten after the batch had one (Java reopened)
 	transactional bool // written with the transactional attribute (a transactional producer's batch)
 
 	state       atomic.Int32
@@ -348,6 +349,20 @@ func (b *ProducerBatch) UncompressedSize() int { return len(b.buf) }
 func (b *ProducerBatch) SetProducerState(id int64, epoch int16, baseSequence int32) {
 	b.producerID, b.producerEpoch, b.baseSequence = id, epoch, baseSequence
 }
+
+// ResetProducerState gives a batch that already has a sequence a new producer id, epoch and
+// base sequence: after an epoch bump, or when an earlier batch of a transaction failed and its
+// sequences go to the batches after it (Java resetProducerState). SequenceHasBeenReset reports
+// it from then on.
+func (b *ProducerBatch) ResetProducerState(id int64, epoch int16, baseSequence int32) {
+	b.sequenceReset = true
+	b.SetProducerState(id, epoch, baseSequence)
+}
+
+// SequenceHasBeenReset reports whether ResetProducerState rewrote the batch's producer state
+// (Java sequenceHasBeenReset): a refusal of its earlier attempt, under the old sequences, says
+// nothing about the new ones.
+func (b *ProducerBatch) SequenceHasBeenReset() bool { return b.sequenceReset }
 
 // SetTransactional marks the batch as part of a transaction: its header carries the
 // transactional attribute, which tells the broker to hold its records back from read_committed

@@ -59,6 +59,9 @@ type Sender struct {
 	inFlightBatches map[metadata.TopicPartition][]*accumulator.ProducerBatch
 	// nextInitAttempt delays InitProducerId after a failure by retry.backoff.ms.
 	nextInitAttempt time.Time
+	// nextExpiry is the earliest delivery.timeout.ms of a batch queued or in flight, zero if
+	// none: the poll must not sleep past it.
+	nextExpiry time.Time
 
 	running   atomic.Bool
 	forced    atomic.Bool
@@ -114,6 +117,7 @@ func (s *Sender) forceClose() {
 func (s *Sender) runOnce(now time.Time) {
 	txnWait := time.Duration(1<<63 - 1)
 	if s.txn != nil {
+		s.txn.maybeResolveSequences()
 		if err := s.txn.fatal; err != nil {
 			s.acc.AbortIncompleteBatches(err)
 			s.client.Poll(s.retryBackoff, now)
@@ -124,7 +128,11 @@ func (s *Sender) runOnce(now time.Time) {
 			if handled, txnWait = s.maybeSendAndPollTransactionalRequest(now); handled {
 				return
 			}
-		} else if !s.txn.hasProducerID() {
+		}
+		// Java's bumpIdempotentEpochAndResetIdIfNeeded: a local epoch bump after a gap, and
+		// InitProducerId when there is no producer id (at start, or the epoch is exhausted).
+		s.txn.bumpIdempotentEpochAndResetIDIfNeeded()
+		if !s.txn.isTransactional() && !s.txn.hasProducerID() {
 			s.maybeInitProducerID(now)
 			s.client.Poll(s.pollTimeoutWithoutData(now), now)
 			return
@@ -255,6 +263,9 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 	for _, id := range result.ReadyNodes {
 		node, ok := cluster.Node(id)
 		if !ok {
+			// A leader the broker list does not name: our metadata is inconsistent, and only
+			// a refresh can tell where to send (Java's ready() counts it as an unknown leader).
+			s.meta.RequestUpdate()
 			continue
 		}
 		if !s.client.Ready(node, now) {
@@ -268,11 +279,8 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 	for _, list := range batches {
 		for _, b := range list {
 			s.inFlightBatches[b.TopicPartition] = append(s.inFlightBatches[b.TopicPartition], b)
-			if s.txn != nil {
-				s.txn.addInFlight(b)
-				if s.txn.isTransactional() {
-					b.SetTransactional()
-				}
+			if s.txn.isTransactional() {
+				b.SetTransactional()
 			}
 			if s.guaranteeMessageOrder {
 				s.acc.MutePartition(b.TopicPartition)
@@ -289,6 +297,10 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 	}
 
 	timeout := min(result.NextReadyCheckDelay, notReadyTimeout)
+	if !s.nextExpiry.IsZero() {
+		// Wake for the next delivery.timeout.ms, queued or in flight (Java's nextExpiryTimeMs).
+		timeout = min(timeout, s.nextExpiry.Sub(now))
+	}
 	if len(ready) > 0 {
 		// Data went out: loop at once in case more is sendable (Java does the same).
 		timeout = 0
@@ -299,18 +311,47 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 // expireBatches fails batches older than delivery.timeout.ms: those still queued, and those
 // whose request is in flight (the Java Sender's getExpiredInflightBatches). An in-flight batch's
 // callbacks run now; its memory is released when its request completes.
+//
+// An expired batch that had been sent may or may not have been written: its partition's
+// sequences are unresolved until the batches after it are done (Java markSequenceUnresolved).
 func (s *Sender) expireBatches(now time.Time) {
 	for _, b := range s.acc.ExpiredBatches(now) {
-		s.failBatch(b, s.txnFailed(s.timeoutError(b, now, nil)))
+		s.expire(b, now)
 		s.acc.Deallocate(b)
 	}
+	s.nextExpiry = s.acc.NextExpiryTime()
 	for _, list := range s.inFlightBatches {
 		for _, b := range list {
-			if !b.IsDone() && now.Sub(b.Created) >= s.deliveryTimeout {
-				s.failBatch(b, s.txnFailed(s.timeoutError(b, now, nil)))
+			if b.IsDone() {
+				continue
 			}
+			deadline := b.Created.Add(s.deliveryTimeout)
+			if now.Before(deadline) {
+				if s.nextExpiry.IsZero() || deadline.Before(s.nextExpiry) {
+					s.nextExpiry = deadline
+				}
+				continue
+			}
+			s.expire(b, now)
 		}
 	}
+}
+
+func (s *Sender) expire(b *accumulator.ProducerBatch, now time.Time) {
+	s.failBatch(b, s.timeoutError(b, now, nil), false)
+	if s.txn != nil && (b.InRetry() || s.isInFlight(b)) {
+		s.txn.markSequenceUnresolved(b)
+	}
+}
+
+// isInFlight reports whether b is in a request that has not completed.
+func (s *Sender) isInFlight(b *accumulator.ProducerBatch) bool {
+	for _, x := range s.inFlightBatches[b.TopicPartition] {
+		if x == b {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Sender) timeoutError(b *accumulator.ProducerBatch, now time.Time, cause error) error {
@@ -383,6 +424,19 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 	}
 }
 
+// partitionResult is one partition's answer in a produce response, or the error that stands
+// for it when the request failed as a whole.
+type partitionResult struct {
+	err            error
+	baseOffset     int64
+	logAppendTime  int64
+	logStartOffset int64
+}
+
+func failedResult(err error) partitionResult {
+	return partitionResult{err: err, baseOffset: -1, logAppendTime: -1, logStartOffset: -1}
+}
+
 // handleProduceResponse is Sender.handleProduceResponse: every batch of the request is completed,
 // retried, split or failed.
 func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
@@ -395,25 +449,26 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 	case resp.Disconnected || resp.TimedOut:
 		err := &networkError{Node: node, TimedOut: resp.TimedOut, Cause: resp.Err}
 		for _, b := range batches {
-			s.finishAttempt(b, resp, err, -1, -1, now)
+			s.finishAttempt(b, resp, failedResult(err), now)
 		}
 	case resp.Err != nil:
 		for _, b := range batches {
-			s.finishAttempt(b, resp, fmt.Errorf("produce to broker %d: %w", node, resp.Err), -1, -1, now)
+			s.finishAttempt(b, resp, failedResult(fmt.Errorf("produce to broker %d: %w", node, resp.Err)), now)
 		}
 	case !resp.Request.ExpectResponse:
 		// acks=0: the broker sends nothing back; the write leaving the socket is all we learn.
 		for _, b := range batches {
-			s.finishAttempt(b, resp, nil, -1, -1, now)
+			s.finishAttempt(b, resp, failedResult(nil), now)
 		}
 	default:
 		pr, ok := resp.Body.(*kmsg.ProduceResponse)
 		if !ok {
 			for _, b := range batches {
-				s.finishAttempt(b, resp, fmt.Errorf("broker %d answered a produce request with %T", node, resp.Body), -1, -1, now)
+				s.finishAttempt(b, resp, failedResult(fmt.Errorf("broker %d answered a produce request with %T", node, resp.Body)), now)
 			}
 			return
 		}
+		var leaders []metadata.LeaderHint
 		for _, t := range pr.Topics {
 			for _, p := range t.Partitions {
 				tp := metadata.TopicPartition{Topic: t.Topic, Partition: p.Partition}
@@ -425,13 +480,32 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 				err := kerr.ErrorForCode(p.ErrorCode)
 				if err != nil {
 					err = brokerError(err, p.ErrorMessage, p.ErrorRecords)
+					if (errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch)) &&
+						p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderEpoch >= 0 {
+						// KIP-951: the broker names the new leader; use it without waiting for a
+						// metadata round trip (Java's partitionsWithUpdatedLeaderInfo).
+						leaders = append(leaders, metadata.LeaderHint{TopicPartition: tp,
+							Leader: p.CurrentLeader.LeaderID, LeaderEpoch: p.CurrentLeader.LeaderEpoch})
+					}
 				}
-				s.finishAttempt(b, resp, err, p.BaseOffset, p.LogAppendTime, now)
+				s.finishAttempt(b, resp, partitionResult{err: err, baseOffset: p.BaseOffset,
+					logAppendTime: p.LogAppendTime, logStartOffset: p.LogStartOffset}, now)
 			}
+		}
+		if len(leaders) > 0 {
+			nodes := make([]metadata.Node, 0, len(pr.Brokers))
+			for _, e := range pr.Brokers {
+				n := metadata.Node{ID: e.NodeID, Host: e.Host, Port: e.Port}
+				if e.Rack != nil {
+					n.Rack = *e.Rack
+				}
+				nodes = append(nodes, n)
+			}
+			s.meta.UpdatePartitionLeadership(leaders, nodes)
 		}
 		// A partition the broker did not mention is a broker bug; do not leave it hanging.
 		for _, b := range batches {
-			s.finishAttempt(b, resp, fmt.Errorf("broker %d returned no result for %s", node, b.TopicPartition), -1, -1, now)
+			s.finishAttempt(b, resp, failedResult(fmt.Errorf("broker %d returned no result for %s", node, b.TopicPartition)), now)
 		}
 	}
 }
@@ -459,11 +533,9 @@ func brokerError(err error, msg *string, recordErrs []kmsg.ProduceResponseTopicP
 // With an observer it first keeps the attempt's stage timestamps on a traced batch, so the
 // records' traces (built when their callbacks ran inside completeBatch) show it, and then
 // reports the attempt with what completeBatch decided.
-func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Response, err error,
-	baseOffset, logAppendTime int64, now time.Time,
-) {
+func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Response, r partitionResult, now time.Time) {
 	if s.obs == nil {
-		s.completeBatch(b, err, baseOffset, logAppendTime, now)
+		s.completeBatch(b, r, now)
 		return
 	}
 	req := resp.Request
@@ -481,97 +553,66 @@ func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Resp
 		Records:           b.RecordCount(),
 		Bytes:             b.EstimatedSize(),
 		UncompressedBytes: b.UncompressedSize() + accumulator.RecordBatchOverhead,
-		Err:               err,
+		Err:               r.err,
 	}
 	if b.Traced() {
 		b.AddAttempt(a)
 	}
-	s.completeBatch(b, err, baseOffset, logAppendTime, now)
+	s.completeBatch(b, r, now)
 	// Still open after completeBatch means re-enqueued: completed, failed and split batches are done.
 	s.obs.AttemptDone(b, a, !b.IsDone())
 }
 
-// completeBatch decides a batch's fate after an attempt, after Sender.completeBatch.
-func (s *Sender) completeBatch(b *accumulator.ProducerBatch, err error, baseOffset, logAppendTime int64, now time.Time) {
+// completeBatch decides a batch's fate after an attempt: Sender.completeBatch.
+func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, now time.Time) {
 	s.removeInFlightBatch(b)
 	if s.guaranteeMessageOrder {
 		s.acc.UnmutePartition(b.TopicPartition)
 	}
+	err := r.err
 	switch {
-	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
-		// A duplicate means the broker already has this batch from an earlier attempt whose
-		// response we lost: it is delivered.
-		if s.txn != nil {
-			s.txn.acknowledged(b)
-		}
-		b.Complete(baseOffset, logAppendTime)
-		s.acc.Deallocate(b)
+	case err == nil:
+		s.succeed(b, r)
 
 	case errors.Is(err, kerr.MessageTooLarge) && b.RecordCount() > 1 && !b.IsDone():
+		// The split batches keep the refused batch's producer id, epoch and consecutive
+		// sequences (Java ProducerBatch.split): no epoch bump, no gap.
+		if s.txn != nil {
+			s.txn.removeInFlight(b)
+		}
 		n := s.acc.SplitAndReenqueue(b)
 		s.log.Info("batch too large for the broker: split", "partition", b.TopicPartition.String(),
 			"records", b.RecordCount(), "new_batches", n)
-		if s.txn != nil && !s.txn.isTransactional() {
-			// The split batches need fresh sequences; a new epoch gives them a clean space. A
-			// transaction cannot change epoch midway: its split batches keep the refused
-			// batch's consecutive sequences, as in Java.
-			s.txn.requestEpochBump()
-		}
 		s.acc.Deallocate(b)
 
-	case s.txn.isTransactional() && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
-		errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced)):
-		if errors.Is(err, kerr.OutOfOrderSequenceNumber) && !s.txn.isNextSequence(b) && s.canRetryTime(b, now) {
-			// An earlier batch of the partition is still to land; retry behind it.
-			s.reenqueue(b, now)
-			return
-		}
-		// A transaction cannot bump its epoch midway (Java canRetry for a transactional
-		// producer): a broken sequence makes the transaction abortable (the abort bumps the
-		// epoch), and a newer epoch on the broker means we are fenced.
-		s.failBatch(b, s.txn.produceFailed(err))
-		s.acc.Deallocate(b)
-
-	case s.txn != nil && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
-		errors.Is(err, kerr.InvalidProducerEpoch)) && s.canRetryTime(b, now):
-		if s.txn.isNextSequence(b) || errors.Is(err, kerr.InvalidProducerEpoch) {
-			// The broker's sequence state and ours truly disagree. Bump the epoch, which starts
-			// every partition at sequence 0, and send the batch again (Java's
-			// requestIdempotentEpochBumpForPartition).
-			s.log.Warn("idempotent sequence broken: bumping the producer epoch", "partition", b.TopicPartition.String(),
-				"error", err)
-			s.txn.requestEpochBump()
-		}
-		// Otherwise an earlier batch of the partition is still to land; retry behind it.
-		s.reenqueue(b, now)
-
-	case s.canRetry(b, err, now):
+	case s.canRetry(b, err, r.logStartOffset, now):
 		s.log.Debug("retrying batch", "partition", b.TopicPartition.String(), "attempt", b.Attempts+1, "error", err)
-		if needsMetadataRefresh(err) {
-			s.meta.RequestUpdate()
-		}
 		s.reenqueue(b, now)
+
+	case errors.Is(err, kerr.DuplicateSequenceNumber):
+		// The broker already has this batch from an earlier attempt whose response we lost,
+		// and no longer the offset it was written at: it is delivered.
+		s.succeed(b, r)
 
 	default:
 		if !b.IsDone() && isRetriable(err) && now.Sub(b.Created) >= s.deliveryTimeout {
 			err = s.timeoutError(b, now, err)
 		}
-		if !b.IsDone() {
-			err = s.txnFailed(err)
-		}
-		s.failBatch(b, err)
-		s.acc.Deallocate(b)
+		// Sequences are given to later batches only while retries were left: a batch that ran
+		// out of them may have been written by an attempt whose answer was lost.
+		s.failBatch(b, err, b.Attempts < s.retries)
+	}
+	if needsMetadataRefresh(err) {
+		s.meta.RequestUpdate()
 	}
 }
 
-// txnFailed tells a transactional producer's transaction manager that a batch failed for good
-// (the transaction can no longer commit, or the producer can no longer go on) and returns the
-// error its records get. Without transactions it returns err.
-func (s *Sender) txnFailed(err error) error {
-	if !s.txn.isTransactional() {
-		return err
+func (s *Sender) succeed(b *accumulator.ProducerBatch, r partitionResult) {
+	if s.txn != nil {
+		s.txn.handleCompletedBatch(b, r.baseOffset)
 	}
-	return s.txn.produceFailed(err)
+	b.Complete(r.baseOffset, r.logAppendTime)
+	s.acc.Deallocate(b)
 }
 
 func (s *Sender) reenqueue(b *accumulator.ProducerBatch, now time.Time) {
@@ -583,26 +624,41 @@ func (s *Sender) reenqueue(b *accumulator.ProducerBatch, now time.Time) {
 	s.acc.Reenqueue(b, now)
 }
 
-// canRetry is Sender.canRetry: within delivery.timeout.ms, under retries, and a retriable error.
-func (s *Sender) canRetry(b *accumulator.ProducerBatch, err error, now time.Time) bool {
-	return s.canRetryTime(b, now) && b.Attempts < s.retries && isRetriable(err)
+// canRetry is Sender.canRetry: within delivery.timeout.ms, under retries, not already done, and
+// an error the producer may retry (for an idempotent producer, the transaction manager decides,
+// and may ask for an epoch bump).
+func (s *Sender) canRetry(b *accumulator.ProducerBatch, err error, logStartOffset int64, now time.Time) bool {
+	if b.IsDone() || now.Sub(b.Created) >= s.deliveryTimeout || b.Attempts >= s.retries {
+		return false
+	}
+	if s.txn == nil {
+		return isRetriable(err)
+	}
+	return s.txn.canRetry(b, err, logStartOffset)
 }
 
-func (s *Sender) canRetryTime(b *accumulator.ProducerBatch, now time.Time) bool {
-	return !b.IsDone() && now.Sub(b.Created) < s.deliveryTimeout
-}
-
-// failBatch runs every record's callback with err (once; a batch already done is left alone).
-func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error) {
+// failBatch is Sender.failBatch: every record's callback runs with err (once; a batch already
+// done is left alone), the transaction manager learns of it, and the memory is freed unless the
+// batch is in a request still in flight. adjust says b was certainly not written (see
+// transactionManager.handleFailedBatch).
+func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error, adjust bool) {
+	if !b.IsDone() && s.txn.isTransactional() {
+		err = s.txn.produceFailed(err)
+	}
 	if b.CompleteExceptionally(err, nil) {
 		s.log.Debug("batch failed", "partition", b.TopicPartition.String(), "records", b.RecordCount(), "error", err)
+		if s.txn != nil {
+			s.txn.handleFailedBatch(b, err, adjust)
+		}
+	}
+	if !s.isInFlight(b) {
+		// An expired batch's request may still be framed from its buffer: its memory goes
+		// back when the request completes (completeBatch lands here or in succeed).
+		s.acc.Deallocate(b)
 	}
 }
 
 func (s *Sender) removeInFlightBatch(b *accumulator.ProducerBatch) {
-	if s.txn != nil {
-		s.txn.removeInFlight(b)
-	}
 	list := s.inFlightBatches[b.TopicPartition]
 	for i, x := range list {
 		if x == b {
@@ -621,7 +677,9 @@ func (s *Sender) removeInFlightBatch(b *accumulator.ProducerBatch) {
 func (s *Sender) failInFlight(err error) {
 	for _, list := range s.inFlightBatches {
 		for _, b := range list {
-			s.failBatch(b, err)
+			if b.CompleteExceptionally(err, nil) && s.txn != nil {
+				s.txn.handleFailedBatch(b, err, false)
+			}
 		}
 	}
 }
@@ -630,7 +688,7 @@ func (s *Sender) failInFlight(err error) {
 // the epoch, KIP-360) once nothing is in flight.
 func (s *Sender) maybeInitProducerID(now time.Time) {
 	t := s.txn
-	if t.initInFlight || now.Before(s.nextInitAttempt) || t.inFlight > 0 {
+	if t.initInFlight || now.Before(s.nextInitAttempt) {
 		return
 	}
 	node, ok := s.client.LeastLoadedNode(now)

@@ -500,6 +500,9 @@ func TestIdempotentProducerStampsSequences(t *testing.T) {
 	}
 }
 
+// An OUT_OF_ORDER_SEQUENCE_NUMBER for the batch the broker expects next is a real gap: the
+// producer bumps its epoch locally, without InitProducerId (Java bumpIdempotentProducerEpoch),
+// and the batch goes again at sequence 0 under the new epoch.
 func TestIdempotentProducerBumpsEpochOnOutOfOrderSequence(t *testing.T) {
 	f := newSenderFixture(t, 1, func(c *Config) { c.EnableIdempotence = true })
 	o := f.append(0, "a")
@@ -512,21 +515,18 @@ func TestIdempotentProducerBumpsEpochOnOutOfOrderSequence(t *testing.T) {
 	if o.calls != 0 {
 		t.Fatalf("OUT_OF_ORDER_SEQUENCE_NUMBER reached the callback: %v", o.err)
 	}
-	f.runOnce()
-	bump, ok := f.client.sent[len(f.client.sent)-1].Body.(*kmsg.InitProducerIDRequest)
-	if !ok {
-		t.Fatalf("after OUT_OF_ORDER_SEQUENCE_NUMBER the next request is %T, want InitProducerId", f.client.sent[len(f.client.sent)-1].Body)
-	}
-	if bump.ProducerID != 7 || bump.ProducerEpoch != 0 {
-		t.Fatalf("epoch bump sent id %d epoch %d, want the current 7/0", bump.ProducerID, bump.ProducerEpoch)
-	}
-	f.client.respond(t, initProducerIDAnswer(7, 1))
-	f.runOnce()
+	sent := len(f.client.sent)
 	f.now = f.now.Add(200 * time.Millisecond)
 	f.runOnce()
+	if len(f.client.sent) != sent+1 {
+		t.Fatalf("%d requests after the bump, want the retried produce only", len(f.client.sent)-sent)
+	}
+	if _, ok := f.client.sent[sent].Body.(*kmsg.InitProducerIDRequest); ok {
+		t.Fatal("an idempotent epoch bump sent InitProducerId; Java bumps locally")
+	}
 	b := batchOf(t, f.lastProduce(), 0)
-	if b.ProducerEpoch != 1 || b.FirstSequence != 0 {
-		t.Fatalf("retried batch epoch=%d seq=%d, want epoch 1 sequence 0", b.ProducerEpoch, b.FirstSequence)
+	if b.ProducerID != 7 || b.ProducerEpoch != 1 || b.FirstSequence != 0 {
+		t.Fatalf("retried batch pid=%d epoch=%d seq=%d, want 7/1/0", b.ProducerID, b.ProducerEpoch, b.FirstSequence)
 	}
 	f.client.respond(t, produceAnswer(0, 3))
 	f.runOnce()

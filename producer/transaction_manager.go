@@ -1,39 +1,57 @@
 package producer
 
 import (
+	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
 // transactionManager is the idempotent producer's state, after the Java TransactionManager:
-// the producer id and epoch from InitProducerId, and per partition the next sequence number and
-// the batches in flight in sequence order. It is owned by the sender goroutine (Drain, which calls
-// it through accumulator.SequenceSource, runs there too) and takes no locks, except for the
-// transactional state (transactions.go) that Send and the transactional methods share with the
-// sender goroutine, which mu guards.
+// the producer id and epoch from InitProducerId, and per partition (Java's TxnPartitionEntry)
+// the id and epoch its sequences belong to, the next sequence number, the last acknowledged one,
+// and the batches that carry a sequence and have not completed, in sequence order. It is owned
+// by the sender goroutine (Drain, which calls it through accumulator.SequenceSource, runs there
+// too) and takes no locks, except for the transactional state (transactions.go) that Send and
+// the transactional methods share with the sender goroutine, which mu guards.
 //
-// Recovery from a broken sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, a split
-// batch) is by epoch bump (KIP-360): drain stops, in-flight requests finish, InitProducerId is
-// sent with the current id and epoch, and every partition starts again at sequence 0 under the
-// new epoch. Batches queued for retry keep their order in the deques and get new sequences at
-// their next drain, because their epoch no longer matches.
+// A batch keeps the producer id, epoch and sequence it was first sent with for as long as it is
+// retried (Java drainBatchesForOneNode): its earlier attempt may have been written, and the
+// broker can only recognise the retry as a duplicate by them. Recovery from a sequence gap (a
+// batch that failed for good, or expired, after it may have been sent) is by a local epoch bump
+// for an idempotent producer (KIP-360, Java bumpIdempotentProducerEpoch): the epoch goes up by
+// one without a request, the partitions that caused the bump have their unfinished batches
+// rewritten from sequence 0 under the new epoch, and every other partition moves to the new
+// epoch on its own once its unfinished batches are done (maybeUpdateProducerIDAndEpoch). No
+// partition waits for another. A transactional producer cannot change epoch inside a
+// transaction: a failed batch makes the transaction abortable and the abort ends with an epoch
+// bump from the coordinator.
 type transactionManager struct {
 	producerID    int64
 	producerEpoch int16
 
-	// bumpNeeded stops draining until a new epoch is in place.
+	// bumpNeeded asks the next runOnce to bump an idempotent producer's epoch locally
+	// (Java's epochBumpRequired for a producer without transactional.id); rewrite names the
+	// partitions whose unfinished batches then start again at sequence 0.
 	bumpNeeded bool
+	rewrite    map[metadata.TopicPartition]struct{}
+	// unresolved holds the partitions where a batch that had been sent expired, with the
+	// sequence that would follow it (Java's partitionsWithUnresolvedSequences): whether it was
+	// written is unknown until the partition's other batches are done. No new batch is drained
+	// there until then.
+	unresolved map[metadata.TopicPartition]int32
 	// initInFlight is set while an InitProducerId request is outstanding.
 	initInFlight bool
 	// fatal is set when the broker refuses us a producer id for good; every record fails with it.
 	fatal error
 
 	partitions map[metadata.TopicPartition]*partitionSequences
-	inFlight   int // batches in flight over all partitions
 
 	// Transactions (transactions.go); transactionalID is empty for an idempotent-only producer
 	// and neither it nor txnTimeoutMs changes.
@@ -65,17 +83,30 @@ type transactionManager struct {
 	// sender takes it (takeCompletedLocally) to go round again at once instead of polling.
 	completedLocally bool
 	// epochBumpRequired asks for InitProducerId with the current id and epoch once the abort is
-	// done, because a sequence broke (KIP-360 for a transactional producer).
+	// done, because a batch of the transaction failed (KIP-360 for a transactional producer).
 	epochBumpRequired bool
 }
 
+// partitionSequences is Java's TxnPartitionEntry.
 type partitionSequences struct {
-	next      int32
-	lastAcked int32                        // highest sequence acknowledged under this epoch; -1: none
-	inFlight  []*accumulator.ProducerBatch // ascending base sequence
+	// producerID and epoch are what this partition's sequences belong to; they lag the
+	// producer's after a bump until the partition's unfinished batches are done.
+	producerID int64
+	epoch      int16
+	next       int32
+	lastAcked  int32 // highest sequence acknowledged under producerID and epoch; -1: none
+	// lastAckedOffset is the offset of the last record acknowledged, to tell an
+	// UNKNOWN_PRODUCER_ID after retention removed our records from one after lost data.
+	lastAckedOffset int64
+	// inFlight are the batches with a sequence that have neither completed nor failed: in a
+	// request, or queued for a retry. Ascending (producer id, epoch, base sequence).
+	inFlight []*accumulator.ProducerBatch
 }
 
-var _ accumulator.SequenceSource = (*transactionManager)(nil)
+var (
+	_ accumulator.SequenceSource  = (*transactionManager)(nil)
+	_ accumulator.InFlightTracker = (*transactionManager)(nil)
+)
 
 // newTransactionManager returns the state of an idempotent producer, transactional when
 // transactionalID is not empty.
@@ -83,6 +114,8 @@ func newTransactionManager(transactionalID string, txnTimeoutMs int) *transactio
 	return &transactionManager{
 		producerID:        -1,
 		producerEpoch:     -1,
+		rewrite:           make(map[metadata.TopicPartition]struct{}),
+		unresolved:        make(map[metadata.TopicPartition]int32),
 		partitions:        make(map[metadata.TopicPartition]*partitionSequences),
 		transactionalID:   transactionalID,
 		txnTimeoutMs:      int32(txnTimeoutMs),
@@ -92,19 +125,18 @@ func newTransactionManager(transactionalID string, txnTimeoutMs int) *transactio
 	}
 }
 
+// partition returns tp's entry, creating it under the current producer id and epoch.
 func (t *transactionManager) partition(tp metadata.TopicPartition) *partitionSequences {
 	p := t.partitions[tp]
 	if p == nil {
-		p = &partitionSequences{lastAcked: -1}
+		p = &partitionSequences{producerID: t.producerID, epoch: t.producerEpoch, lastAcked: -1, lastAckedOffset: -1}
 		t.partitions[tp] = p
 	}
 	return p
 }
 
-// hasProducerID reports whether batches can be stamped: an id is known and no bump is pending.
-func (t *transactionManager) hasProducerID() bool {
-	return t.producerID >= 0 && !t.bumpNeeded
-}
+// hasProducerID reports whether batches can be stamped: an id is known.
+func (t *transactionManager) hasProducerID() bool { return t.producerID >= 0 }
 
 // ProducerIDAndEpoch implements accumulator.SequenceSource.
 func (t *transactionManager) ProducerIDAndEpoch() (int64, int16, bool) {
@@ -120,83 +152,54 @@ func (t *transactionManager) NextSequence(tp metadata.TopicPartition) int32 {
 // math.MaxInt32, as DefaultRecordBatch.incrementSequence does.
 func (t *transactionManager) IncrementSequence(tp metadata.TopicPartition, n int32) {
 	p := t.partition(tp)
-	if p.next > math.MaxInt32-n {
-		p.next = n - (math.MaxInt32 - p.next) - 1
+	p.next = incrementSequence(p.next, n)
+}
+
+func incrementSequence(seq, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
+	}
+	return seq + n
+}
+
+// MaybeUpdateProducerIDAndEpoch implements accumulator.SequenceSource (Java's
+// maybeUpdateProducerIdAndEpoch): Drain calls it before it stamps tp's next new batch. A
+// partition still on an older id or epoch moves to the current one, from sequence 0, once it has
+// no unfinished batch left; ShouldStopDrain holds its new batches back until then.
+func (t *transactionManager) MaybeUpdateProducerIDAndEpoch(tp metadata.TopicPartition) {
+	if t.fatal != nil {
 		return
 	}
-	p.next += n
+	p := t.partition(tp)
+	if t.stale(p) && len(p.inFlight) == 0 {
+		t.startSequencesAtBeginning(tp)
+	}
 }
 
-// ShouldStopDrain implements accumulator.SequenceSource. Two rules keep the broker's view of a
-// partition in sequence order:
-//
-//   - A retried batch (one that already has a sequence under the current epoch) is sent only when
-//     it is the oldest in flight for its partition, which in effect lowers max.in.flight to 1 while
-//     a partition recovers (Java's shouldStopDrainBatchesForPartition).
-//   - Until the first batch of a partition is acknowledged under the current epoch, only one batch
-//     is in flight for it. A broker that has no state for this producer on a partition accepts any
-//     first sequence; if that first batch failed (say NOT_LEADER_OR_FOLLOWER right after the topic
-//     was created) while the second was written, the first could only ever land after it.
-func (t *transactionManager) ShouldStopDrain(tp metadata.TopicPartition, first *accumulator.ProducerBatch) bool {
-	if !t.hasProducerID() {
-		return true
-	}
-	if t.transactionalID != "" && !t.isSendToPartitionAllowed(tp) {
-		// Not yet added to the transaction by AddPartitionsToTxn (or the producer is fenced).
-		return true
-	}
-	p := t.partitions[tp]
-	if p == nil || len(p.inFlight) == 0 {
-		return false
-	}
-	if !t.stampedNow(first) {
-		return p.lastAcked < 0
-	}
-	return first.BaseSequence() != p.inFlight[0].BaseSequence()
+func (t *transactionManager) stale(p *partitionSequences) bool {
+	return p.producerID != t.producerID || p.epoch != t.producerEpoch
 }
 
-// acknowledged records that b was written: its sequences are now the broker's too.
-func (t *transactionManager) acknowledged(b *accumulator.ProducerBatch) {
-	if !t.stampedNow(b) {
-		return
-	}
+// AddInFlightBatch implements accumulator.InFlightTracker: Drain reports every batch it gives a
+// sequence, SplitAndReenqueue every batch split from one that had a sequence.
+func (t *transactionManager) AddInFlightBatch(b *accumulator.ProducerBatch) {
 	p := t.partition(b.TopicPartition)
-	if last := b.LastSequence(); last > p.lastAcked {
-		p.lastAcked = last
-	}
-}
-
-// isNextSequence reports whether b is the batch the broker expects next on its partition
-// (Java's isNextSequence): when such a batch is refused as out of order, the broker's sequence
-// state and ours truly disagree, and only an epoch bump recovers. A batch further behind is
-// refused only because an earlier one has not landed yet, and a plain retry suffices.
-func (t *transactionManager) isNextSequence(b *accumulator.ProducerBatch) bool {
-	if !t.stampedNow(b) {
-		return false
-	}
-	p := t.partitions[b.TopicPartition]
-	if p == nil {
-		return b.BaseSequence() == 0
-	}
-	return b.BaseSequence() == p.lastAcked+1
-}
-
-// stampedNow reports whether b carries a sequence under the current producer id and epoch.
-func (t *transactionManager) stampedNow(b *accumulator.ProducerBatch) bool {
-	return b.HasSequence() && b.ProducerID() == t.producerID && b.ProducerEpoch() == t.producerEpoch
-}
-
-// addInFlight records drained batches, keeping each partition's list in sequence order.
-func (t *transactionManager) addInFlight(b *accumulator.ProducerBatch) {
-	p := t.partition(b.TopicPartition)
-	i, _ := slices.BinarySearchFunc(p.inFlight, b.BaseSequence(), func(x *accumulator.ProducerBatch, seq int32) int {
-		return int(x.BaseSequence()) - int(seq)
-	})
+	i, _ := slices.BinarySearchFunc(p.inFlight, b, compareBySequence)
 	p.inFlight = slices.Insert(p.inFlight, i, b)
-	t.inFlight++
 }
 
-// removeInFlight forgets a batch whose request finished (acknowledged, failed or to be retried).
+// compareBySequence is Java's PRODUCER_BATCH_COMPARATOR: producer id, epoch, base sequence.
+func compareBySequence(x, y *accumulator.ProducerBatch) int {
+	if c := cmp.Compare(x.ProducerID(), y.ProducerID()); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(x.ProducerEpoch(), y.ProducerEpoch()); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.BaseSequence(), y.BaseSequence())
+}
+
+// removeInFlight forgets a batch that completed, failed or was split.
 func (t *transactionManager) removeInFlight(b *accumulator.ProducerBatch) {
 	p := t.partitions[b.TopicPartition]
 	if p == nil {
@@ -204,19 +207,261 @@ func (t *transactionManager) removeInFlight(b *accumulator.ProducerBatch) {
 	}
 	if i := slices.Index(p.inFlight, b); i >= 0 {
 		p.inFlight = slices.Delete(p.inFlight, i, i+1)
-		t.inFlight--
 	}
 }
 
-// requestEpochBump stops draining; the sender bumps once nothing is in flight.
-func (t *transactionManager) requestEpochBump() { t.bumpNeeded = true }
+func (t *transactionManager) hasInFlight(tp metadata.TopicPartition) bool {
+	p := t.partitions[tp]
+	return p != nil && len(p.inFlight) > 0
+}
 
-// setProducerIDAndEpoch installs the result of InitProducerId and starts every partition's
-// sequence at 0: a new epoch is a new sequence space on the broker. Called only when no batch
-// is in flight.
+// ShouldStopDrain implements accumulator.SequenceSource: Java's
+// shouldStopDrainBatchesForPartition, and one rule of ours.
+//
+//   - A new batch waits while the partition has unfinished batches under an older epoch (a
+//     batch at sequence 0 of the new epoch must not reach the broker before them), and while
+//     an expired batch's fate is unresolved.
+//   - A retried batch (one that has a sequence) is sent only when it is the partition's lowest
+//     unfinished sequence, which in effect lowers max.in.flight to 1 while a partition recovers.
+//   - Ours: until a partition's first batch under its epoch is acknowledged, only one batch is
+//     in flight for it. A broker that has no state for this producer on a partition accepts any
+//     first sequence; if that first batch failed (say NOT_LEADER_OR_FOLLOWER right after the topic
+//     was created) while the second was written, the first could only ever land after it.
+func (t *transactionManager) ShouldStopDrain(tp metadata.TopicPartition, first *accumulator.ProducerBatch) bool {
+	if t.transactionalID != "" && !t.isSendToPartitionAllowed(tp) {
+		// Not yet added to the transaction by AddPartitionsToTxn (or the producer is fenced).
+		return true
+	}
+	if !t.hasProducerID() {
+		return true
+	}
+	p := t.partitions[tp]
+	if !first.HasSequence() {
+		if p != nil && len(p.inFlight) > 0 && t.stale(p) {
+			return true
+		}
+		if _, ok := t.unresolved[tp]; ok {
+			return true
+		}
+		return p != nil && len(p.inFlight) > 0 && p.lastAcked < 0 && !t.stale(p)
+	}
+	return p != nil && len(p.inFlight) > 0 && first.BaseSequence() != p.inFlight[0].BaseSequence()
+}
+
+// handleCompletedBatch is Java's: b was written, so its sequences are the broker's too.
+func (t *transactionManager) handleCompletedBatch(b *accumulator.ProducerBatch, baseOffset int64) {
+	t.removeInFlight(b)
+	if !b.HasSequence() {
+		return
+	}
+	p := t.partition(b.TopicPartition)
+	if b.ProducerID() != p.producerID || b.ProducerEpoch() != p.epoch {
+		// An expired batch of an epoch this partition has left: it says nothing of the new one.
+		return
+	}
+	if last := b.LastSequence(); last > p.lastAcked {
+		p.lastAcked = last
+	}
+	if baseOffset >= 0 {
+		p.lastAckedOffset = max(p.lastAckedOffset, baseOffset+int64(b.RecordCount())-1)
+	}
+}
+
+// handleFailedBatch is Java's: b failed for good with err (its callbacks ran). adjust says that
+// b certainly was not written (a non-retriable error with retries left): its sequences can be
+// given to the batches after it. Otherwise, or with an error that means a gap, an idempotent
+// producer bumps the epoch for the partition.
+func (t *transactionManager) handleFailedBatch(b *accumulator.ProducerBatch, err error, adjust bool) {
+	t.removeInFlight(b)
+	if t.fatal != nil || !b.HasSequence() {
+		return
+	}
+	switch {
+	case !t.isTransactional() && (errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID)):
+		// A gap in the log: a new epoch starts the partition at sequence 0.
+		t.requestEpochBumpForPartition(b.TopicPartition)
+	case errors.Is(err, kerr.UnknownProducerID):
+		// The broker has no state for us on the partition and takes sequence 0 next.
+		delete(t.partitions, b.TopicPartition)
+		delete(t.unresolved, b.TopicPartition)
+	case adjust && !t.isTransactional():
+		t.requestEpochBumpForPartition(b.TopicPartition)
+	case adjust:
+		t.adjustSequencesDueToFailedBatch(b)
+	}
+}
+
+// adjustSequencesDueToFailedBatch is Java's: inside a transaction, the batches after a batch
+// that was certainly not written take its sequences, so the partition has no gap.
+func (t *transactionManager) adjustSequencesDueToFailedBatch(b *accumulator.ProducerBatch) {
+	p := t.partitions[b.TopicPartition]
+	if p == nil || b.ProducerID() != p.producerID || b.ProducerEpoch() != p.epoch {
+		return
+	}
+	n := int32(b.RecordCount())
+	if p.next-n < 0 {
+		return // a sequence that wrapped: leave it to the abort's epoch bump
+	}
+	p.next -= n
+	for _, x := range p.inFlight {
+		if x.BaseSequence() < b.BaseSequence() {
+			continue
+		}
+		x.ResetProducerState(x.ProducerID(), x.ProducerEpoch(), x.BaseSequence()-n)
+	}
+	slices.SortFunc(p.inFlight, compareBySequence)
+}
+
+// requestEpochBumpForPartition is Java's: the next runOnce bumps the epoch and starts tp again
+// at sequence 0.
+func (t *transactionManager) requestEpochBumpForPartition(tp metadata.TopicPartition) {
+	t.bumpNeeded = true
+	t.rewrite[tp] = struct{}{}
+}
+
+// bumpIdempotentEpochAndResetIDIfNeeded is Java's bumpIdempotentEpochAndResetIdIfNeeded for a
+// producer without transactional.id: the bump is local, and only an exhausted epoch needs a
+// new producer id from InitProducerId (which the sender then sends).
+func (t *transactionManager) bumpIdempotentEpochAndResetIDIfNeeded() {
+	if t.isTransactional() || !t.bumpNeeded || !t.hasProducerID() {
+		return
+	}
+	t.bumpNeeded = false
+	if t.producerEpoch == math.MaxInt16 {
+		// The rewrite waits for the new id (setProducerIDAndEpoch).
+		t.producerID, t.producerEpoch = -1, -1
+		return
+	}
+	t.producerEpoch++
+	t.rewritePartitions()
+}
+
+// rewritePartitions starts every partition that asked for the bump at sequence 0 under the
+// current id and epoch (Java bumpIdempotentProducerEpoch's loop).
+func (t *transactionManager) rewritePartitions() {
+	for tp := range t.rewrite {
+		t.startSequencesAtBeginning(tp)
+		delete(t.unresolved, tp)
+	}
+	clear(t.rewrite)
+}
+
+// startSequencesAtBeginning is Java's TxnPartitionEntry.startSequencesAtBeginning: tp's
+// unfinished batches get consecutive sequences from 0 under the current id and epoch, in their
+// order, and the next new batch follows them.
+func (t *transactionManager) startSequencesAtBeginning(tp metadata.TopicPartition) {
+	p := t.partition(tp)
+	var seq int32
+	for _, b := range p.inFlight {
+		b.ResetProducerState(t.producerID, t.producerEpoch, seq)
+		seq = incrementSequence(seq, int32(b.RecordCount()))
+	}
+	p.producerID, p.epoch = t.producerID, t.producerEpoch
+	p.next, p.lastAcked = seq, -1
+}
+
+// isNextSequence reports whether seq is the one the broker expects next on tp (Java's).
+func (t *transactionManager) isNextSequence(tp metadata.TopicPartition, seq int32) bool {
+	lastAcked := int32(-1)
+	if p := t.partitions[tp]; p != nil {
+		lastAcked = p.lastAcked
+	}
+	return seq-lastAcked == 1
+}
+
+// markSequenceUnresolved is Java's: b expired after it had been sent, so whether the broker
+// has its sequences is unknown.
+func (t *transactionManager) markSequenceUnresolved(b *accumulator.ProducerBatch) {
+	if !b.HasSequence() {
+		return
+	}
+	next := b.LastSequence() + 1
+	if v, ok := t.unresolved[b.TopicPartition]; !ok || next > v {
+		t.unresolved[b.TopicPartition] = next
+	}
+}
+
+// maybeResolveSequences is Java's: once an unresolved partition has no unfinished batch, its
+// last acknowledged sequence says whether the expired batches were written. If not, there is a
+// gap: an idempotent producer bumps the epoch for the partition; a transactional one must
+// abort, and the abort bumps the epoch.
+func (t *transactionManager) maybeResolveSequences() {
+	for tp := range t.unresolved {
+		if t.hasInFlight(tp) {
+			continue
+		}
+		delete(t.unresolved, tp)
+		if t.isNextSequence(tp, t.NextSequence(tp)) {
+			continue // the expired batches were written after all, or later ones were
+		}
+		if t.isTransactional() {
+			t.abortableError(errors.New("the producer has not received acknowledgement for some records it sent "+
+				"and can no longer retry them; it is safe to abort the transaction and continue"), true)
+			continue
+		}
+		t.requestEpochBumpForPartition(tp)
+	}
+}
+
+// canRetry is Java's TransactionManager.canRetry: whether a batch refused with err may be sent
+// again, with the epoch bumps that UNKNOWN_PRODUCER_ID and OUT_OF_ORDER_SEQUENCE_NUMBER need.
+// logStartOffset is the partition's, from the response (-1 when the broker did not know it).
+func (t *transactionManager) canRetry(b *accumulator.ProducerBatch, err error, logStartOffset int64) bool {
+	tp := b.TopicPartition
+	switch {
+	case errors.Is(err, kerr.UnknownProducerID):
+		if logStartOffset == -1 || b.SequenceHasBeenReset() {
+			// The broker will know the log start offset once things settle; or the
+			// partition was already started again at 0 and this is one of its batches.
+			return true
+		}
+		lastAckedOffset := int64(-1)
+		if p := t.partitions[tp]; p != nil {
+			lastAckedOffset = p.lastAckedOffset
+		}
+		if lastAckedOffset < logStartOffset {
+			// Retention removed our records and the producer state with them.
+			if t.isTransactional() {
+				t.startSequencesAtBeginning(tp)
+			} else {
+				t.requestEpochBumpForPartition(tp)
+			}
+			return true
+		}
+		if !t.isTransactional() {
+			t.requestEpochBumpForPartition(tp)
+			return true
+		}
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber):
+		_, unresolved := t.unresolved[tp]
+		if !unresolved && (b.SequenceHasBeenReset() || !t.isNextSequence(tp, b.BaseSequence())) {
+			// Not the batch the broker expects next: an earlier one has yet to land.
+			return true
+		}
+		if !t.isTransactional() {
+			// A real gap (no unresolved sequence, or this batch comes right after the
+			// unresolved one): bump. Otherwise wait and see whether the sequence resolves.
+			if !unresolved || b.BaseSequence() == t.unresolved[tp] {
+				t.requestEpochBumpForPartition(tp)
+			}
+			return true
+		}
+	}
+	return isRetriable(err)
+}
+
+// setProducerIDAndEpoch installs the result of InitProducerId. A transactional producer's
+// InitProducerId runs between transactions, with nothing unfinished: every partition starts at
+// sequence 0 (Java resetSequenceNumbers). An idempotent producer's partitions move to the new
+// id one by one as their unfinished batches finish (MaybeUpdateProducerIDAndEpoch), and those
+// that asked for the bump that exhausted the epoch start again now.
 func (t *transactionManager) setProducerIDAndEpoch(id int64, epoch int16) {
 	t.producerID, t.producerEpoch = id, epoch
-	t.bumpNeeded = false
-	// The sender only asks for a new epoch when nothing is in flight, so no batch is tracked here.
-	clear(t.partitions)
+	if t.isTransactional() {
+		clear(t.partitions)
+		clear(t.unresolved)
+		clear(t.rewrite)
+		return
+	}
+	t.rewritePartitions()
 }

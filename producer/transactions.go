@@ -533,20 +533,36 @@ func (t *transactionManager) abortableErrorLocked(cause error, bump bool) {
 }
 
 // produceFailed classifies a transactional batch's final failure, after Java's
-// maybeTransitionToErrorState: fencing and authorization are fatal, anything else makes the
-// transaction abortable. It returns the error the batch's records get.
+// maybeTransitionToErrorState: fencing, authorization and an unsupported version are fatal;
+// anything else, INVALID_PRODUCER_EPOCH included (KIP-588), makes the transaction abortable,
+// and unless the transaction is already ending, its abort bumps the epoch: the failed batch
+// left a gap in the partition's sequences that the next transaction must not meet. It returns
+// the error the batch's records get.
+//
+// (OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID always bump, see below.)
 func (t *transactionManager) produceFailed(err error) error {
 	switch {
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
+	case errors.Is(err, kerr.ProducerFenced),
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.UnsupportedVersion):
 		return t.fatalError(err)
-	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID):
-		t.abortableError(err, true)
-	default:
-		t.abortableError(err, false)
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Java bumps only outside commit and abort, and otherwise gives the failed batch's
+	// sequences to the batches after it. A sequence error says the broker's idea of our
+	// sequences is not ours: then the next transaction starts under a new epoch in any case.
+	completing := t.state == txnCommitting || t.state == txnAborting
+	sequenceBroken := errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID)
+	t.abortableErrorLocked(err, !completing || sequenceBroken)
 	return err
+}
+
+// txnRetriable is Java's "instanceof RetriableException" for a transactional request's error:
+// kerr's table, plus CONCURRENT_TRANSACTIONS, which kerr does not mark retriable and Java's
+// ConcurrentTransactionsException is.
+func txnRetriable(err error) bool {
+	return kerr.IsRetriable(err) || errors.Is(err, kerr.ConcurrentTransactions)
 }
 
 // handleTxnResponse handles the response to r. Network failures requeue it (looking the
@@ -589,9 +605,12 @@ func (t *transactionManager) handleFindCoordinator(r *txnRequest, resp *kmsg.Fin
 	case err == nil:
 		t.coordinator = &node
 		r.result.complete(nil)
-	case errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress),
-		errors.Is(err, kerr.NotCoordinator):
+	case txnRetriable(err):
+		// Java re-enqueues every RetriableException.
 		t.requeue(r, now, backoff)
+	case errors.Is(err, kerr.TransactionAbortable):
+		t.abortableError(fmt.Errorf("finding the transaction coordinator: %w", err), false)
+		r.result.complete(err)
 	default:
 		if msg != nil && *msg != "" {
 			err = fmt.Errorf("%w (broker says: %s)", err, *msg)
@@ -614,10 +633,14 @@ func (t *transactionManager) handleInitProducerID(r *txnRequest, resp *kmsg.Init
 	case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable):
 		t.lookupCoordinator()
 		t.requeue(r, now, backoff)
-	case errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions):
-		// CONCURRENT_TRANSACTIONS: the coordinator is still aborting the transaction a
-		// previous producer with our transactional.id left open.
+	case txnRetriable(err):
+		// Java re-enqueues every RetriableException; CONCURRENT_TRANSACTIONS among them: the
+		// coordinator is still aborting the transaction a previous producer with our
+		// transactional.id left open.
 		t.requeue(r, now, backoff)
+	case errors.Is(err, kerr.TransactionAbortable):
+		t.abortableError(fmt.Errorf("InitProducerId: %w", err), false)
+		r.result.complete(&TransactionAbortableError{Cause: err})
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		t.fatalError(fmt.Errorf("transaction.timeout.ms=%d: %w", t.txnTimeoutMs, err))
 	default:
@@ -653,8 +676,14 @@ func (t *transactionManager) handleAddPartitions(r *txnRequest, resp *kmsg.AddPa
 				}
 				t.requeue(r, now, backoff)
 				return
-			case errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.UnknownTopicOrPartition):
+			case txnRetriable(err):
+				// Java re-enqueues every RetriableException (UNKNOWN_TOPIC_OR_PARTITION,
+				// COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT, ...).
 				t.requeue(r, now, backoff)
+				return
+			case errors.Is(err, kerr.TransactionAbortable):
+				t.abortableError(fmt.Errorf("AddPartitionsToTxn %s: %w", tp, err), false)
+				r.result.complete(nil)
 				return
 			case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced),
 				errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.InvalidTxnState):
@@ -704,12 +733,26 @@ func (t *transactionManager) handleEndTxn(r *txnRequest, resp *kmsg.EndTxnRespon
 	case errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.NotCoordinator):
 		t.lookupCoordinator()
 		t.requeue(r, now, backoff)
-	case errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions):
+	case txnRetriable(err):
+		// Java re-enqueues every RetriableException.
 		t.requeue(r, now, backoff)
+	case errors.Is(err, kerr.UnknownProducerID), errors.Is(err, kerr.InvalidProducerIDMapping),
+		errors.Is(err, kerr.TransactionAbortable):
+		// Java's abortableErrorIfPossible: the transaction must be aborted, and (for a lost
+		// producer id) the abort bumps the epoch.
+		bump := !errors.Is(err, kerr.TransactionAbortable)
+		t.mu.Lock()
+		t.abortableErrorLocked(fmt.Errorf("EndTxn: %w", err), bump)
+		if t.state == txnCommitting || t.state == txnAborting {
+			// An abortable error met while ending: the caller is told and may abort again.
+			t.state, t.lastErr = txnAbortableError, fmt.Errorf("EndTxn: %w", err)
+		}
+		t.mu.Unlock()
+		r.result.complete(&TransactionAbortableError{Cause: err})
 	default:
 		// PRODUCER_FENCED and INVALID_PRODUCER_EPOCH (fenced), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-		// INVALID_TXN_STATE, UNKNOWN_PRODUCER_ID and anything unexpected: the transaction's
-		// outcome is the coordinator's now, and this producer cannot go on.
+		// INVALID_TXN_STATE and anything unexpected: the transaction's outcome is the
+		// coordinator's now, and this producer cannot go on.
 		what := "abort"
 		if r.commit {
 			what = "commit"

@@ -1,0 +1,329 @@
+package producer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+)
+
+// Regression tests for the faults a real cluster throws (the Java SenderTest and
+// TransactionManagerTest cases of the same names are the model): sequence gaps, epoch bumps
+// that must stay local to their partition, and expiry.
+
+// answerByPartition answers a ProduceRequest with codes[partition] (0 when absent).
+func answerByPartition(codes map[int32]int16, baseOffset int64) func(kmsg.Request) kmsg.Response {
+	return func(r kmsg.Request) kmsg.Response {
+		return kafkatest.ProduceAnswer(r.(*kmsg.ProduceRequest), func(p kmsg.ProduceRequestTopicPartition) int16 {
+			return codes[p.Partition]
+		}, baseOffset)
+	}
+}
+
+// idempotentFixture is a sender fixture with producer id 7, epoch 0, and small batches (one
+// 60-byte record each).
+func idempotentFixture(t *testing.T, partitions int, mutate func(*Config)) *senderFixture {
+	t.Helper()
+	f := newSenderFixture(t, partitions, func(c *Config) {
+		c.EnableIdempotence = true
+		c.BatchSize = 100
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	f.runOnce()
+	f.client.respond(t, initProducerIDAnswer(7, 0))
+	f.runOnce()
+	return f
+}
+
+func record(c byte) string { return strings.Repeat(string(c), 60) }
+
+// pendingProduce returns the sequence and epoch of partition's batch in the oldest pending
+// produce request.
+func (f *senderFixture) pendingBatch(i int, partition int32) kmsg.RecordBatch {
+	f.t.Helper()
+	if i >= len(f.client.pending) {
+		f.t.Fatalf("no pending request %d (%d pending)", i, len(f.client.pending))
+	}
+	req, ok := f.client.pending[i].Body.(*kmsg.ProduceRequest)
+	if !ok {
+		f.t.Fatalf("pending request %d is %T", i, f.client.pending[i].Body)
+	}
+	return batchOf(f.t, req, partition)
+}
+
+// settle answers every produce request with success until nothing is pending, up to n rounds.
+func (f *senderFixture) settle(n int) {
+	for ; n > 0; n-- {
+		f.now = f.now.Add(200 * time.Millisecond)
+		f.runOnce()
+		if len(f.client.pending) == 0 {
+			return
+		}
+		for len(f.client.pending) > 0 {
+			if _, ok := f.client.pending[0].Body.(*kmsg.InitProducerIDRequest); ok {
+				f.client.respond(f.t, initProducerIDAnswer(7, 1))
+				continue
+			}
+			f.client.respond(f.t, produceAnswer(0, 100))
+		}
+		f.runOnce()
+	}
+}
+
+// A batch refused for good (here MESSAGE_TOO_LARGE for a single record) leaves a gap in its
+// partition's sequences. The batch behind it, refused OUT_OF_ORDER_SEQUENCE_NUMBER, must be
+// sent again under a new epoch from sequence 0, and so must every later batch (Java
+// handleFailedBatch: requestEpochBumpForPartition). Before, every later batch was retried
+// behind the gap until delivery.timeout.ms: the 500 of 2,500 lines.
+func TestIdempotentGapAfterRefusedRecordIsRepaired(t *testing.T) {
+	f := idempotentFixture(t, 1, nil)
+	a := f.append(0, record('a'))
+	f.runOnce()
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	tooLarge := f.append(0, record('b')) // sequence 1
+	behind := f.append(0, record('c'))   // sequence 2
+	f.runOnce()
+	f.runOnce()
+	if n := len(f.client.pending); n != 2 {
+		t.Fatalf("%d requests in flight, want 2", n)
+	}
+	f.client.respond(t, produceAnswer(kerr.MessageTooLarge.Code, -1))
+	f.client.respond(t, produceAnswer(kerr.OutOfOrderSequenceNumber.Code, -1))
+	f.runOnce()
+	if a.err != nil || !errors.Is(tooLarge.err, kerr.MessageTooLarge) || tooLarge.calls != 1 {
+		t.Fatalf("refused record: calls=%d err=%v, want MESSAGE_TOO_LARGE once", tooLarge.calls, tooLarge.err)
+	}
+	if behind.calls != 0 {
+		t.Fatalf("the record behind the gap failed: %v", behind.err)
+	}
+	f.now = f.now.Add(200 * time.Millisecond)
+	f.runOnce()
+	b := f.pendingBatch(0, 0)
+	if b.ProducerEpoch != 1 || b.FirstSequence != 0 {
+		t.Fatalf("record behind the gap resent with epoch %d sequence %d, want epoch 1 sequence 0", b.ProducerEpoch, b.FirstSequence)
+	}
+	f.client.respond(t, produceAnswer(0, 1))
+	f.runOnce()
+	if behind.calls != 1 || behind.err != nil {
+		t.Fatalf("record behind the gap: calls=%d err=%v, want delivered", behind.calls, behind.err)
+	}
+	later := f.append(0, record('d'))
+	f.runOnce()
+	if b := f.pendingBatch(0, 0); b.ProducerEpoch != 1 || b.FirstSequence != 1 {
+		t.Fatalf("later batch epoch %d sequence %d, want 1/1", b.ProducerEpoch, b.FirstSequence)
+	}
+	f.settle(5)
+	if later.calls != 1 || later.err != nil {
+		t.Fatalf("later record: calls=%d err=%v", later.calls, later.err)
+	}
+}
+
+// A batch that expires after it was sent may or may not have been written: its partition's
+// sequences are unresolved until nothing else is unfinished there, then, with the gap
+// confirmed, the epoch is bumped for the partition (Java markSequenceUnresolved,
+// maybeResolveSequences). Before, new batches took the sequences after the expired one and
+// were refused OUT_OF_ORDER_SEQUENCE_NUMBER until they expired too: the 592 of 2,000
+// lines after a broker hung past delivery.timeout.ms.
+func TestIdempotentExpiredBatchGapIsResolvedByBump(t *testing.T) {
+	f := idempotentFixture(t, 1, func(c *Config) { c.DeliveryTimeoutMs = 30100; c.RequestTimeoutMs = 30000 })
+	f.append(0, record('a'))
+	f.runOnce()
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	lost := f.append(0, record('b')) // sequence 1: sent, then the broker hangs
+	f.runOnce()
+	f.client.disconnect(t)
+	f.client.notReady = map[int32]bool{1: true} // the broker hangs: no new connection
+	f.runOnce()
+	f.now = f.now.Add(31 * time.Second) // still queued for its retry when it expires
+	f.runOnce()
+	f.client.notReady = nil
+	var dte *DeliveryTimeoutError
+	if lost.calls != 1 || !errors.As(lost.err, &dte) {
+		t.Fatalf("expired record: calls=%d err=%v, want a DeliveryTimeoutError", lost.calls, lost.err)
+	}
+	next := f.append(0, record('c'))
+	f.runOnce()
+	f.runOnce()
+	b := f.pendingBatch(0, 0)
+	if b.ProducerEpoch != 1 || b.FirstSequence != 0 {
+		t.Fatalf("batch after the expired one: epoch %d sequence %d, want epoch 1 sequence 0", b.ProducerEpoch, b.FirstSequence)
+	}
+	f.client.respond(t, produceAnswer(0, 1))
+	f.runOnce()
+	if next.calls != 1 || next.err != nil {
+		t.Fatalf("record after the expiry: calls=%d err=%v", next.calls, next.err)
+	}
+}
+
+// An epoch bump for one partition must not touch another partition's queued retry: its first
+// attempt may have been written, and only its original producer id, epoch and sequence let the
+// broker recognise the retry as a duplicate (Java drainBatchesForOneNode). Before, the retry was
+// re-stamped with the new epoch and sequence 0: the 24 duplicates.
+func TestIdempotentBumpLeavesOtherPartitionsRetriesAlone(t *testing.T) {
+	f := idempotentFixture(t, 2, nil)
+	f.append(0, record('a'))
+	f.append(1, record('a'))
+	f.runOnce()
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	f.append(0, record('b')) // partition 0, sequence 1: the gap
+	f.append(1, record('b')) // partition 1, sequence 1: its answer is lost
+	f.runOnce()
+	if b := f.pendingBatch(0, 1); b.FirstSequence != 1 || b.ProducerEpoch != 0 {
+		t.Fatalf("partition 1 first attempt seq %d epoch %d", b.FirstSequence, b.ProducerEpoch)
+	}
+	// Partition 0 is refused for good (a gap: bump), partition 1 times out (retry, and its
+	// write may have happened).
+	f.client.respond(t, answerByPartition(map[int32]int16{0: kerr.OutOfOrderSequenceNumber.Code, 1: kerr.RequestTimedOut.Code}, -1))
+	f.runOnce()
+	f.now = f.now.Add(200 * time.Millisecond)
+	f.runOnce()
+	if len(f.client.pending) == 1 {
+		if _, ok := f.client.pending[0].Body.(*kmsg.InitProducerIDRequest); ok {
+			// A bump by InitProducerId (the old way): let it through, then look at the retry.
+			f.client.respond(t, initProducerIDAnswer(7, 1))
+			f.runOnce()
+			f.runOnce()
+		}
+	}
+	var retry *kmsg.RecordBatch
+	for i := range f.client.pending {
+		req, ok := f.client.pending[i].Body.(*kmsg.ProduceRequest)
+		if !ok {
+			continue
+		}
+		for _, tt := range req.Topics {
+			for _, p := range tt.Partitions {
+				if p.Partition == 1 {
+					b := batchOf(t, req, 1)
+					retry = &b
+				}
+			}
+		}
+	}
+	if retry == nil {
+		t.Fatal("partition 1's retry was not sent")
+	}
+	if retry.ProducerEpoch != 0 || retry.FirstSequence != 1 {
+		t.Fatalf("partition 1's retry went with epoch %d sequence %d, want its own 0/1", retry.ProducerEpoch, retry.FirstSequence)
+	}
+	f.settle(5)
+	// Once its retry is done, partition 1 moves to the new epoch from 0.
+	f.append(1, record('c'))
+	f.runOnce()
+	if b := f.pendingBatch(0, 1); b.ProducerEpoch != 1 || b.FirstSequence != 0 {
+		t.Fatalf("partition 1 after its retry: epoch %d sequence %d, want 1/0", b.ProducerEpoch, b.FirstSequence)
+	}
+}
+
+// A split after MESSAGE_TOO_LARGE keeps the refused batch's producer id, epoch and sequences
+// and bumps nothing (Java never bumps on a split). Before, every split bumped the epoch: the
+// issue's 12,893 InitProducerId calls in 290 s.
+func TestIdempotentSplitDoesNotBumpEpoch(t *testing.T) {
+	f := idempotentFixture(t, 1, func(c *Config) { c.BatchSize = 400 })
+	for i := 0; i < 4; i++ {
+		f.append(0, strings.Repeat("x", 30))
+	}
+	f.runOnce()
+	if b := f.pendingBatch(0, 0); b.NumRecords != 4 || b.FirstSequence != 0 {
+		t.Fatalf("first batch: %d records at sequence %d", b.NumRecords, b.FirstSequence)
+	}
+	f.client.respond(t, produceAnswer(kerr.MessageTooLarge.Code, -1))
+	f.runOnce()
+	sent := len(f.client.sent)
+	f.settle(10)
+	var seqs []int32
+	for _, r := range f.client.sent[sent:] {
+		switch body := r.Body.(type) {
+		case *kmsg.InitProducerIDRequest:
+			t.Fatal("a split sent InitProducerId")
+		case *kmsg.ProduceRequest:
+			b := batchOf(t, body, 0)
+			if b.ProducerEpoch != 0 {
+				t.Fatalf("split batch under epoch %d, want 0", b.ProducerEpoch)
+			}
+			seqs = append(seqs, b.FirstSequence)
+		}
+	}
+	if len(seqs) < 2 || seqs[0] != 0 {
+		t.Fatalf("split batches went with sequences %v, want the refused batch's, from 0", seqs)
+	}
+}
+
+// The bump is local: a partition that needs nothing waits for nobody. Before, a pending bump
+// stopped draining on every partition until no request was in flight anywhere, so one slow
+// broker stalled them all for up to request.timeout.ms.
+func TestIdempotentBumpDoesNotStopOtherPartitions(t *testing.T) {
+	f := idempotentFixture(t, 3, nil)
+	for p := int32(0); p < 3; p++ {
+		f.append(p, record('a'))
+	}
+	f.runOnce()
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	f.append(0, record('b')) // will need a bump
+	f.append(1, record('b')) // will stay in flight, unanswered
+	f.runOnce()
+	f.client.respond(t, answerByPartition(map[int32]int16{0: kerr.OutOfOrderSequenceNumber.Code, 1: 0}, 5))
+	// Partition 1's next batch is in flight and stays unanswered while partition 0 bumps.
+	f.append(1, record('c'))
+	f.runOnce()
+	stuck := len(f.client.pending)
+	if stuck == 0 {
+		t.Fatal("nothing in flight")
+	}
+	o := f.append(2, record('b'))
+	f.now = f.now.Add(200 * time.Millisecond)
+	f.runOnce()
+	found := false
+	for i := range f.client.pending {
+		req, ok := f.client.pending[i].Body.(*kmsg.ProduceRequest)
+		if !ok {
+			continue
+		}
+		for _, tt := range req.Topics {
+			for _, p := range tt.Partitions {
+				found = found || p.Partition == 2
+			}
+		}
+	}
+	if !found {
+		t.Fatal("partition 2's new batch waited for another partition's request in flight")
+	}
+	f.settle(5)
+	if o.calls != 1 || o.err != nil {
+		t.Fatalf("partition 2 record: calls=%d err=%v", o.calls, o.err)
+	}
+}
+
+// The poll must wake for the next delivery.timeout.ms, so that expiry is not late by up to
+// request.timeout.ms (Java's pollTimeout includes nextExpiryTimeMs). Before, NextExpiryTime was
+// computed and never used.
+func TestSenderPollTimeoutIncludesNextExpiry(t *testing.T) {
+	f := newSenderFixture(t, 1, func(c *Config) { c.DeliveryTimeoutMs = 30100; c.RequestTimeoutMs = 30000 })
+	f.append(0, "v")
+	f.runOnce() // in flight now, unanswered
+	f.now = f.now.Add(time.Second)
+	got := f.sender.sendProducerData(f.now)
+	want := 29100 * time.Millisecond
+	if got > want {
+		t.Fatalf("poll timeout %v with a batch in flight that expires in %v", got, want)
+	}
+	f.client.notReady = map[int32]bool{1: true}
+	f.append(0, "queued")
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	got = f.sender.sendProducerData(f.now)
+	if got > 30100*time.Millisecond || got <= 0 {
+		t.Fatalf("poll timeout %v with a queued batch expiring in about 30 s", got)
+	}
+}

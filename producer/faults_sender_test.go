@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
 // Regression tests for the faults a real cluster throws (the Java SenderTest and
@@ -325,5 +326,75 @@ func TestSenderPollTimeoutIncludesNextExpiry(t *testing.T) {
 	got = f.sender.sendProducerData(f.now)
 	if got > 30100*time.Millisecond || got <= 0 {
 		t.Fatalf("poll timeout %v with a queued batch expiring in about 30 s", got)
+	}
+}
+
+// KIP-951: a NOT_LEADER_OR_FOLLOWER that names the new leader (CurrentLeader, with its
+// endpoint in NodeEndpoints) moves the partition there at once, without waiting for a metadata
+// round trip (Java's Sender.handleProduceResponse and Metadata.updatePartitionLeadership).
+// Before, the hint was ignored.
+func TestSenderFollowsLeaderHintFromProduceResponse(t *testing.T) {
+	f := newSenderFixture(t, 1, func(*Config) {})
+	o := f.append(0, "v")
+	f.runOnce()
+	f.client.respond(t, func(r kmsg.Request) kmsg.Response {
+		resp := kafkatest.ProduceAnswer(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
+			return kerr.NotLeaderForPartition.Code
+		}, -1)
+		p := &resp.Topics[0].Partitions[0]
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 2, 5
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID, b.Host, b.Port = 2, "127.0.0.1", 9093
+		resp.Brokers = append(resp.Brokers, b)
+		return resp
+	})
+	f.runOnce()
+	tp := f.sender.meta.Fetch()
+	if leader, ok := tp.LeaderFor(metadataTP("t", 0)); !ok || leader != 2 {
+		t.Fatalf("leader after the hint: %d (ok %v), want 2", leader, ok)
+	}
+	if _, ok := tp.Node(2); !ok {
+		t.Fatal("the hinted leader's endpoint is not a known node")
+	}
+	f.now = f.now.Add(200 * time.Millisecond)
+	f.runOnce()
+	if dst := f.client.pending[len(f.client.pending)-1].Destination; dst != 2 {
+		t.Fatalf("retry went to node %d, want the hinted leader 2", dst)
+	}
+	f.client.respond(t, produceAnswer(0, 9))
+	f.runOnce()
+	if o.calls != 1 || o.err != nil {
+		t.Fatalf("callback calls=%d err=%v", o.calls, o.err)
+	}
+}
+
+func metadataTP(topic string, partition int32) metadata.TopicPartition {
+	return metadata.TopicPartition{Topic: topic, Partition: partition}
+}
+
+// A partition whose leader the broker list does not name cannot be sent to; the sender must
+// ask for metadata rather than skip it silently until the next periodic refresh (Java's ready()
+// counts such a leader as unknown and requests an update).
+func TestSenderRequestsMetadataForLeaderMissingFromBrokers(t *testing.T) {
+	f := newSenderFixture(t, 1, func(*Config) {})
+	resp := kmsg.NewPtrMetadataResponse()
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 9092
+	resp.Brokers = append(resp.Brokers, b)
+	topic := kmsg.NewMetadataResponseTopic()
+	name := "t"
+	topic.Topic = &name
+	p := kmsg.NewMetadataResponseTopicPartition()
+	p.Leader, p.LeaderEpoch = 3, 1 // node 3 is not in Brokers
+	topic.Partitions = append(topic.Partitions, p)
+	resp.Topics = append(resp.Topics, topic)
+	f.meta.Update(resp, f.now)
+	if f.meta.UpdateRequested() {
+		t.Fatal("fixture: an update is already requested")
+	}
+	f.append(0, "v")
+	f.runOnce()
+	if !f.meta.UpdateRequested() {
+		t.Fatal("a leader missing from the broker list did not request a metadata update")
 	}
 }

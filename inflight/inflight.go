@@ -164,17 +164,18 @@ func (f *InFlightRequests) ClearAll(node int32) []*Request {
 	return q
 }
 
-// NodesWithTimedOutRequests returns the nodes whose oldest request has waited longer than its
-// Timeout since it was queued (Java: now - sendTimeMs > requestTimeoutMs). Only the oldest is
-// judged: responses come in order, so if it is not late, no newer request can be.
+// NodesWithTimedOutRequests returns the nodes with a request that has waited longer than its
+// Timeout since it was queued (Java's hasExpiredRequest: now - sendTimeMs > requestTimeoutMs).
+// Every request is judged, not only the oldest: requests carry their own timeouts (a produce
+// request's request.timeout.ms, a metadata request's), so a newer one may be late first.
 func (f *InFlightRequests) NodesWithTimedOutRequests(now time.Time) []int32 {
 	var nodes []int32
 	for node, q := range f.requests {
-		if len(q) == 0 {
-			continue
-		}
-		if oldest := q[0]; now.Sub(oldest.Queued) > oldest.Timeout {
-			nodes = append(nodes, node)
+		for _, r := range q {
+			if now.Sub(r.Queued) > r.Timeout {
+				nodes = append(nodes, node)
+				break
+			}
 		}
 	}
 	slices.Sort(nodes) // map order is random; callers and tests want a stable order

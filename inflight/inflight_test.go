@@ -126,9 +126,13 @@ func TestNodesWithTimedOutRequests(t *testing.T) {
 		{"none", nil, base, nil},
 		{"exactly the timeout is not late", []*Request{at(1, base)}, base.Add(timeout), nil},
 		{"oldest late", []*Request{at(1, base), at(1, base.Add(20*time.Second))}, base.Add(timeout + time.Millisecond), []int32{1}},
-		// Only the oldest is judged: a late newest behind a fresh oldest cannot happen in order,
-		// and the Java client looks at the deque's tail alone.
-		{"oldest fresh", []*Request{at(1, base.Add(10*time.Second)), at(1, base)}, base.Add(timeout + time.Second), nil},
+		// Every request is judged (Java's hasExpiredRequest): a newer request with a shorter
+		// timeout is late while the oldest, with a longer one, is not.
+		{"newer late with its own timeout", []*Request{
+			{Destination: 1, Queued: base, Timeout: time.Minute},
+			{Destination: 1, Queued: base.Add(time.Second), Timeout: 5 * time.Second},
+		}, base.Add(7 * time.Second), []int32{1}},
+		{"none late", []*Request{at(1, base), at(1, base.Add(time.Second))}, base.Add(timeout), nil},
 		{"several nodes sorted", []*Request{at(3, base), at(1, base), at(2, base.Add(time.Minute))}, base.Add(time.Minute), []int32{1, 3}},
 	}
 	for _, tt := range tests {

@@ -47,8 +47,12 @@ type Metadata struct {
 	lastSuccessfulRefresh time.Time            // metadata.max.age.ms runs from it
 	topics                map[string]time.Time // topic -> when it expires unless used again
 	newTopics             map[string]struct{}  // added and not yet seen in a response
-	fatal                 error
-	closed                bool
+	// lastSeenLeaderEpochs is the newest leader epoch seen per partition (the Java client's
+	// lastSeenLeaderEpochs). It outlives a response that leaves the topic out, so a lagging
+	// broker cannot bring back an old leader after a gap; see updateLatestMetadata.
+	lastSeenLeaderEpochs map[TopicPartition]int32
+	fatal                error
+	closed               bool
 	// updated is closed and replaced at every version change, so AwaitUpdate can wait on a
 	// channel instead of polling.
 	updated chan struct{}
@@ -82,6 +86,8 @@ func New(bootstrap []string, maxAge, refreshBackoff time.Duration, allowAutoCrea
 		topics:          map[string]time.Time{},
 		newTopics:       map[string]struct{}{},
 		updated:         make(chan struct{}),
+
+		lastSeenLeaderEpochs: map[TopicPartition]int32{},
 	}
 	m.cluster.Store(bootstrapCluster(nodes))
 	return m, nil
@@ -209,7 +215,7 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := clusterFromResponse(resp, m.cluster.Load())
+	c := clusterFromResponse(resp, m.cluster.Load(), m.lastSeenLeaderEpochs)
 	m.needUpdate = requestVersion < m.requestVersion
 	m.fatal = nil // a broker answered: whatever failed before is no longer fatal
 	for _, t := range resp.Topics {
@@ -229,6 +235,13 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 	for t, expires := range m.topics {
 		if _, isNew := m.newTopics[t]; !isNew && !now.Before(expires) {
 			delete(m.topics, t) // unused for metadata.max.idle.ms: stop asking for it
+		}
+	}
+	// Java drops the epochs of topics it no longer retains; a topic left out of this response
+	// but still asked for keeps them (it may be between a delete and a create).
+	for tp := range m.lastSeenLeaderEpochs {
+		if _, asked := m.topics[tp.Topic]; !asked && c.PartitionCount(tp.Topic) == 0 {
+			delete(m.lastSeenLeaderEpochs, tp)
 		}
 	}
 	m.lastRefresh, m.lastSuccessfulRefresh = now, now

@@ -178,15 +178,26 @@ func (m *Metadata) TimeToNextUpdate(now time.Time) time.Duration {
 	return max(toExpire, toAllow)
 }
 
-// invalidMetadataErrors are the errors meaning "your view is stale, ask again", after the Java
-// client's InvalidMetadataException subclasses: an update is requested when a response holds one.
+// invalidMetadataErrors are the error codes of the Java client's InvalidMetadataException
+// subclasses (org.apache.kafka.common.errors: UnknownTopicOrPartitionException,
+// LeaderNotAvailableException, NotLeaderOrFollowerException, ReplicaNotAvailableException,
+// NetworkException, KafkaStorageException, ListenerNotFoundException,
+// FencedLeaderEpochException, PreferredLeaderNotAvailableException,
+// EligibleLeadersNotAvailableException, ElectionNotNeededException, UnknownTopicIdException,
+// InconsistentTopicIdException), each mapped from its code in Errors. Not in it, though
+// retriable: NOT_ENOUGH_REPLICAS (the leader is right, its followers are behind) and
+// UNKNOWN_LEADER_EPOCH (the broker is behind us, not we behind it).
 var invalidMetadataErrors = []error{
-	kerr.LeaderNotAvailable, kerr.NotLeaderForPartition, kerr.UnknownTopicOrPartition,
-	kerr.UnknownTopicID, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.KafkaStorageError,
-	kerr.ReplicaNotAvailable,
+	kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable, kerr.NotLeaderForPartition,
+	kerr.ReplicaNotAvailable, kerr.NetworkException, kerr.KafkaStorageError, kerr.ListenerNotFound,
+	kerr.FencedLeaderEpoch, kerr.PreferredLeaderNotAvailable, kerr.EligibleLeadersNotAvailable,
+	kerr.ElectionNotNeeded, kerr.UnknownTopicID, kerr.InconsistentTopicID,
 }
 
-func isInvalidMetadata(err error) bool {
+// IsInvalidMetadata reports whether err is one of the Kafka errors that mean the client's
+// metadata is stale (the Java client's InvalidMetadataException family): Metadata requests an
+// update when a metadata response holds one, and the producer when a produce response does.
+func IsInvalidMetadata(err error) bool {
 	for _, e := range invalidMetadataErrors {
 		if errors.Is(err, e) {
 			return true
@@ -223,11 +234,11 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 			continue
 		}
 		delete(m.newTopics, *t.Topic)
-		if isInvalidMetadata(c.topicErrors[*t.Topic]) {
+		if IsInvalidMetadata(c.topicErrors[*t.Topic]) {
 			m.needUpdate = true
 		}
 		for _, p := range t.Partitions {
-			if isInvalidMetadata(kerr.ErrorForCode(p.ErrorCode)) {
+			if IsInvalidMetadata(kerr.ErrorForCode(p.ErrorCode)) {
 				m.needUpdate = true
 			}
 		}

@@ -424,3 +424,28 @@ func TestUpdateRecreatedTopicTakesNewLeader(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateRequestsUpdateOnEveryInvalidMetadataError checks errors the list used to miss
+// (LISTENER_NOT_FOUND, INCONSISTENT_TOPIC_ID: InvalidMetadataException subclasses in Java) ask
+// for another update, and one it wrongly held (UNKNOWN_LEADER_EPOCH, a RetriableException:
+// the broker lags behind us) does not.
+func TestUpdateRequestsUpdateOnEveryInvalidMetadataError(t *testing.T) {
+	for _, tt := range []struct {
+		err  *kerr.Error
+		want bool
+	}{
+		{kerr.ListenerNotFound, true},
+		{kerr.InconsistentTopicID, true},
+		{kerr.PreferredLeaderNotAvailable, true},
+		{kerr.UnknownLeaderEpoch, false},
+		{kerr.NotEnoughReplicas, false},
+	} {
+		t.Run(tt.err.Message, func(t *testing.T) {
+			m := newTestMetadata(t)
+			m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, tt.err.Code}}}, nil), t0)
+			if m.UpdateRequested() != tt.want {
+				t.Fatalf("partition error %v: update requested %v, want %v", tt.err, m.UpdateRequested(), tt.want)
+			}
+		})
+	}
+}

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DefaultMaxIdle is how long a topic stays in metadata requests without being used
-// (the Java producer's metadata.max.idle.ms).
+// DefaultMaxIdle is how long a topic stays in metadata requests without being used: the default
+// of the Java producer's metadata.max.idle.ms. SetMaxIdle changes it.
 const DefaultMaxIdle = 5 * time.Minute
 
 var (
@@ -91,6 +91,14 @@ func New(bootstrap []string, maxAge, refreshBackoff time.Duration, allowAutoCrea
 	}
 	m.cluster.Store(bootstrapCluster(nodes))
 	return m, nil
+}
+
+// SetMaxIdle sets metadata.max.idle.ms: a topic not added again (see Add) for that long is
+// dropped from metadata requests at the next update. Call it before the first Add.
+func (m *Metadata) SetMaxIdle(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.maxIdle = d
 }
 
 // Fetch returns the current cluster snapshot without blocking.

@@ -449,3 +449,18 @@ func TestUpdateRequestsUpdateOnEveryInvalidMetadataError(t *testing.T) {
 		})
 	}
 }
+
+func TestSetMaxIdle(t *testing.T) {
+	m := newTestMetadata(t)
+	m.SetMaxIdle(5 * time.Second)
+	m.Add("a", t0)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, 0}}}, nil), t0)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, 0}}}, nil), t0.Add(4*time.Second))
+	if !slices.Contains(m.Topics(), "a") {
+		t.Fatal("topic dropped before metadata.max.idle.ms")
+	}
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, 0}}}, nil), t0.Add(5*time.Second))
+	if slices.Contains(m.Topics(), "a") {
+		t.Fatal("topic kept after metadata.max.idle.ms")
+	}
+}

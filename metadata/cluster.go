@@ -137,10 +137,10 @@ func (c *Cluster) TopicID(topic string) (id [16]byte, ok bool) {
 // it to fail fast on authorization errors instead of waiting for max.block.ms.
 func (c *Cluster) TopicError(topic string) error { return c.topicErrors[topic] }
 
-// clusterFromResponse builds the snapshot for resp. prev supplies leader epochs: a partition whose
-// reported epoch is older than the one already known keeps the known leader, as the Java client
-// does, because a lagging broker may answer with stale metadata.
-func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster) *Cluster {
+// clusterFromResponse builds the snapshot for resp, after the Java client's
+// Metadata.handleMetadataResponse. prev is the snapshot it replaces and lastSeen the last leader
+// epoch seen per partition, which it updates: see updateLatestMetadata.
+func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster, lastSeen map[TopicPartition]int32) *Cluster {
 	c := emptyCluster()
 	if resp.ClusterID != nil {
 		c.clusterID = *resp.ClusterID
@@ -154,16 +154,26 @@ func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster) *Cluster {
 		c.nodes = append(c.nodes, n)
 		c.nodesByID[n.ID] = n
 	}
+	// Before Metadata v9 (Kafka 2.4) a broker's leader epochs are not reliable while a
+	// reassignment is in progress (MetadataResponse.hasReliableLeaderEpochs).
+	reliableEpochs := resp.GetVersion() >= 9
 	for _, t := range resp.Topics {
 		if t.Topic == nil {
 			continue // a v10+ response to a request by topic id only; we request by name
 		}
 		name := *t.Topic
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			c.topicErrors[name] = err
-		}
+		// As in Java, the ids are compared only when the response has one: a zero id (a
+		// pre-v10 response, or a topic in error) says nothing about whether the topic changed.
+		var topicID, oldTopicID [16]byte
 		if t.TopicID != ([16]byte{}) {
-			c.topicIDs[name] = t.TopicID
+			topicID = t.TopicID
+			c.topicIDs[name] = topicID
+			oldTopicID = prev.topicIDs[name]
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			// Java keeps no partitions of a topic in error.
+			c.topicErrors[name] = err
+			continue
 		}
 		if len(t.Partitions) == 0 {
 			continue
@@ -171,11 +181,12 @@ func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster) *Cluster {
 		ps := make([]PartitionInfo, 0, len(t.Partitions))
 		for _, p := range t.Partitions {
 			info := PartitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Err: kerr.ErrorForCode(p.ErrorCode)}
-			if old, ok := prev.partition(TopicPartition{name, p.Partition}); ok &&
-				info.LeaderEpoch >= 0 && old.LeaderEpoch > info.LeaderEpoch {
-				info.Leader, info.LeaderEpoch = old.Leader, old.LeaderEpoch
+			if info, ok := updateLatestMetadata(TopicPartition{name, p.Partition}, info, reliableEpochs, topicID, oldTopicID, prev, lastSeen); ok {
+				ps = append(ps, info)
 			}
-			ps = append(ps, info)
+		}
+		if len(ps) == 0 {
+			continue
 		}
 		slices.SortFunc(ps, func(a, b PartitionInfo) int { return int(a.Partition) - int(b.Partition) })
 		c.topics[name] = ps
@@ -198,6 +209,32 @@ func clusterFromResponse(resp *kmsg.MetadataResponse, prev *Cluster) *Cluster {
 		})
 	}
 	return c
+}
+
+// updateLatestMetadata is the Java client's Metadata.updateLatestMetadata: which version of tp's
+// partition metadata the new snapshot keeps. With a reliable epoch the one from the response
+// wins when no epoch was seen for tp yet, when the topic id changed (the topic was deleted and
+// created again, and its epochs started over; an old id that is unknown counts as changed,
+// because a client can miss the moment the topic was gone), or when its epoch is at least the
+// last seen one; otherwise the previous snapshot's partition stays (ok false when it has none),
+// because the answer came from a broker that lags behind. Without a reliable epoch the
+// response's partition is taken without its epoch and tp's last seen epoch is forgotten.
+func updateLatestMetadata(tp TopicPartition, info PartitionInfo, reliableEpochs bool, topicID, oldTopicID [16]byte,
+	prev *Cluster, lastSeen map[TopicPartition]int32) (PartitionInfo, bool) {
+	if !reliableEpochs || info.LeaderEpoch < 0 {
+		delete(lastSeen, tp)
+		info.LeaderEpoch = -1
+		return info, true
+	}
+	current, seen := lastSeen[tp]
+	switch {
+	case !seen,
+		topicID != ([16]byte{}) && topicID != oldTopicID,
+		info.LeaderEpoch >= current:
+		lastSeen[tp] = info.LeaderEpoch
+		return info, true
+	}
+	return prev.partition(tp)
 }
 
 // String summarises the snapshot for logs.

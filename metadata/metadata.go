@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DefaultMaxIdle is how long a topic stays in metadata requests without being used
-// (the Java producer's metadata.max.idle.ms).
+// DefaultMaxIdle is how long a topic stays in metadata requests without being used: the default
+// of the Java producer's metadata.max.idle.ms. SetMaxIdle changes it.
 const DefaultMaxIdle = 5 * time.Minute
 
 var (
@@ -47,8 +47,12 @@ type Metadata struct {
 	lastSuccessfulRefresh time.Time            // metadata.max.age.ms runs from it
 	topics                map[string]time.Time // topic -> when it expires unless used again
 	newTopics             map[string]struct{}  // added and not yet seen in a response
-	fatal                 error
-	closed                bool
+	// lastSeenLeaderEpochs is the newest leader epoch seen per partition (the Java client's
+	// lastSeenLeaderEpochs). It outlives a response that leaves the topic out, so a lagging
+	// broker cannot bring back an old leader after a gap; see updateLatestMetadata.
+	lastSeenLeaderEpochs map[TopicPartition]int32
+	fatal                error
+	closed               bool
 	// updated is closed and replaced at every version change, so AwaitUpdate can wait on a
 	// channel instead of polling.
 	updated chan struct{}
@@ -82,9 +86,19 @@ func New(bootstrap []string, maxAge, refreshBackoff time.Duration, allowAutoCrea
 		topics:          map[string]time.Time{},
 		newTopics:       map[string]struct{}{},
 		updated:         make(chan struct{}),
+
+		lastSeenLeaderEpochs: map[TopicPartition]int32{},
 	}
 	m.cluster.Store(bootstrapCluster(nodes))
 	return m, nil
+}
+
+// SetMaxIdle sets metadata.max.idle.ms: a topic not added again (see Add) for that long is
+// dropped from metadata requests at the next update. Call it before the first Add.
+func (m *Metadata) SetMaxIdle(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.maxIdle = d
 }
 
 // Fetch returns the current cluster snapshot without blocking.
@@ -172,15 +186,26 @@ func (m *Metadata) TimeToNextUpdate(now time.Time) time.Duration {
 	return max(toExpire, toAllow)
 }
 
-// invalidMetadataErrors are the errors meaning "your view is stale, ask again", after the Java
-// client's InvalidMetadataException subclasses: an update is requested when a response holds one.
+// invalidMetadataErrors are the error codes of the Java client's InvalidMetadataException
+// subclasses (org.apache.kafka.common.errors: UnknownTopicOrPartitionException,
+// LeaderNotAvailableException, NotLeaderOrFollowerException, ReplicaNotAvailableException,
+// NetworkException, KafkaStorageException, ListenerNotFoundException,
+// FencedLeaderEpochException, PreferredLeaderNotAvailableException,
+// EligibleLeadersNotAvailableException, ElectionNotNeededException, UnknownTopicIdException,
+// InconsistentTopicIdException), each mapped from its code in Errors. Not in it, though
+// retriable: NOT_ENOUGH_REPLICAS (the leader is right, its followers are behind) and
+// UNKNOWN_LEADER_EPOCH (the broker is behind us, not we behind it).
 var invalidMetadataErrors = []error{
-	kerr.LeaderNotAvailable, kerr.NotLeaderForPartition, kerr.UnknownTopicOrPartition,
-	kerr.UnknownTopicID, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.KafkaStorageError,
-	kerr.ReplicaNotAvailable,
+	kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable, kerr.NotLeaderForPartition,
+	kerr.ReplicaNotAvailable, kerr.NetworkException, kerr.KafkaStorageError, kerr.ListenerNotFound,
+	kerr.FencedLeaderEpoch, kerr.PreferredLeaderNotAvailable, kerr.EligibleLeadersNotAvailable,
+	kerr.ElectionNotNeeded, kerr.UnknownTopicID, kerr.InconsistentTopicID,
 }
 
-func isInvalidMetadata(err error) bool {
+// IsInvalidMetadata reports whether err is one of the Kafka errors that mean the client's
+// metadata is stale (the Java client's InvalidMetadataException family): Metadata requests an
+// update when a metadata response holds one, and the producer when a produce response does.
+func IsInvalidMetadata(err error) bool {
 	for _, e := range invalidMetadataErrors {
 		if errors.Is(err, e) {
 			return true
@@ -209,7 +234,7 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := clusterFromResponse(resp, m.cluster.Load())
+	c := clusterFromResponse(resp, m.cluster.Load(), m.lastSeenLeaderEpochs)
 	m.needUpdate = requestVersion < m.requestVersion
 	m.fatal = nil // a broker answered: whatever failed before is no longer fatal
 	for _, t := range resp.Topics {
@@ -217,11 +242,11 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 			continue
 		}
 		delete(m.newTopics, *t.Topic)
-		if isInvalidMetadata(c.topicErrors[*t.Topic]) {
+		if IsInvalidMetadata(c.topicErrors[*t.Topic]) {
 			m.needUpdate = true
 		}
 		for _, p := range t.Partitions {
-			if isInvalidMetadata(kerr.ErrorForCode(p.ErrorCode)) {
+			if IsInvalidMetadata(kerr.ErrorForCode(p.ErrorCode)) {
 				m.needUpdate = true
 			}
 		}
@@ -229,6 +254,13 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 	for t, expires := range m.topics {
 		if _, isNew := m.newTopics[t]; !isNew && !now.Before(expires) {
 			delete(m.topics, t) // unused for metadata.max.idle.ms: stop asking for it
+		}
+	}
+	// Java drops the epochs of topics it no longer retains; a topic left out of this response
+	// but still asked for keeps them (it may be between a delete and a create).
+	for tp := range m.lastSeenLeaderEpochs {
+		if _, asked := m.topics[tp.Topic]; !asked && c.PartitionCount(tp.Topic) == 0 {
+			delete(m.lastSeenLeaderEpochs, tp)
 		}
 	}
 	m.lastRefresh, m.lastSuccessfulRefresh = now, now

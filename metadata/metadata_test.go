@@ -29,6 +29,9 @@ type partitionSpec struct {
 
 func response(topics map[string][]partitionSpec, topicErrors map[string]int16) *kmsg.MetadataResponse {
 	resp := kmsg.NewPtrMetadataResponse()
+	// A version with reliable leader epochs (v9+) and topic ids (v10+), as brokers since
+	// Kafka 2.8 answer.
+	resp.SetVersion(resp.MaxVersion())
 	for _, id := range []int32{1, 2} {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = id, "broker", 9090+id
@@ -325,5 +328,139 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 	}
 	if m.Version() != 200 {
 		t.Fatalf("version %d", m.Version())
+	}
+}
+
+// withTopicID sets topic's id in resp.
+func withTopicID(resp *kmsg.MetadataResponse, topic string, id byte) *kmsg.MetadataResponse {
+	for i := range resp.Topics {
+		if *resp.Topics[i].Topic == topic {
+			resp.Topics[i].TopicID = [16]byte{15: id}
+		}
+	}
+	return resp
+}
+
+// TestUpdateRecreatedTopicTakesNewLeader pins the rules of the Java client's
+// Metadata.updateLatestMetadata: a leader epoch older than the last seen one is ignored (a
+// lagging broker), unless the topic id changed, which means the topic was deleted and created
+// again and its epochs started over; an old topic id that is unknown counts as changed.
+func TestUpdateRecreatedTopicTakesNewLeader(t *testing.T) {
+	tp := TopicPartition{"a", 0}
+	leader := func(m *Metadata) (int32, int32) {
+		t.Helper()
+		p, ok := m.Fetch().Partition(tp)
+		if !ok {
+			t.Fatal("partition a-0 missing")
+		}
+		return p.Leader, p.LeaderEpoch
+	}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	a := func(leader, epoch int32) map[string][]partitionSpec {
+		return map[string][]partitionSpec{"a": {{0, leader, epoch, 0}}}
+	}
+
+	t.Run("new topic id", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Add("a", t0)
+		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
+		m.Update(withTopicID(response(a(2, 0), nil), "a", 2), at(1))
+		if l, e := leader(m); l != 2 || e != 0 {
+			t.Fatalf("recreated topic: leader %d epoch %d, want the new topic's leader 2 at epoch 0", l, e)
+		}
+		// From then on the guard works for the new topic's epochs.
+		m.Update(withTopicID(response(a(2, 3), nil), "a", 2), at(2))
+		m.Update(withTopicID(response(a(1, 2), nil), "a", 2), at(3))
+		if l, e := leader(m); l != 2 || e != 3 {
+			t.Fatalf("stale epoch of the same topic id: leader %d epoch %d, want 2 at 3", l, e)
+		}
+	})
+	t.Run("old topic id unknown", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Add("a", t0)
+		m.Update(response(a(1, 7), nil), at(0)) // no topic id
+		m.Update(withTopicID(response(a(2, 0), nil), "a", 2), at(1))
+		if l, _ := leader(m); l != 2 {
+			t.Fatalf("leader %d, want 2: a topic id where none was known resets the epoch", l)
+		}
+	})
+	t.Run("deleted in between", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Add("a", t0)
+		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
+		m.Update(response(nil, map[string]int16{"a": kerr.UnknownTopicOrPartition.Code}), at(1))
+		m.Update(withTopicID(response(a(2, 0), nil), "a", 2), at(2))
+		if l, _ := leader(m); l != 2 {
+			t.Fatalf("leader %d, want 2 after delete and create", l)
+		}
+	})
+	t.Run("same topic id keeps the newer epoch", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Add("a", t0)
+		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
+		m.Update(withTopicID(response(a(2, 6), nil), "a", 1), at(1))
+		if l, e := leader(m); l != 1 || e != 7 {
+			t.Fatalf("leader %d epoch %d from a stale epoch, want 1 at 7", l, e)
+		}
+	})
+	t.Run("no topic id in the new response keeps the newer epoch", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Add("a", t0)
+		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
+		m.Update(response(a(2, 6), nil), at(1))
+		if l, _ := leader(m); l != 1 {
+			t.Fatalf("leader %d, want 1: without a topic id nothing says the topic changed", l)
+		}
+	})
+	t.Run("unreliable epochs before v9", func(t *testing.T) {
+		m := newTestMetadata(t)
+		m.Add("a", t0)
+		m.Update(response(a(1, 7), nil), at(0))
+		old := response(a(2, 6), nil)
+		old.SetVersion(8)
+		m.Update(old, at(1))
+		if l, e := leader(m); l != 2 || e != -1 {
+			t.Fatalf("v8 response: leader %d epoch %d, want 2 without an epoch (Java's withoutLeaderEpoch)", l, e)
+		}
+	})
+}
+
+// TestUpdateRequestsUpdateOnEveryInvalidMetadataError checks errors the list used to miss
+// (LISTENER_NOT_FOUND, INCONSISTENT_TOPIC_ID: InvalidMetadataException subclasses in Java) ask
+// for another update, and one it wrongly held (UNKNOWN_LEADER_EPOCH, a RetriableException:
+// the broker lags behind us) does not.
+func TestUpdateRequestsUpdateOnEveryInvalidMetadataError(t *testing.T) {
+	for _, tt := range []struct {
+		err  *kerr.Error
+		want bool
+	}{
+		{kerr.ListenerNotFound, true},
+		{kerr.InconsistentTopicID, true},
+		{kerr.PreferredLeaderNotAvailable, true},
+		{kerr.UnknownLeaderEpoch, false},
+		{kerr.NotEnoughReplicas, false},
+	} {
+		t.Run(tt.err.Message, func(t *testing.T) {
+			m := newTestMetadata(t)
+			m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, tt.err.Code}}}, nil), t0)
+			if m.UpdateRequested() != tt.want {
+				t.Fatalf("partition error %v: update requested %v, want %v", tt.err, m.UpdateRequested(), tt.want)
+			}
+		})
+	}
+}
+
+func TestSetMaxIdle(t *testing.T) {
+	m := newTestMetadata(t)
+	m.SetMaxIdle(5 * time.Second)
+	m.Add("a", t0)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, 0}}}, nil), t0)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, 0}}}, nil), t0.Add(4*time.Second))
+	if !slices.Contains(m.Topics(), "a") {
+		t.Fatal("topic dropped before metadata.max.idle.ms")
+	}
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 0, 0}}}, nil), t0.Add(5*time.Second))
+	if slices.Contains(m.Topics(), "a") {
+		t.Fatal("topic kept after metadata.max.idle.ms")
 	}
 }

@@ -36,6 +36,7 @@ type Config struct {
 	ReconnectBackoffMs               int   `koanf:"reconnect.backoff.ms" doc:"initial wait before reconnecting to a broker"`
 	ReconnectBackoffMaxMs            int   `koanf:"reconnect.backoff.max.ms" doc:"upper bound of the exponential, jittered reconnect backoff"`
 	MetadataMaxAgeMs                 int   `koanf:"metadata.max.age.ms" doc:"metadata is refreshed at least this often"`
+	MetadataMaxIdleMs                int   `koanf:"metadata.max.idle.ms" doc:"a topic not sent to for this long is dropped from metadata refreshes; the next send to it waits for its metadata again; at least 5000"`
 	ConnectionsMaxIdleMs             int   `koanf:"connections.max.idle.ms" doc:"idle connections are closed after this long"`
 	SocketConnectionSetupTimeoutMs   int   `koanf:"socket.connection.setup.timeout.ms" doc:"how long a connection (TCP, TLS, SASL) may take to set up"`
 	AllowAutoCreateTopics            bool  `koanf:"allow.auto.create.topics" doc:"ask the broker to create a missing topic (if the broker allows it)"`
@@ -75,6 +76,7 @@ func DefaultConfig() Config {
 		ReconnectBackoffMs:                 50,
 		ReconnectBackoffMaxMs:              1000,
 		MetadataMaxAgeMs:                   300000,
+		MetadataMaxIdleMs:                  300000,
 		ConnectionsMaxIdleMs:               540000,
 		SocketConnectionSetupTimeoutMs:     10000,
 		AllowAutoCreateTopics:              true,
@@ -151,6 +153,11 @@ func (c *Config) Validate() error {
 			bad(p.key, "must not be negative, got %d", p.v)
 		}
 	}
+	// Java's ProducerConfig defines it atLeast(5000): a shorter idle time would drop a topic
+	// sent to now and then from every refresh and make each send wait for its metadata.
+	if c.MetadataMaxIdleMs < minMetadataMaxIdleMs {
+		bad("metadata.max.idle.ms", "must be at least %d, got %d", minMetadataMaxIdleMs, c.MetadataMaxIdleMs)
+	}
 	if c.DeliveryTimeoutMs > 0 && c.DeliveryTimeoutMs < c.LingerMs+c.RequestTimeoutMs {
 		bad("delivery.timeout.ms", "must be at least linger.ms + request.timeout.ms (%d), got %d",
 			c.LingerMs+c.RequestTimeoutMs, c.DeliveryTimeoutMs)
@@ -202,6 +209,9 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// minMetadataMaxIdleMs is the least metadata.max.idle.ms the Java client accepts.
+const minMetadataMaxIdleMs = 5000
 
 // parseAcks maps the Java spellings to the wire value: "all" and "-1" are -1.
 func parseAcks(s string) (int16, error) {

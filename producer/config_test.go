@@ -24,6 +24,7 @@ func TestDefaultConfigMatchesJavaClient(t *testing.T) {
 		"reconnect.backoff.ms":                  {c.ReconnectBackoffMs, 50},
 		"reconnect.backoff.max.ms":              {c.ReconnectBackoffMaxMs, 1000},
 		"metadata.max.age.ms":                   {c.MetadataMaxAgeMs, 300000},
+		"metadata.max.idle.ms":                  {c.MetadataMaxIdleMs, 300000},
 		"connections.max.idle.ms":               {c.ConnectionsMaxIdleMs, 540000},
 		"compression.type":                      {c.CompressionType, "none"},
 	}
@@ -58,6 +59,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		}, "sasl.mechanism", "SCRAM-SHA-512"},
 		{"sasl user", func(c *Config) { c.SecurityProtocol = "SASL_SSL"; c.SASLMechanism = "PLAIN" }, "sasl.username", "required"},
 		{"cert without key", func(c *Config) { c.SSLCertificateLocation = "/c.pem" }, "ssl.certificate.location", "together"},
+		// ProducerConfig: define(METADATA_MAX_IDLE_CONFIG, ..., atLeast(5000), ...)
+		{"metadata idle", func(c *Config) { c.MetadataMaxIdleMs = 4999 }, "metadata.max.idle.ms", "at least 5000, got 4999"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
 // ErrBufferExhausted (wrapped) is Send's error when buffer.memory stayed full for max.block.ms:
@@ -63,24 +64,16 @@ func isRetriable(err error) bool {
 	return kerr.IsRetriable(err)
 }
 
-// needsMetadataRefresh is the Java InvalidMetadataException family: errors that mean our idea of
-// the partition's leader is stale.
+// needsMetadataRefresh is the Java InvalidMetadataException family, which makes Sender.completeBatch
+// request a metadata update: errors that mean our idea of the partition's leader is stale. A
+// request that got no response is Java's NetworkException, one of them; the Kafka error codes
+// are metadata's one table of them.
 func needsMetadataRefresh(err error) bool {
 	var ne *networkError
 	if errors.As(err, &ne) {
 		return true
 	}
-	switch {
-	case errors.Is(err, kerr.NotLeaderForPartition),
-		errors.Is(err, kerr.UnknownTopicOrPartition),
-		errors.Is(err, kerr.LeaderNotAvailable),
-		errors.Is(err, kerr.FencedLeaderEpoch),
-		errors.Is(err, kerr.UnknownLeaderEpoch),
-		errors.Is(err, kerr.KafkaStorageError),
-		errors.Is(err, kerr.NotEnoughReplicas):
-		return true
-	}
-	return false
+	return metadata.IsInvalidMetadata(err)
 }
 
 // networkError is a request that got no response: the connection closed or the request timed out.

@@ -120,6 +120,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap.servers: %w", err)
 	}
+	meta.SetMaxIdle(ms(cfg.MetadataMaxIdleMs))
 	netCfg, err := cfg.networkConfig()
 	if err != nil {
 		return nil, err

@@ -15,12 +15,14 @@ func TestSetParsesJavaProperties(t *testing.T) {
 		"acks":               "1",
 		"buffer.memory":      "1048576",
 		"compression.type":   "zstd",
+		// Refused as unknown while the idle time was a constant.
+		"metadata.max.idle.ms": "5000",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.BootstrapServers) != 2 || c.BootstrapServers[1] != "127.0.0.1:9093" || c.LingerMs != 20 ||
-		c.EnableIdempotence || c.Acks != "1" || c.BufferMemory != 1<<20 || c.CompressionType != "zstd" {
+		c.EnableIdempotence || c.Acks != "1" || c.BufferMemory != 1<<20 || c.CompressionType != "zstd" || c.MetadataMaxIdleMs != 5000 {
 		t.Fatalf("properties not applied: %+v", c)
 	}
 	if err := c.Validate(); err != nil {

@@ -290,6 +290,11 @@ func (a *Agent) failureError(err error, txnID string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 		defer cancel()
 		if aerr := a.prod.AbortTransaction(ctx); aerr != nil {
+			if errors.Is(aerr, producer.ErrProducerFenced) {
+				// A fenced agent learns it at the abort: its records were refused with
+				// INVALID_PRODUCER_EPOCH, which is abortable (KIP-588).
+				return a.failureError(aerr, txnID)
+			}
 			a.log.Error("exactly-once: aborting the transaction", "error", aerr)
 		}
 		return fmt.Errorf("exactly-once: transaction aborted (a restart resumes at the last commit: nothing lost, nothing twice): %w", err)

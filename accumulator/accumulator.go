@@ -339,9 +339,27 @@ func (a *RecordAccumulator) isMuted(tp metadata.TopicPartition) bool {
 	return ok
 }
 
-// backingOff reports whether a retried batch is still inside retry.backoff.ms.
+// backingOff reports whether a retried batch is still inside retry.backoff.ms. A retry that
+// goes to a newer leader than the attempt that failed does not wait (KIP-951, Java's
+// shouldBackoff with hasLeaderChangedForTheOngoingRetry): the wait was for the old leader.
 func (a *RecordAccumulator) backingOff(b *ProducerBatch, now time.Time) bool {
-	return b.Attempts > 0 && now.Sub(b.LastAttempt) < a.cfg.RetryBackoff
+	return b.Attempts > 0 && now.Sub(b.LastAttempt) < a.cfg.RetryBackoff && !b.hasLeaderChangedForTheOngoingRetry()
+}
+
+// LeaderEpochs is what Ready and Drain use of a ClusterView, when it has them, to tell a retry
+// bound for a new leader (*metadata.Cluster has them).
+type LeaderEpochs interface {
+	LeaderEpochFor(tp metadata.TopicPartition) (epoch int32, ok bool)
+}
+
+// noteLeaderEpoch tells the deque's first batch the partition's current leader epoch, before
+// its backoff is judged. Called under the deque's lock.
+func noteLeaderEpoch(c ClusterView, tp metadata.TopicPartition, first *ProducerBatch) {
+	if le, ok := c.(LeaderEpochs); ok {
+		if epoch, ok := le.LeaderEpochFor(tp); ok {
+			first.maybeUpdateLeaderEpoch(epoch)
+		}
+	}
 }
 
 // Ready returns the nodes that lead a partition with a sendable first batch: full, waited
@@ -360,6 +378,7 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 			continue
 		}
 		first := dq.batches[0]
+		noteLeaderEpoch(c, dq.tp, first)
 		waited := max(now.Sub(first.LastAttempt), 0)
 		backingOff := a.backingOff(first, now)
 		full := len(dq.batches) > 1 || first.IsFull()
@@ -452,7 +471,7 @@ func (a *RecordAccumulator) drainBatchesForOneNode(c ClusterView, node int32, ma
 		a.drainIndex[node] = i
 		i = (i + 1) % len(parts)
 
-		b, stop := a.pollDrainable(tp, size, len(ready) == 0, maxSize, now, pid, epoch)
+		b, stop := a.pollDrainable(c, tp, size, len(ready) == 0, maxSize, now, pid, epoch)
 		if stop {
 			break
 		}
@@ -473,7 +492,7 @@ func (a *RecordAccumulator) drainBatchesForOneNode(c ClusterView, node int32, ma
 
 // pollDrainable removes tp's first batch if it may go in this request. stop reports that the
 // request is full.
-func (a *RecordAccumulator) pollDrainable(tp metadata.TopicPartition, size int, firstInRequest bool, maxSize int,
+func (a *RecordAccumulator) pollDrainable(c ClusterView, tp metadata.TopicPartition, size int, firstInRequest bool, maxSize int,
 	now time.Time, pid int64, epoch int16,
 ) (b *ProducerBatch, stop bool) {
 	if a.isMuted(tp) {
@@ -489,6 +508,7 @@ func (a *RecordAccumulator) pollDrainable(tp metadata.TopicPartition, size int, 
 		return nil, false
 	}
 	first := dq.batches[0]
+	noteLeaderEpoch(c, tp, first)
 	if a.backingOff(first, now) {
 		return nil, false
 	}

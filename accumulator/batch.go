@@ -167,8 +167,12 @@ type ProducerBatch struct {
 	producerEpoch int16
 	baseSequence  int32
 	retry         bool
-	sequenceReset bool // the producer state was rewritten after the batch had one (Java reopened)
-	transactional bool // written with the transactional attribute (a transactional producer's batch)
+	// currentLeaderEpoch is the partition's leader epoch last seen at Ready or Drain (-1:
+	// none yet), and attemptsWhenLeaderLastChanged the attempt count when it last went up.
+	currentLeaderEpoch            int32
+	attemptsWhenLeaderLastChanged int
+	sequenceReset                 bool // the producer state was rewritten after the batch had one (Java reopened)
+	transactional                 bool // written with the transactional attribute (a transactional producer's batch)
 
 	state       atomic.Int32
 	done        chan struct{} // closed when the batch reaches a final state
@@ -179,21 +183,22 @@ type ProducerBatch struct {
 func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, now time.Time) *ProducerBatch {
 	holder := thunkPool.Get().(*[]thunk)
 	return &ProducerBatch{
-		TopicPartition: tp,
-		Created:        now,
-		LastAttempt:    now,
-		codec:          codec,
-		buf:            buf[:0],
-		poolBuf:        buf[:0],
-		writeLimit:     cap(buf),
-		lastAppend:     now,
-		thunks:         (*holder)[:0],
-		thunkHolder:    holder,
-		producerID:     noProducerID,
-		producerEpoch:  noProducerEpoch,
-		baseSequence:   noSequence,
-		baseOffset:     -1,
-		done:           make(chan struct{}),
+		TopicPartition:     tp,
+		Created:            now,
+		LastAttempt:        now,
+		codec:              codec,
+		buf:                buf[:0],
+		poolBuf:            buf[:0],
+		writeLimit:         cap(buf),
+		lastAppend:         now,
+		thunks:             (*holder)[:0],
+		thunkHolder:        holder,
+		producerID:         noProducerID,
+		producerEpoch:      noProducerEpoch,
+		baseSequence:       noSequence,
+		baseOffset:         -1,
+		currentLeaderEpoch: -1,
+		done:               make(chan struct{}),
 	}
 }
 
@@ -626,6 +631,21 @@ func (b *ProducerBatch) reenqueued(now time.Time) {
 	}
 	b.LastAttempt = b.lastAppend
 	b.retry = true
+}
+
+// maybeUpdateLeaderEpoch is Java's: a newer leader epoch than the one last seen is noted with
+// the attempt count at which it appeared.
+func (b *ProducerBatch) maybeUpdateLeaderEpoch(epoch int32) {
+	if epoch >= 0 && epoch > b.currentLeaderEpoch {
+		b.attemptsWhenLeaderLastChanged = b.Attempts
+		b.currentLeaderEpoch = epoch
+	}
+}
+
+// hasLeaderChangedForTheOngoingRetry is Java's: the batch is being retried and the leader
+// changed since its last attempt failed.
+func (b *ProducerBatch) hasLeaderChangedForTheOngoingRetry() bool {
+	return b.Attempts >= 1 && b.Attempts == b.attemptsWhenLeaderLastChanged
 }
 
 // drained records that the batch left its deque.

@@ -94,3 +94,13 @@ func (c *Cluster) indexLeaders() {
 		})
 	}
 }
+
+// LeaderEpochFor returns tp's leader epoch; ok is false when the partition is unknown, has no
+// leader, or the broker did not report an epoch.
+func (c *Cluster) LeaderEpochFor(tp TopicPartition) (epoch int32, ok bool) {
+	p, found := c.partition(tp)
+	if !found || p.Leader < 0 || p.LeaderEpoch < 0 {
+		return -1, false
+	}
+	return p.LeaderEpoch, true
+}

@@ -356,8 +356,12 @@ func TestSenderFollowsLeaderHintFromProduceResponse(t *testing.T) {
 	if _, ok := tp.Node(2); !ok {
 		t.Fatal("the hinted leader's endpoint is not a known node")
 	}
-	f.now = f.now.Add(200 * time.Millisecond)
+	// A retry bound for a newer leader skips retry.backoff.ms (Java's
+	// hasLeaderChangedForTheOngoingRetry): no time passes here.
 	f.runOnce()
+	if len(f.client.pending) == 0 {
+		t.Fatal("the retry to the new leader waited out retry.backoff.ms")
+	}
 	if dst := f.client.pending[len(f.client.pending)-1].Destination; dst != 2 {
 		t.Fatalf("retry went to node %d, want the hinted leader 2", dst)
 	}

@@ -463,5 +463,6 @@ func (t *transactionManager) setProducerIDAndEpoch(id int64, epoch int16) {
 		clear(t.rewrite)
 		return
 	}
+	t.bumpNeeded = false // the new id is the bump
 	t.rewritePartitions()
 }

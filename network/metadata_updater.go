@@ -44,6 +44,8 @@ func (u *defaultMetadataUpdater) maybeUpdate(now time.Time) time.Duration {
 	return u.maybeUpdateNode(node, now)
 }
 
+// maybeUpdateNode is DefaultMetadataUpdater.maybeUpdate(now, node): send the request to node if
+// it can take it, else wait for any connection being set up, else connect to node.
 func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Time) time.Duration {
 	c := u.client
 	if c.canSendRequest(node.ID) {
@@ -57,15 +59,30 @@ func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Ti
 		u.requestVersion = requestVersion
 		return c.cfg.RequestTimeout
 	}
-	if c.states.IsPreparingConnection(node.ID) {
-		// Poll wakes on the connection's events anyway; the backoff only bounds the wait.
+	// While any connection is being set up, wait for it rather than open another to node: it
+	// may be the one the update needs, and more attempts at once only load a struggling
+	// cluster. As in Java the wait is the reconnect backoff, for want of a connect timeout.
+	if u.isAnyNodeConnecting() {
 		return c.cfg.ReconnectBackoff
 	}
 	if c.states.CanConnect(node.ID, now) {
 		c.initiateConnect(node, now)
 		return c.cfg.ReconnectBackoff
 	}
+	// Connected but with no room in flight, or checking API versions: only a network event,
+	// which ends Poll's wait, can make node usable.
 	return maxDuration
+}
+
+// isAnyNodeConnecting is NetworkClient.isAnyNodeConnecting: whether a connection to a broker the
+// metadata names is CONNECTING.
+func (u *defaultMetadataUpdater) isAnyNodeConnecting() bool {
+	for _, n := range u.meta.Fetch().Nodes() {
+		if u.client.states.IsConnecting(n.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // handleResponse installs a metadata response; a decode failure counts as a failed attempt.

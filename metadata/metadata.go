@@ -51,8 +51,10 @@ type Metadata struct {
 	// lastSeenLeaderEpochs). It outlives a response that leaves the topic out, so a lagging
 	// broker cannot bring back an old leader after a gap; see updateLatestMetadata.
 	lastSeenLeaderEpochs map[TopicPartition]int32
-	fatal                error
-	closed               bool
+	// bootstrapNodes are the bootstrap.servers, for Rebootstrap.
+	bootstrapNodes []Node
+	fatal          error
+	closed         bool
 	// updated is closed and replaced at every version change, so AwaitUpdate can wait on a
 	// channel instead of polling.
 	updated chan struct{}
@@ -88,6 +90,7 @@ func New(bootstrap []string, maxAge, refreshBackoff time.Duration, allowAutoCrea
 		updated:         make(chan struct{}),
 
 		lastSeenLeaderEpochs: map[TopicPartition]int32{},
+		bootstrapNodes:       nodes,
 	}
 	m.cluster.Store(bootstrapCluster(nodes))
 	return m, nil
@@ -272,6 +275,21 @@ func (m *Metadata) bumpVersionLocked() {
 	m.version++
 	close(m.updated)
 	m.updated = make(chan struct{})
+}
+
+// Rebootstrap forgets every broker the metadata named and goes back to the bootstrap.servers, as
+// the Java client's Metadata.rebootstrap does when the cluster says the client's metadata is
+// stale beyond repair (REBOOTSTRAP_REQUIRED, KIP-1102): a full update is requested and the
+// version moves, so waiters look at the (now bootstrap) cluster again. The leader epochs seen
+// stay, as in Java, though with the topic ids forgotten the next response's leaders are taken
+// as they come (see updateLatestMetadata).
+func (m *Metadata) Rebootstrap() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.needUpdate = true
+	m.requestVersion++
+	m.cluster.Store(bootstrapCluster(m.bootstrapNodes))
+	m.bumpVersionLocked()
 }
 
 // FailedUpdate records a failed attempt, so the next one waits out the refresh backoff.

@@ -464,3 +464,21 @@ func TestSetMaxIdle(t *testing.T) {
 		t.Fatal("topic kept after metadata.max.idle.ms")
 	}
 }
+
+func TestRebootstrap(t *testing.T) {
+	m := newTestMetadata(t)
+	m.Add("a", t0)
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 7, 0}}}, nil), t0)
+	v := m.Version()
+	m.Rebootstrap()
+	c := m.Fetch()
+	if !c.IsBootstrap() || len(c.Nodes()) != 2 || c.PartitionCount("a") != 0 {
+		t.Fatalf("after Rebootstrap: bootstrap %v, nodes %v", c.IsBootstrap(), c.Nodes())
+	}
+	if m.Version() != v+1 || !m.UpdateRequested() {
+		t.Fatalf("version %d (was %d), update requested %v: waiters must look again", m.Version(), v, m.UpdateRequested())
+	}
+	if !slices.Contains(m.Topics(), "a") {
+		t.Fatal("the topics of interest were forgotten")
+	}
+}

@@ -352,6 +352,7 @@ func (c *NetworkClient) Poll(timeout time.Duration, now time.Time) []*inflight.R
 	c.handleInitiateAPIVersionsRequests(updatedNow)
 	responses = c.handleTimedOutConnections(responses, updatedNow)
 	responses = c.handleTimedOutRequests(responses, updatedNow)
+	responses = c.updater.handleRebootstrap(responses, updatedNow)
 	c.completeResponses(responses)
 	return responses
 }

@@ -1,10 +1,13 @@
 package network
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
@@ -19,6 +22,9 @@ type defaultMetadataUpdater struct {
 	inProgress bool
 	// requestVersion is the Metadata request version of the request in flight.
 	requestVersion int
+	// rebootstrap is set by a response asking for a rebootstrap, which handleRebootstrap does
+	// at the end of the same Poll (Java's initiateRebootstrap and handleRebootstrap).
+	rebootstrap bool
 }
 
 // isUpdateDue reports whether an update should be sent now; while one is due, nodes are not
@@ -44,6 +50,8 @@ func (u *defaultMetadataUpdater) maybeUpdate(now time.Time) time.Duration {
 	return u.maybeUpdateNode(node, now)
 }
 
+// maybeUpdateNode is DefaultMetadataUpdater.maybeUpdate(now, node): send the request to node if
+// it can take it, else wait for any connection being set up, else connect to node.
 func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Time) time.Duration {
 	c := u.client
 	if c.canSendRequest(node.ID) {
@@ -57,25 +65,76 @@ func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Ti
 		u.requestVersion = requestVersion
 		return c.cfg.RequestTimeout
 	}
-	if c.states.IsPreparingConnection(node.ID) {
-		// Poll wakes on the connection's events anyway; the backoff only bounds the wait.
+	// While any connection is being set up, wait for it rather than open another to node: it
+	// may be the one the update needs, and more attempts at once only load a struggling
+	// cluster. As in Java the wait is the reconnect backoff, for want of a connect timeout.
+	if u.isAnyNodeConnecting() {
 		return c.cfg.ReconnectBackoff
 	}
 	if c.states.CanConnect(node.ID, now) {
 		c.initiateConnect(node, now)
 		return c.cfg.ReconnectBackoff
 	}
+	// Connected but with no room in flight, or checking API versions: only a network event,
+	// which ends Poll's wait, can make node usable.
 	return maxDuration
 }
 
-// handleResponse installs a metadata response; a decode failure counts as a failed attempt.
+// isAnyNodeConnecting is NetworkClient.isAnyNodeConnecting: whether a connection to a broker the
+// metadata names is CONNECTING.
+func (u *defaultMetadataUpdater) isAnyNodeConnecting() bool {
+	for _, n := range u.meta.Fetch().Nodes() {
+		if u.client.states.IsConnecting(n.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// handleResponse installs a metadata response (DefaultMetadataUpdater.handleSuccessfulResponse);
+// a decode failure counts as a failed attempt. A response whose top-level error (Metadata v13,
+// KIP-1102) is REBOOTSTRAP_REQUIRED is not installed: it starts a rebootstrap. Java does that
+// only with metadata.recovery.strategy=rebootstrap, its default since Kafka 4.0 and the only
+// behaviour here. Any other top-level error is ignored, as in Java.
 func (u *defaultMetadataUpdater) handleResponse(body kmsg.Response, err error, now time.Time) {
 	u.inProgress = false
 	if err != nil {
 		u.meta.FailedUpdate(now)
 		return
 	}
-	u.meta.UpdateFor(u.requestVersion, body.(*kmsg.MetadataResponse), now)
+	resp := body.(*kmsg.MetadataResponse)
+	if resp.ErrorCode == kerr.RebootstrapRequired.Code {
+		u.rebootstrap = true
+		// Unlike Java, which asks again at once, the answer counts as a failed attempt, so
+		// that a cluster that keeps answering this is asked once per retry.backoff.ms, not
+		// once per round trip.
+		u.meta.FailedUpdate(now)
+		return
+	}
+	u.meta.UpdateFor(u.requestVersion, resp, now)
+}
+
+// errRebootstrap is why handleRebootstrap closes connections.
+var errRebootstrap = fmt.Errorf("network: closed to rebootstrap: %w", kerr.RebootstrapRequired)
+
+// handleRebootstrap is NetworkClient.handleRebootstrap: once a rebootstrap is due it closes the
+// connections to every broker the metadata names, failing their requests in flight as
+// disconnected (they are retried), and replaces the metadata with the bootstrap servers
+// (Metadata.rebootstrap), from which the next update starts.
+func (u *defaultMetadataUpdater) handleRebootstrap(responses []*inflight.Response, now time.Time) []*inflight.Response {
+	if !u.rebootstrap {
+		return responses
+	}
+	u.rebootstrap = false
+	c := u.client
+	for _, n := range u.meta.Fetch().Nodes() {
+		c.selector.Close(n.ID)
+		if st := c.states.State(n.ID); st == Connecting || st.isConnected() {
+			responses = c.processDisconnection(responses, n.ID, now, errRebootstrap, false)
+		}
+	}
+	u.meta.Rebootstrap()
+	return responses
 }
 
 // handleFailure records a metadata request lost to a disconnect or timeout.

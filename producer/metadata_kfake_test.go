@@ -2,10 +2,13 @@ package producer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // sendOne sends one record to topic's partition 0 and waits for its callback.
@@ -60,5 +63,38 @@ func TestKfakeRecreatedTopicReachesItsNewLeader(t *testing.T) {
 	}
 	if err := sendOne(t, p, "t", "after", 10*time.Second); err != nil {
 		t.Fatalf("send to the recreated topic: %v", err)
+	}
+}
+
+// TestKfakeRebootstrapRequiredKeepsDelivering: after a metadata response asks for a rebootstrap
+// (KIP-1102), the producer goes back to bootstrap.servers and keeps delivering.
+func TestKfakeRebootstrapRequiredKeepsDelivering(t *testing.T) {
+	c := newKfake(t, 3)
+	p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) { cfg.LingerMs = 0 })
+	if err := sendOne(t, p, "t", "before", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan struct{})
+	c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.ErrorCode = kerr.RebootstrapRequired.Code
+		close(answered)
+		return resp, nil, true
+	})
+	version := p.meta.Version()
+	p.meta.RequestUpdate()
+	p.client.Wakeup()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no metadata request after RequestUpdate")
+	}
+	for i := range 3 {
+		if err := sendOne(t, p, "t", fmt.Sprint("after-", i), 10*time.Second); err != nil {
+			t.Fatalf("send after the rebootstrap: %v", err)
+		}
+	}
+	if p.meta.Version() < version+2 {
+		t.Fatalf("metadata version %d -> %d: no rebootstrap and new metadata", version, p.meta.Version())
 	}
 }

@@ -70,8 +70,11 @@ type Producer struct {
 	// was read from: a producer mostly sends to one topic, and this saves three map lookups by
 	// topic name per record (partition count, available partitions, sticky state).
 	lastTopic atomic.Pointer[topicView]
-	clock     func() time.Time
-	obs       Observer // nil: no telemetry
+	// touchEvery is how old (in ns) a view's last Metadata.Add may grow before Send adds the
+	// topic again: see maybeTouch.
+	touchEvery int64
+	clock      func() time.Time
+	obs        Observer // nil: no telemetry
 
 	maxBlock time.Duration
 
@@ -152,6 +155,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		acc:        acc,
 		client:     client,
 		sticky:     newStickyPartitioner(cfg.BatchSize),
+		touchEvery: int64(ms(cfg.MetadataMaxIdleMs) / touchFraction),
 		clock:      o.clock,
 		obs:        o.observer,
 		maxBlock:   ms(cfg.MaxBlockMs),
@@ -405,13 +409,22 @@ type topicView struct {
 	n         int     // partitions
 	available []int32 // with a leader
 	sticky    *stickyTopic
+	// added is when (Unix ns) the topic was last added to metadata through this view.
+	added atomic.Int64
 }
+
+// touchFraction sets how often Send's fast path adds its topic to metadata again: every
+// metadata.max.idle.ms / touchFraction of sending at most.
+const touchFraction = 16
 
 // view returns topic's view in the current metadata snapshot, waiting for metadata as
 // waitOnMetadata does when the topic (or partition) is not known yet.
 func (p *Producer) view(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*topicView, error) {
 	cluster := p.meta.Fetch()
 	if v := p.lastTopic.Load(); v != nil && v.cluster == cluster && v.topic == topic && partition < int32(v.n) {
+		if d := now.UnixNano() - v.added.Load(); d < 0 || d >= p.touchEvery {
+			p.maybeTouch(v, now)
+		}
 		return v, nil
 	}
 	cluster, n, err := p.waitOnMetadata(ctx, topic, partition, now, deadline)
@@ -419,18 +432,38 @@ func (p *Producer) view(ctx context.Context, topic string, partition int32, now,
 		return nil, err
 	}
 	v := &topicView{cluster: cluster, topic: topic, n: n, available: cluster.AvailablePartitions(topic), sticky: p.sticky.topic(topic)}
+	v.added.Store(now.UnixNano()) // waitOnMetadata added it
 	p.lastTopic.Store(v)
 	return v, nil
 }
 
+// maybeTouch adds v's topic to metadata again, so that a topic in use does not expire after
+// metadata.max.idle.ms: Java's waitOnMetadata calls metadata.add(topic, nowMs) on every send.
+// Send's fast path reuses a view without calling waitOnMetadata, to stay free of locks at a
+// million records a second, so it comes here only once the view's last add is
+// metadata.max.idle.ms/touchFraction old (or in the future: the wall clock stepped back). A
+// topic in use therefore never expires, and one left idle expires between 15/16 of
+// metadata.max.idle.ms and all of it after its last send. Of the goroutines that find the add
+// due at once, the one whose compare-and-swap wins adds.
+func (p *Producer) maybeTouch(v *topicView, now time.Time) {
+	last := v.added.Load()
+	if d := now.UnixNano() - last; d >= 0 && d < p.touchEvery {
+		return
+	}
+	if v.added.CompareAndSwap(last, now.UnixNano()) {
+		p.meta.Add(v.topic, now)
+	}
+}
+
 // waitOnMetadata is KafkaProducer.waitOnMetadata: the cluster and the topic's partition count,
-// fetching them first if needed, for at most max.block.ms.
+// fetching them first if needed, for at most max.block.ms. Like Java it adds the topic to
+// metadata first, known or not, which resets its metadata.max.idle.ms.
 func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*metadata.Cluster, int, error) {
+	p.meta.Add(topic, now)
 	cluster := p.meta.Fetch()
 	if n := cluster.PartitionCount(topic); n > 0 && partition < int32(n) {
 		return cluster, n, nil
 	}
-	p.meta.Add(topic, now)
 	for {
 		cluster = p.meta.Fetch()
 		n := cluster.PartitionCount(topic)
@@ -443,6 +476,9 @@ func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition i
 		topicErr := cluster.TopicError(topic)
 		if errors.Is(topicErr, kerr.TopicAuthorizationFailed) || errors.Is(topicErr, kerr.InvalidTopicException) {
 			return nil, 0, fmt.Errorf("topic %q: %w", topic, topicErr)
+		}
+		if waited := p.clock(); waited.After(now) {
+			p.meta.Add(topic, waited) // as Java does with nowMs + elapsed: the wait is a use
 		}
 		version := p.meta.RequestUpdate()
 		p.client.Wakeup()

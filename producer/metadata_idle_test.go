@@ -1,0 +1,137 @@
+package producer
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// withClock replaces the producer's clock (Send's and the sender's).
+func withClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// metadataWithTopic is a metadata response naming topic with partitions partitions, all led by
+// node 1.
+func metadataWithTopic(topic string, partitions int) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(resp.MaxVersion())
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 1
+	resp.Brokers = append(resp.Brokers, b)
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	for i := range partitions {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition, p.Leader = int32(i), 1
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	resp.Topics = append(resp.Topics, rt)
+	return resp
+}
+
+// idleTestProducer is a producer whose brokers never answer (127.0.0.1:1) and whose clock the
+// test moves; the test installs metadata itself, as the sender would on a response.
+func idleTestProducer(t *testing.T, idle time.Duration) (*Producer, *atomic.Pointer[time.Time]) {
+	t.Helper()
+	var clock atomic.Pointer[time.Time]
+	start := time.Unix(1_700_000_000, 0)
+	clock.Store(&start)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{"127.0.0.1:1"}
+	cfg.MetadataMaxIdleMs = int(idle.Milliseconds())
+	p, err := New(cfg, testLogger(t), withClock(func() time.Time { return *clock.Load() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p, &clock
+}
+
+// TestBusyTopicStaysInMetadata pins the fix of an actively used topic falling out of metadata:
+// Send added a topic to metadata only while it was unknown, so metadata.max.idle.ms after the
+// first send the refresh dropped it, however busy, and sends then blocked on a metadata fetch.
+// Java's KafkaProducer.waitOnMetadata calls metadata.add(topic, nowMs) on every send.
+func TestBusyTopicStaysInMetadata(t *testing.T) {
+	const idle = 5 * time.Second
+	p, clock := idleTestProducer(t, idle)
+	now := *clock.Load()
+	p.meta.Add("busy", now)
+	p.meta.Update(metadataWithTopic("busy", 3), now)
+	// One view per 100 ms for twice the idle time, with a refresh every second (as
+	// metadata.max.age.ms or any other topic's arrival would cause).
+	for step := range 100 {
+		now = now.Add(100 * time.Millisecond)
+		clock.Store(&now)
+		if _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second)); err != nil {
+			t.Fatalf("after %v: %v", time.Duration(step+1)*100*time.Millisecond, err)
+		}
+		if step%10 == 9 {
+			p.meta.Update(metadataWithTopic("busy", 3), now)
+			if !slices.Contains(p.meta.Topics(), "busy") {
+				t.Fatalf("after %v of sends every 100 ms the topic fell out of metadata (metadata.max.idle.ms %v)",
+					time.Duration(step+1)*100*time.Millisecond, idle)
+			}
+		}
+	}
+	// And once unused for longer than metadata.max.idle.ms, it goes.
+	now = now.Add(2 * idle)
+	p.meta.Update(metadataWithTopic("busy", 3), now)
+	if slices.Contains(p.meta.Topics(), "busy") {
+		t.Fatal("an idle topic stayed in metadata")
+	}
+}
+
+// TestBusyTopicStaysInMetadataWithoutRefreshes is the same with no refresh between the first
+// metadata and the one after the idle time: Send's fast path, which reuses the topic's view of
+// an unchanged snapshot, must keep the topic too.
+func TestBusyTopicStaysInMetadataWithoutRefreshes(t *testing.T) {
+	const idle = 5 * time.Second
+	p, clock := idleTestProducer(t, idle)
+	now := *clock.Load()
+	p.meta.Add("busy", now)
+	p.meta.Update(metadataWithTopic("busy", 3), now)
+	for range 70 {
+		now = now.Add(100 * time.Millisecond)
+		clock.Store(&now)
+		if _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.meta.Update(metadataWithTopic("busy", 3), now)
+	if !slices.Contains(p.meta.Topics(), "busy") {
+		t.Fatal("a topic sent to every 100 ms fell out of metadata at the first refresh after metadata.max.idle.ms")
+	}
+}
+
+// BenchmarkSendView measures what Send pays for metadata on its hot path: the topic's view of
+// an unchanged snapshot, from many goroutines (the agent sends about a million lines a second).
+func BenchmarkSendView(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{"127.0.0.1:1"}
+	p, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	now := time.Now()
+	p.meta.Add("t", now)
+	p.meta.Update(metadataWithTopic("t", 6), now)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			now := p.clock()
+			if _, err := p.view(ctx, "t", PartitionAny, now, now.Add(time.Minute)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -24,6 +24,18 @@ broker-stop:
 broker-status:
 	scripts/kafka/broker.sh status
 
+# A three-node KRaft cluster (scripts/kafka/cluster.sh) on 127.0.0.1:29092,29102,29112, for
+# iterating by hand on fault tests: eval "$$(scripts/kafka/cluster.sh env)".
+.PHONY: cluster-start cluster-stop cluster-status
+cluster-start: deps
+	scripts/kafka/cluster.sh start
+
+cluster-stop:
+	scripts/kafka/cluster.sh stop
+
+cluster-status:
+	scripts/kafka/cluster.sh status
+
 # vet and the tests both run; the target fails if either failed.
 test: deps
 	scripts/kafka/with-broker.sh sh -c '\

@@ -445,7 +445,7 @@ cmd_stop_node() {
 }
 
 cmd_restart() {
-  local i pid lib stop=() kill=()
+  local i p pid lib stop=() kill=()
   for i in "$@"; do check_node "$i"; done
   for i in "$@"; do
     [[ -f $(node_dir "$i")/server.properties && -d $(node_dir "$i")/data ]] ||

@@ -1,13 +1,14 @@
 # kafkatrail: build and test entry points. `make test` installs what it needs
 # (scripts/deps.sh), starts a real Apache Kafka 4.4.0 broker on 127.0.0.1
 # (scripts/kafka/broker.sh), runs vet and every test against it, and always
-# stops the broker. See docs/testing.md.
+# stops the broker; then the producer's and network's tests against Kafka 3.9.1
+# (test-kafka39). See docs/testing.md.
 
 GO ?= go
 GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 PKGS ?= ./...
 
-.PHONY: all deps broker-start broker-stop broker-status test test-short fmt vet
+.PHONY: all deps broker-start broker-stop broker-status test test-short fmt vet test-kafka39
 .PHONY: tools dashboards test-tools test-e2e
 
 all: vet test-short
@@ -24,6 +25,18 @@ broker-stop:
 broker-status:
 	scripts/kafka/broker.sh status
 
+# A three-node KRaft cluster (scripts/kafka/cluster.sh) on 127.0.0.1:29092,29102,29112, for
+# iterating by hand on fault tests: eval "$$(scripts/kafka/cluster.sh env)".
+.PHONY: cluster-start cluster-stop cluster-status
+cluster-start: deps
+	scripts/kafka/cluster.sh start
+
+cluster-stop:
+	scripts/kafka/cluster.sh stop
+
+cluster-status:
+	scripts/kafka/cluster.sh status
+
 # vet and the tests both run; the target fails if either failed.
 test: deps
 	scripts/kafka/with-broker.sh sh -c '\
@@ -32,8 +45,19 @@ test: deps
 	  $(GO) test $(GOTEST_FLAGS) $(PKGS) || rc=$$?; \
 	  (cd tools && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || rc=$$?; \
 	  exit $$rc'
+	$(MAKE) test-kafka39
 	$(MAKE) test-e2e
 	$(MAKE) reliability-ci
+
+# The producer's and network's real-broker tests against Kafka 3.9.1 (older fleets): a
+# single 3.9.1 broker (scripts/kafka/broker.sh with KAFKA_VERSION=3.9.1, jars fetched once into
+# kafka-3.9.1/lib) on its own ports and state dir, always stopped afterwards.
+KAFKA39_PORT ?= 19192
+KAFKA39_STATE ?= /tmp/kafkatrail-kafka-39
+KAFKA39_PKGS ?= ./producer/ ./network/ ./internal/kafkatest/
+test-kafka39: deps
+	KAFKA_VERSION=3.9.1 KAFKA_PORT=$(KAFKA39_PORT) KAFKATRAIL_STATE=$(KAFKA39_STATE) \
+	  scripts/kafka/with-broker.sh $(GO) test $(GOTEST_FLAGS) $(KAFKA39_PKGS)
 
 # Unit tests only: no broker (tests needing it skip themselves under -short).
 test-short:

@@ -14,12 +14,13 @@ BROKER=$HERE/broker.sh
 # Several `make test` runs may share a machine. Unless KAFKA_PORT or
 # KAFKATRAIL_STATE is set, a busy default broker (exit 75 from `broker.sh
 # start`: state dir or port in use) moves this run to the next free base port
-# 19092, 19102, ... with its own state dir /tmp/kafkatrail-kafka-PORT.
+# 19092, 19102, ... with its own state dir /tmp/kafkatrail-kafka-PORT. 19192 is left out:
+# it is `make test-kafka39`'s Kafka 3.9.1 broker (Makefile, KAFKA39_PORT).
 if [[ -n ${KAFKA_PORT:-} || -n ${KAFKATRAIL_STATE:-} ]]; then
   bases=("${KAFKA_PORT:-9092}")
   auto=0
 else
-  bases=(9092 $(seq 19092 10 19282))
+  bases=(9092 $(seq 19092 10 19282 | grep -vx 19192))
   auto=1
 fi
 t0=$SECONDS

@@ -28,6 +28,9 @@ type Client struct {
 	nc    *network.NetworkClient
 	meta  *metadata.Metadata
 	retry time.Duration // backoff between attempts of a request that failed retriably
+	// requestTimeout bounds how long a request waits to be sent (request.timeout.ms), as it
+	// bounds the wait for its response.
+	requestTimeout time.Duration
 }
 
 // NewClient returns a client of the cluster reached through bootstrap, with the connection,
@@ -44,7 +47,11 @@ func NewClient(bootstrap []string, cfg network.Config) (*Client, error) {
 		}
 	}
 	cfg.MaxVersions = versions
-	return &Client{nc: network.NewClient(cfg, meta), meta: meta, retry: 100 * time.Millisecond}, nil
+	requestTimeout := cfg.RequestTimeout
+	if requestTimeout <= 0 {
+		requestTimeout = network.DefaultRequestTimeout
+	}
+	return &Client{nc: network.NewClient(cfg, meta), meta: meta, retry: 100 * time.Millisecond, requestTimeout: requestTimeout}, nil
 }
 
 // Close closes the connections.
@@ -57,35 +64,62 @@ func (c *Client) Close() error {
 // anyNode asks roundTrip for the least loaded node.
 const anyNode = -1
 
-// roundTrip sends req to node (anyNode: the least loaded one) once it is ready and returns the
-// response, or the error of the attempt (disconnection, timeout, no common version), or ctx's.
+// errNodeUnknown is the error of an attempt whose node is not in the metadata (any more); it is
+// retriable (see retriable), so do tries again after a metadata refresh and the backoff.
+var errNodeUnknown = fmt.Errorf("%w: not in the metadata", network.ErrNodeNotReady)
+
+// roundTrip is one attempt at req, after the Java ConsumerNetworkClient's send and poll: it
+// sends req to node (anyNode: the least loaded one, chosen again until it is sent) once that is
+// ready and returns the response, or the error of the attempt, or ctx's. An attempt that
+// cannot send fails rather than wait without end for its node: when the node is not in the
+// metadata, when its connection failed (checkDisconnects: it is down, or inside its reconnect
+// backoff), or after request.timeout.ms unsent (failExpiredRequests), which also bounds the
+// wait for a least loaded node while every broker is busy or backing off. Once sent, the
+// network client bounds the wait (disconnection, request.timeout.ms). Callers retry through do,
+// which refreshes the metadata first, so a moved leader is found and another broker tried.
 func (c *Client) roundTrip(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error) {
 	var got *inflight.Response
 	sent := false
+	start := time.Now()
 	for got == nil {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		now := time.Now()
+		var n metadata.Node
 		if !sent {
-			var n metadata.Node
-			ok := false
+			var ok bool
 			if node == anyNode {
 				n, ok = c.nc.LeastLoadedNode(now)
 			} else {
 				n, ok = c.meta.Fetch().Node(node)
 			}
-			if ok && c.nc.Ready(n, now) {
+			switch {
+			case !ok && node == anyNode:
+				// Every broker is busy (a send not yet reported complete) or backing off:
+				// only polling changes that.
+			case !ok:
+				return nil, fmt.Errorf("node %d: %w", node, errNodeUnknown)
+			case c.nc.Ready(n, now):
 				c.nc.Send(&network.ClientRequest{Destination: n.ID, Body: req, ExpectResponse: true, Created: now,
 					Callback: func(r *inflight.Response) { got = r }}, now)
 				sent = true
-			} else if ok {
-				if err := c.nc.AuthenticationError(n.ID); err != nil {
-					return nil, err
-				}
 			}
 		}
 		c.nc.Poll(50*time.Millisecond, now)
+		if sent {
+			continue
+		}
+		if err := c.nc.AuthenticationError(n.ID); err != nil {
+			return nil, err
+		}
+		// A node of its own the request waits for; the least loaded one is chosen again.
+		if node != anyNode && c.nc.ConnectionFailed(n.ID) {
+			return nil, fmt.Errorf("%w: node %d: connection failed", network.ErrDisconnected, n.ID)
+		}
+		if time.Since(start) >= c.requestTimeout {
+			return nil, fmt.Errorf("%w: not sent within request.timeout.ms (%v)", network.ErrNodeNotReady, c.requestTimeout)
+		}
 	}
 	if got.Disconnected && !errors.Is(got.Err, network.ErrDisconnected) {
 		return nil, fmt.Errorf("%w: %v", network.ErrDisconnected, got.Err)
@@ -115,24 +149,43 @@ func (c *Client) do(ctx context.Context, what string, attempt func() error) erro
 			return err
 		}
 		c.meta.RequestUpdate()
-		t := time.NewTimer(c.retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.backoff(ctx, c.retry) {
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-t.C:
 		}
 	}
 }
 
-// leader returns the leader of topic's partition, fetching the topic's metadata first.
+// backoff waits d, polling the network client meanwhile, as the Java ConsumerNetworkClient's
+// poll(timer) does: the metadata update just requested goes out, and connection events (a send
+// completed, a connection made or lost) are handled, so the next attempt sees their outcome. It
+// reports false when ctx ended first.
+func (c *Client) backoff(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		now := time.Now()
+		left := deadline.Sub(now)
+		if left <= 0 {
+			return true
+		}
+		c.nc.Poll(min(left, 50*time.Millisecond), now)
+	}
+}
+
+// leader returns the leader of topic's partition, fetching the topic's metadata first. A leader
+// that is not among the metadata's brokers counts as none, as in the Java client's Cluster (its
+// PartitionInfo has no leader node then): the metadata is asked for again.
 func (c *Client) leader(ctx context.Context, topic string, partition int32) (int32, error) {
 	c.meta.Add(topic, time.Now())
 	tp := metadata.TopicPartition{Topic: topic, Partition: partition}
 	for {
 		cl := c.meta.Fetch()
 		if id, ok := cl.LeaderFor(tp); ok && !cl.IsBootstrap() {
-			return id, nil
+			if _, known := cl.Node(id); known {
+				return id, nil
+			}
 		}
 		if err := cl.TopicError(topic); errors.Is(err, kerr.UnknownTopicOrPartition) && !cl.IsBootstrap() && cl.PartitionCount(topic) == 0 {
 			return 0, fmt.Errorf("topic %q: %w", topic, err)

@@ -64,25 +64,19 @@ func (c *Client) Close() error {
 // anyNode asks roundTrip for the least loaded node.
 const anyNode = -1
 
-// Errors of an attempt that could not send its request; both retriable (see retriable), so do
-// tries again after a metadata refresh and the backoff.
-var (
-	// errNoNodeAvailable: every broker is inside its reconnect backoff (Java's
-	// NoAvailableBrokersException).
-	errNoNodeAvailable = fmt.Errorf("%w: no broker available", network.ErrNodeNotReady)
-	// errNodeUnknown: the node is not in the metadata (any more).
-	errNodeUnknown = fmt.Errorf("%w: not in the metadata", network.ErrNodeNotReady)
-)
+// errNodeUnknown is the error of an attempt whose node is not in the metadata (any more); it is
+// retriable (see retriable), so do tries again after a metadata refresh and the backoff.
+var errNodeUnknown = fmt.Errorf("%w: not in the metadata", network.ErrNodeNotReady)
 
 // roundTrip is one attempt at req, after the Java ConsumerNetworkClient's send and poll: it
 // sends req to node (anyNode: the least loaded one, chosen again until it is sent) once that is
 // ready and returns the response, or the error of the attempt, or ctx's. An attempt that
 // cannot send fails rather than wait without end for its node: when the node is not in the
 // metadata, when its connection failed (checkDisconnects: it is down, or inside its reconnect
-// backoff), when no broker is available, or after request.timeout.ms unsent
-// (failExpiredRequests). Once sent, the network client bounds the wait (disconnection,
-// request.timeout.ms). Callers retry through do, which refreshes the metadata first, so a moved
-// leader is found and another broker tried.
+// backoff), or after request.timeout.ms unsent (failExpiredRequests), which also bounds the
+// wait for a least loaded node while every broker is busy or backing off. Once sent, the
+// network client bounds the wait (disconnection, request.timeout.ms). Callers retry through do,
+// which refreshes the metadata first, so a moved leader is found and another broker tried.
 func (c *Client) roundTrip(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error) {
 	var got *inflight.Response
 	sent := false
@@ -102,7 +96,8 @@ func (c *Client) roundTrip(ctx context.Context, node int32, req kmsg.Request) (k
 			}
 			switch {
 			case !ok && node == anyNode:
-				return nil, errNoNodeAvailable
+				// Every broker is busy (a send not yet reported complete) or backing off:
+				// only polling changes that.
 			case !ok:
 				return nil, fmt.Errorf("node %d: %w", node, errNodeUnknown)
 			case c.nc.Ready(n, now):
@@ -123,7 +118,7 @@ func (c *Client) roundTrip(ctx context.Context, node int32, req kmsg.Request) (k
 			return nil, fmt.Errorf("%w: node %d: connection failed", network.ErrDisconnected, n.ID)
 		}
 		if time.Since(start) >= c.requestTimeout {
-			return nil, fmt.Errorf("%w: not sent to node %d within request.timeout.ms (%v)", network.ErrNodeNotReady, n.ID, c.requestTimeout)
+			return nil, fmt.Errorf("%w: not sent within request.timeout.ms (%v)", network.ErrNodeNotReady, c.requestTimeout)
 		}
 	}
 	if got.Disconnected && !errors.Is(got.Err, network.ErrDisconnected) {
@@ -154,13 +149,28 @@ func (c *Client) do(ctx context.Context, what string, attempt func() error) erro
 			return err
 		}
 		c.meta.RequestUpdate()
-		t := time.NewTimer(c.retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.backoff(ctx, c.retry) {
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-t.C:
 		}
+	}
+}
+
+// backoff waits d, polling the network client meanwhile, as the Java ConsumerNetworkClient's
+// poll(timer) does: the metadata update just requested goes out, and connection events (a send
+// completed, a connection made or lost) are handled, so the next attempt sees their outcome. It
+// reports false when ctx ended first.
+func (c *Client) backoff(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		now := time.Now()
+		left := deadline.Sub(now)
+		if left <= 0 {
+			return true
+		}
+		c.nc.Poll(min(left, 50*time.Millisecond), now)
 	}
 }
 

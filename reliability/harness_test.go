@@ -60,12 +60,19 @@ type agentProc struct {
 // killed by its PID when the test ends, if it still runs. stdin is r (nil: /dev/null).
 func startAgent(t *testing.T, stdin io.Reader, env []string, args ...string) *agentProc {
 	t.Helper()
-	logf := filepath.Join(t.TempDir(), "agent.log")
+	return startProc(t, "agent", agentBin, stdin, env, args...)
+}
+
+// startProc starts bin as startAgent starts the agent (the cluster suite's Java control too);
+// its output goes to name.log in the test's temporary directory.
+func startProc(t *testing.T, name, bin string, stdin io.Reader, env []string, args ...string) *agentProc {
+	t.Helper()
+	logf := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(agentBin, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Stdin = stdin
 	cmd.Env = append(cleanEnv(), env...)

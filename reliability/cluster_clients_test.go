@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -391,6 +392,79 @@ type clusterClient struct {
 	path, state string
 	commitMu    sync.Mutex
 	commitAt    []time.Time
+	// The exactly-once agent runs supervised as configs/kafkatrail-agent.service does
+	// (Restart=on-failure, RestartSec=2): it exits when a transaction had to be aborted, and
+	// its restart resumes at the last commit.
+	procMu     sync.Mutex
+	stopping   atomic.Bool
+	supervised chan struct{} // closed when the supervisor ends
+	restarts   []string      // why each run ended, for the row
+}
+
+// process is the client's current process (a supervised agent's changes at each restart).
+func (cc *clusterClient) process() *agentProc {
+	cc.procMu.Lock()
+	defer cc.procMu.Unlock()
+	return cc.proc
+}
+
+// restartSec is the unit's RestartSec.
+const restartSec = 2 * time.Second
+
+// supervise restarts the exactly-once agent after a failure, as systemd would, until stopping.
+func (cc *clusterClient) supervise(t *testing.T, args []string) {
+	defer close(cc.supervised)
+	for {
+		p := cc.process()
+		<-p.exited
+		code := exitCode(p.err)
+		if cc.stopping.Load() || code == 0 {
+			return
+		}
+		why := lastAgentError(p.log())
+		cc.procMu.Lock()
+		cc.restarts = append(cc.restarts, fmt.Sprintf("exit %d: %s", code, why))
+		cc.procMu.Unlock()
+		time.Sleep(restartSec)
+		if cc.stopping.Load() {
+			return
+		}
+		np, err := spawn(t, p.logf, agentBin, nil, nil, args...)
+		if err != nil {
+			return
+		}
+		cc.procMu.Lock()
+		cc.proc = np
+		cc.procMu.Unlock()
+	}
+}
+
+// stopSupervised ends supervision and kills the current process (the test's cleanup).
+func (cc *clusterClient) stopSupervised() {
+	cc.stopping.Store(true)
+	p := cc.process()
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	<-cc.supervised
+}
+
+// lastAgentError is the agent's last "agent: ..." line (its exit message).
+func lastAgentError(log string) string {
+	ls := strings.Split(strings.TrimSpace(log), "\n")
+	for i := len(ls) - 1; i >= 0; i-- {
+		if strings.HasPrefix(ls[i], "agent: ") {
+			l := ls[i]
+			if len(l) > 200 {
+				l = l[:200] + "..."
+			}
+			return l
+		}
+	}
+	return "(no message)"
 }
 
 var clusterProps = []string{"batch.size=16384", "linger.ms=5", "retry.backoff.ms=100",
@@ -432,6 +506,9 @@ func startClient(t *testing.T, c *cluster, f *feed, kind, topic string, spec cli
 			args = append(append(args, xs...), spec.agentArgs...)
 			cc.proc = startAgent(t, nil, nil, args...)
 			cc.in = f.output(kind, w)
+			cc.supervised = make(chan struct{})
+			go cc.supervise(t, args)
+			t.Cleanup(cc.stopSupervised)
 			go cc.pollCommits()
 		} else {
 			args = append(append(append(args, "--stdin"), xs...), spec.agentArgs...)
@@ -473,7 +550,8 @@ type clientOutcome struct {
 	failed     int64  // lines the client reported failed (exit message, callbacks)
 	firstError string // the first failure it named
 	java       *javaSummary
-	stuck      string // the client did not finish: what was seen
+	stuck      string   // the client did not finish: what was seen
+	restarts   []string // a supervised agent's runs that ended in a failure
 }
 
 var agentFailedRe = regexp.MustCompile(`agent: (\d+) of (\d+) lines failed; first error: (.*)`)
@@ -487,24 +565,31 @@ func (cc *clusterClient) finish(t *testing.T, timeout time.Duration, lines int) 
 	deadline := time.Now().Add(timeout)
 	cc.in.waitWritten(t, time.Minute)
 	want := int64(lines) * keyedLineLen
-	for readCheckpoint(cc.state, cc.path) < want && time.Now().Before(deadline) && cc.proc.running() {
-		time.Sleep(100 * time.Millisecond)
+	for readCheckpoint(cc.state, cc.path) < want && time.Now().Before(deadline) {
+		select {
+		case <-cc.supervised:
+			deadline = time.Now() // it ended with exit 0 by itself: nothing more will come
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
+	cc.stopping.Store(true)
 	if got := readCheckpoint(cc.state, cc.path); got < want {
 		out.stuck = fmt.Sprintf("committed %s of %s lines within %v", num(got/keyedLineLen), num(int64(lines)), timeout.Round(time.Second))
-		if !cc.proc.running() {
-			out.stuck = fmt.Sprintf("exited %d after committing %s of %s lines", exitCode(cc.proc.err), num(got/keyedLineLen), num(int64(lines)))
-		}
 	}
-	if cc.proc.running() {
-		_ = cc.proc.cmd.Process.Signal(os.Interrupt)
+	p := cc.process()
+	if p.running() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-cc.proc.exited:
+		case <-p.exited:
 		case <-time.After(time.Minute):
-			cc.proc.kill9()
+			p.kill9()
 		}
 	}
-	out.exit = exitCode(cc.proc.err)
+	<-cc.supervised
+	out.exit = exitCode(p.err)
+	cc.procMu.Lock()
+	out.restarts = slices.Clone(cc.restarts)
+	cc.procMu.Unlock()
 	return out
 }
 
@@ -536,7 +621,7 @@ func readCheckpoint(stateDir, path string) int64 {
 // commit), every 20 ms while the agent runs.
 func (cc *clusterClient) pollCommits() {
 	var last int64
-	for cc.proc.running() {
+	for !cc.stopping.Load() {
 		if off := readCheckpoint(cc.state, cc.path); off != last {
 			last = off
 			cc.commitMu.Lock()
@@ -585,8 +670,35 @@ type keyedCount struct {
 	reordered  int64 // first copies with a lower number than one before them of the same key in its partition
 	misrouted  int64 // records in another partition than murmur2 of their key
 	unexpected int64 // records that are not keyed lines of this run
-	recs       []keyedRec
-	firstTS    []int64 // append time of each line's first copy (0: never seen)
+	recs       []keyedRec // in the order read: each partition's in offset order
+	firstTS    []int64    // append time of each line's first copy (0: never seen)
+}
+
+// among recounts duplicates and reordering over the lines counted selects (a scenario whose
+// other lines have no defined fate: written before their topic was created again).
+func (kc *keyedCount) among(counted func(i int) bool, partitions int) (dup, reordered, misrouted int64) {
+	seen := map[int32]bool{}
+	maxByKey := map[[2]int32]int32{}
+	for _, r := range kc.recs {
+		if !counted(int(r.num)) {
+			continue
+		}
+		if partitionOf(int(r.num), partitions) != r.part {
+			misrouted++
+		}
+		if seen[r.num] {
+			dup++
+			continue
+		}
+		seen[r.num] = true
+		pk := [2]int32{r.part, r.num % clusterKeys}
+		if hi, ok := maxByKey[pk]; ok && r.num < hi {
+			reordered++
+		} else {
+			maxByKey[pk] = r.num
+		}
+	}
+	return dup, reordered, misrouted
 }
 
 // readKeyed reads topic (of partitions partitions) back and counts the keyed lines 0..n-1. With

@@ -665,11 +665,11 @@ type keyedRec struct {
 type keyedCount struct {
 	records    int64
 	distinct   int64
-	missing    []int // lines never seen
-	dup        int64 // extra copies
-	reordered  int64 // first copies with a lower number than one before them of the same key in its partition
-	misrouted  int64 // records in another partition than murmur2 of their key
-	unexpected int64 // records that are not keyed lines of this run
+	missing    []int      // lines never seen
+	dup        int64      // extra copies
+	reordered  int64      // first copies with a lower number than one before them of the same key in its partition
+	misrouted  int64      // records in another partition than murmur2 of their key
+	unexpected int64      // records that are not keyed lines of this run
 	recs       []keyedRec // in the order read: each partition's in offset order
 	firstTS    []int64    // append time of each line's first copy (0: never seen)
 }

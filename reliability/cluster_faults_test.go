@@ -699,7 +699,7 @@ func clusterRecreated(t *testing.T, c *cluster) {
 	p.finish(expect{
 		// Lines written before the topic existed again went to the deleted topic or waited for
 		// the new one: not counted (lost, duplicated or reordered), and they may fail.
-		exits: []int{0, 1},
+		exits:    []int{0, 1},
 		excluded: func(cc *clusterClient, i int) bool { return cc.in.writtenAt(i).Before(created) },
 		recovery: func(cc *clusterClient, kc *keyedCount, _ clientOutcome) string {
 			first, ok := kc.firstAfter(created, nil)

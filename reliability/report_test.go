@@ -210,6 +210,14 @@ func clusterTable() string {
 	})
 	var b strings.Builder
 	b.WriteString("\n### Cluster faults (three brokers)\n\n")
+	b.WriteString("The agent beside a Java producer (the control: the Apache Kafka Java client, reliability/javactl/ControlProducer.java)\n" +
+		"through the same faults of a three-node KRaft cluster (scripts/kafka/cluster.sh), concurrently, each on its own topic\n" +
+		"(RF 3, min.insync.replicas 2, the same replica assignment), fed the same keyed lines at the same pace, with the same\n" +
+		"producer properties. **lost**: lines the scenario needs that are not in Kafka (a line it lets fail counts only if the\n" +
+		"client did not report it failed); **reordered**: a line after a higher-numbered line of its key in its partition;\n" +
+		"**recovery**: from the topics' append times (LogAppendTime), as each row says. Rule: where Java loses nothing and keeps\n" +
+		"order, the agent must not lose or reorder, nor have more duplicates than Java; a Java row that loses means the\n" +
+		"scenario is wrong.\n\n")
 	b.WriteString("| scenario | client | sent | delivered | lost | duplicated | reordered | exit | recovery | result |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range sorted {

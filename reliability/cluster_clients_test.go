@@ -353,6 +353,7 @@ type javaSummary struct {
 	Delivered   int64            `json:"delivered"`
 	ElapsedMs   int64            `json:"elapsed_ms"`
 	SendMaxMs   float64          `json:"send_max_ms"`
+	SendMaxLate float64          `json:"send_max_later_ms"`
 	SendP99Ms   float64          `json:"send_p99_ms"`
 	SlowSends   int64            `json:"slow_sends"`
 	Commits     int64            `json:"commits"`

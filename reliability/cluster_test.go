@@ -38,6 +38,7 @@ type cluster struct {
 	nodes     [4]string // nodes[1..3]: each node's PLAINTEXT address
 	lib       string    // the Kafka jars (KAFKA_LIB)
 	version   string
+	state     string // the state dir (removed after the stop, unless reused)
 	reused    bool
 
 	mu     sync.Mutex
@@ -89,6 +90,7 @@ func startCluster() (*cluster, error) {
 		}
 	}
 	c.env = append(env, "KAFKA_CLUSTER_PORT="+port, "KAFKATRAIL_CLUSTER_STATE="+state)
+	c.state = state
 	if os.Getenv("RELIABILITY_CLUSTER_REUSE") == "1" {
 		if out, err := c.run("status"); err != nil {
 			return nil, fmt.Errorf("RELIABILITY_CLUSTER_REUSE=1 but cluster.sh status: %v\n%s", err, out)
@@ -132,10 +134,12 @@ func startCluster() (*cluster, error) {
 	return c, nil
 }
 
-// stopSuiteCluster stops the cluster (TestMain, after the tests).
+// stopSuiteCluster stops the cluster (TestMain, after the tests) and removes its state.
 func stopSuiteCluster() {
 	if suiteCluster != nil && !suiteCluster.reused {
 		suiteCluster.stop()
+		os.RemoveAll(suiteCluster.state)
+		os.Remove(suiteCluster.state + ".lock")
 	}
 }
 

@@ -113,7 +113,8 @@ demo-check:
 
 # Reliability figures (scripts/reliability.sh; the reliability/ module starts its own broker):
 # `reliability` runs the full sizes and rewrites docs/reliability.md; `reliability-ci` is the
-# shortened form (about 2.5 minutes: scenarios, then each fuzz target briefly), the last step of
+# shortened form (about 14 minutes: scenarios, the three-node cluster scenarios (about 10
+# minutes; they start scripts/kafka/cluster.sh), then each fuzz target briefly), the last step of
 # make test.
 .PHONY: reliability reliability-ci
 reliability: deps

@@ -60,17 +60,42 @@ type agentProc struct {
 // killed by its PID when the test ends, if it still runs. stdin is r (nil: /dev/null).
 func startAgent(t *testing.T, stdin io.Reader, env []string, args ...string) *agentProc {
 	t.Helper()
-	logf := filepath.Join(t.TempDir(), "agent.log")
-	f, err := os.Create(logf)
+	return startProc(t, "agent", agentBin, stdin, env, args...)
+}
+
+// startProc starts bin as startAgent starts the agent (the cluster suite's Java control too);
+// its output goes to name.log in the test's temporary directory.
+func startProc(t *testing.T, name, bin string, stdin io.Reader, env []string, args ...string) *agentProc {
+	t.Helper()
+	a, err := spawn(t, filepath.Join(t.TempDir(), name+".log"), bin, stdin, env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(agentBin, args...)
+	t.Cleanup(func() {
+		select {
+		case <-a.exited:
+		default:
+			_ = a.cmd.Process.Kill()
+			<-a.exited
+		}
+	})
+	return a
+}
+
+// spawn starts bin with its output appended to logf. It calls no method of t (a supervisor's
+// goroutine restarts processes with it); the caller stops the process.
+func spawn(t *testing.T, logf, bin string, stdin io.Reader, env []string, args ...string) (*agentProc, error) {
+	f, err := os.OpenFile(logf, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Stdin = stdin
 	cmd.Env = append(cleanEnv(), env...)
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		f.Close()
+		return nil, err
 	}
 	a := &agentProc{t: t, cmd: cmd, logf: logf, exited: make(chan struct{}), stopS: make(chan struct{})}
 	go func() {
@@ -80,15 +105,7 @@ func startAgent(t *testing.T, stdin io.Reader, env []string, args ...string) *ag
 		close(a.exited)
 	}()
 	go a.sampleRSS()
-	t.Cleanup(func() {
-		select {
-		case <-a.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-a.exited
-		}
-	})
-	return a
+	return a, nil
 }
 
 func cleanEnv() []string {

@@ -59,6 +59,8 @@ func runMain(m *testing.M) int {
 	}
 	code := m.Run()
 	stopSuiteBroker()
+	stopSuiteCluster()
+	removeJavaControl()
 	if err := writeReport(os.Getenv("RELIABILITY_REPORT")); err != nil {
 		fmt.Fprintln(os.Stderr, "writing the report:", err)
 		if code == 0 {

@@ -88,6 +88,9 @@ func secs(d time.Duration) string {
 func table() string {
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
+	if len(rows) == 0 {
+		return ""
+	}
 	sorted := append([]*row(nil), rows...)
 	// By scenario number (the text before the first '.'), then in the order they started.
 	scenarioNo := func(r *row) string { n, _, _ := strings.Cut(r.Scenario, "."); return fmt.Sprintf("%4s", n) }
@@ -118,7 +121,7 @@ func table() string {
 // writeReport writes the table to path (nothing when path is empty or no row was recorded).
 func writeReport(path string) error {
 	rowsMu.Lock()
-	n := len(rows)
+	n := len(rows) + len(crows)
 	rowsMu.Unlock()
 	if path == "" || n == 0 {
 		return nil
@@ -128,5 +131,105 @@ func writeReport(path string) error {
 		mode = "full"
 	}
 	head := fmt.Sprintf("<!-- mode: %s; generated %s -->\n", mode, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	return os.WriteFile(path, []byte(head+table()), 0o644)
+	return os.WriteFile(path, []byte(head+table()+clusterTable()), 0o644)
+}
+
+// crow is one row of the cluster table: one client in one cluster scenario. Pass is decided by
+// the scenario (pairVerdict), not by the test's status: both rows of a scenario are recorded
+// whichever failed.
+type crow struct {
+	order     int
+	Scenario  string
+	Client    string
+	Sent      int64
+	Delivered int64
+	Lost      int64
+	Dup       int64
+	Reordered int64
+	Exit      string
+	Recovery  string
+	Result    string
+	Pass      bool
+	decided   bool
+}
+
+var crows []*crow
+
+// reportCluster starts the row of client in scenario; it is recorded when the test ends. A row
+// the scenario did not decide (it stopped before the read-back) is a failure.
+func reportCluster(t *testing.T, scenario, client string) *crow {
+	t.Helper()
+	rowsMu.Lock()
+	seq++
+	r := &crow{order: seq, Scenario: scenario, Client: client, Sent: -1, Delivered: -1, Lost: -1, Dup: -1, Reordered: -1,
+		Exit: "-", Recovery: "-"}
+	rowsMu.Unlock()
+	t.Cleanup(func() {
+		if !r.decided {
+			r.Pass = false
+			r.note("the scenario stopped before its read-back: see the test log")
+		}
+		rowsMu.Lock()
+		crows = append(crows, r)
+		rowsMu.Unlock()
+		status := "PASS"
+		if !r.Pass {
+			status = "FAIL"
+		}
+		t.Logf("| %s | %s | sent %s | delivered %s | lost %s | dup %s | reordered %s | exit %s | recovery %s | %s: %s |",
+			r.Scenario, r.Client, num(r.Sent), num(r.Delivered), num(r.Lost), num(r.Dup), num(r.Reordered), r.Exit,
+			r.Recovery, status, r.Result)
+	})
+	return r
+}
+
+func (r *crow) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	if r.Result == "" {
+		r.Result = s
+	} else {
+		r.Result += "; " + s
+	}
+}
+
+// clusterTable renders the cluster rows by scenario (the letter before the first '.'), the agent
+// beside Java; empty when no cluster scenario ran.
+func clusterTable() string {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	if len(crows) == 0 {
+		return ""
+	}
+	sorted := append([]*crow(nil), crows...)
+	letter := func(r *crow) string { l, _, _ := strings.Cut(r.Scenario, "."); return fmt.Sprintf("%4s", l) }
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if a, b := letter(sorted[i]), letter(sorted[j]); a != b {
+			return a < b
+		}
+		return sorted[i].order < sorted[j].order
+	})
+	var b strings.Builder
+	b.WriteString("\n### Cluster faults (three brokers)\n\n")
+	b.WriteString("The agent beside a Java producer (the control: the Apache Kafka Java client, reliability/javactl/ControlProducer.java)\n" +
+		"through the same faults of a three-node KRaft cluster (scripts/kafka/cluster.sh), concurrently, each on its own topic\n" +
+		"(RF 3, min.insync.replicas 2, the same replica assignment), fed the same keyed lines at the same pace, with the same\n" +
+		"producer properties. **lost**: lines the scenario needs that are not in Kafka (a line it lets fail counts only if the\n" +
+		"client did not report it failed); **reordered**: a line after a higher-numbered line of its key in its partition;\n" +
+		"**recovery**: from the topics' append times (LogAppendTime), as each row says. Rule: where Java loses nothing and keeps\n" +
+		"order, the agent must not lose or reorder, nor have more duplicates than Java; a Java row that loses means the\n" +
+		"scenario is wrong.\n\n")
+	b.WriteString("| scenario | client | sent | delivered | lost | duplicated | reordered | exit | recovery | result |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range sorted {
+		res := "PASS"
+		if !r.Pass {
+			res = "**FAIL**"
+		}
+		if r.Result != "" {
+			res += ": " + r.Result
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, r.Client, num(r.Sent),
+			num(r.Delivered), num(r.Lost), num(r.Dup), num(r.Reordered), r.Exit, r.Recovery, strings.ReplaceAll(res, "|", "\\|"))
+	}
+	return b.String()
 }

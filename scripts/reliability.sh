@@ -7,11 +7,19 @@
 #
 #   scripts/reliability.sh full   the sizes of docs/reliability.md, which it rewrites (make reliability)
 #   scripts/reliability.sh ci     smaller sizes, a few seconds of fuzzing, prints the table only
-#                                 (make reliability-ci; about 3-4 minutes on 2 cores)
+#                                 (make reliability-ci; about 14 minutes on 2 cores, 10 of them
+#                                 the cluster scenarios)
 #
 # The suite starts its own broker with scripts/kafka/broker.sh (a private state dir and free
 # ports above 31000, all on 127.0.0.1) and stops it by its PID; it needs what scripts/deps.sh
 # installs (Java and the Kafka jars). Exit status: that of the tests and the fuzzing.
+#
+# The cluster fault scenarios (reliability/cluster_faults_test.go, table "Cluster faults (three
+# brokers)") run the agent beside a Java producer (reliability/javactl, compiled with javac at
+# test time) on a three-node cluster that scripts/kafka/cluster.sh starts once (CLUSTER_SH
+# overrides the script; base port 29192 and state /tmp/kafkatrail-cluster-suite, or
+# RELIABILITY_CLUSTER_PORT and RELIABILITY_CLUSTER_STATE) and stops by its PIDs at the end: about
+# 10 minutes in CI form. RELIABILITY_CLUSTER=off skips them.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,8 +31,8 @@ mode=${1:-ci}
 # (golang/go#75804, fixed in go1.27). The counts take about 3 s each (CI) and a minute each (full)
 # on 2 cores.
 case $mode in
-  full) scale=20; timeout=90m ;;
-  ci) scale=1; timeout=15m ;;
+  full) scale=20; timeout=150m ;;
+  ci) scale=1; timeout=30m ;;
   *) echo "usage: $0 full|ci" >&2; exit 2 ;;
 esac
 
@@ -96,6 +104,9 @@ the newline, so a checkpoint offset says how many lines it covers.
   fault and rotation: from the end of the fault (or of writing) until every line written is in
   Kafka; kfake and security: time to the agent's exit.
 - A row that says FAIL is a defect the suite found; its result column says what it saw.
+- **Cluster faults (three brokers)** (after the scenarios): the agent and a Java producer (the
+  control) through the same faults of a three-node cluster, side by side; its own definitions
+  are above its table.
 
 EOF
     echo "## Scenarios ($(date -u '+%Y-%m-%d'), $(nproc) cores, scenarios ${t_suite}s)"

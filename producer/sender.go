@@ -131,6 +131,10 @@ func (s *Sender) runOnce(now time.Time) {
 		}
 		// Java's bumpIdempotentEpochAndResetIdIfNeeded: a local epoch bump after a gap, and
 		// InitProducerId when there is no producer id (at start, or the epoch is exhausted).
+		if t := s.txn; t.bumpNeeded && !t.isTransactional() && t.hasProducerID() {
+			s.log.Info("idempotent producer: bumping the epoch after a sequence gap", "producer_id", t.producerID,
+				"epoch", t.producerEpoch+1, "partitions_restarted", len(t.rewrite))
+		}
 		s.txn.bumpIdempotentEpochAndResetIDIfNeeded()
 		if !s.txn.isTransactional() && !s.txn.hasProducerID() {
 			s.maybeInitProducerID(now)

@@ -62,6 +62,7 @@ func TestClusterFaults(t *testing.T) {
 		{"a_leader_kill", clusterLeaderKill},
 		{"b1_leader_paused", clusterLeaderPaused},
 		{"b2_leader_paused_past_delivery_timeout", clusterLeaderPausedLong},
+		{"b3_leader_paused_while_another_partition_bumps", clusterLeaderPausedWhileBump},
 		{"c_two_brokers_down", clusterTwoDown},
 		{"d_partition_without_leader", clusterNoLeader},
 		{"e_topic_recreated", clusterRecreated},
@@ -561,6 +562,94 @@ func clusterLeaderPausedLong(t *testing.T, c *cluster) {
 				r.note("%s reported failed: %.120s", num(out.failed), out.firstError)
 			}
 			return got == after
+		},
+	})
+}
+
+// clusterLeaderPausedWhileBump is the duplicate case: the busiest leader SIGSTOPped
+// for 15 s (past request.timeout.ms, long enough for the controller to move its partitions) on
+// a topic whose max.message.bytes is below batch.size, so that the batches held up during the
+// pause are split when they go again; and while it is paused, one line too large for the topic
+// on a partition led by another node, whose refusal leaves a gap there that only an epoch bump
+// repairs. The paused node may have written requests it never answered: their retries must
+// keep their producer id, epoch and sequences whatever the other partition's bump does, or the
+// broker writes them twice.
+func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
+	const longLen = 8000
+	pauseFor, times := 15*time.Second, size(3, 1)
+	var longAt sync.Map // line numbers of the too-large lines
+	line := func(buf []byte, i int) []byte {
+		if _, ok := longAt.Load(i); ok {
+			return keyedLine(buf, i, longLen)
+		}
+		return keyedLine(buf, i, keyedLineLen)
+	}
+	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v ×%d at %d lines/s, max.message.bytes=6000 below batch.size "+
+		"(batches split), and a line too large for the topic on a partition led elsewhere during each pause (an epoch bump there)",
+		pauseFor, times, clusterRate), rotatedAssignment(6, 0), map[string]string{"max.message.bytes": "6000"},
+		clientSpec{props: shortTimeoutProps(), shutdownWait: deliveryTimeout + 20*time.Second}, line)
+	p.start()
+	p.f.pace(clusterRate)
+	p.warm()
+	hold(time.Second)
+	type window struct{ from, to time.Time }
+	var pauses []window
+	var nodes []int
+	for range times {
+		n := c.leaderOf(t, p.topics["agent"], 0)
+		nodes = append(nodes, n)
+		led := map[int32]bool{}
+		for _, part := range c.ledBy(t, p.topics["agent"], n) {
+			led[part] = true
+		}
+		c.pause(t, n)
+		paused := time.Now()
+		hold(2 * time.Second)
+		// The too-large line goes to a partition the paused node does not lead.
+		p.f.pace(0)
+		for led[partitionOf(p.f.lines(), 6)] {
+			p.f.add(1)
+		}
+		longAt.Store(p.f.lines(), true)
+		p.f.add(1)
+		p.f.pace(clusterRate)
+		hold(pauseFor - 2*time.Second)
+		c.cont(t, n)
+		pauses = append(pauses, window{paused, time.Now()})
+		c.waitHealthy(t, 2*time.Minute, p.topics["agent"], p.topics["Java"])
+		hold(5 * time.Second)
+	}
+	refused := func(i int) bool { _, ok := longAt.Load(i); return ok }
+	p.finish(expect{
+		exits:   []int{1},
+		refused: refused,
+		// A line written from delivery.timeout.ms before a pause to its end may expire, if the
+		// client reports it failed.
+		mayFail: func(cc *clusterClient, i int) bool {
+			for _, w := range pauses {
+				if writtenIn(cc, i, w.from.Add(-deliveryTimeout), w.to) {
+					return true
+				}
+			}
+			return false
+		},
+		wait: deliveryTimeout + time.Minute,
+		recovery: func(cc *clusterClient, kc *keyedCount, _ clientOutcome) string {
+			var worst time.Duration
+			for _, w := range pauses {
+				if first, ok := kc.firstAfter(w.to, nil); ok {
+					worst = max(worst, first.Sub(w.to))
+				}
+			}
+			return "max " + secs(worst) + " to the next record after SIGCONT"
+		},
+		check: func(cc *clusterClient, kc *keyedCount, out clientOutcome, r *crow) bool {
+			named := strings.Contains(out.firstError, "MESSAGE_TOO_LARGE") || strings.Contains(out.firstError, "RecordTooLarge")
+			r.note("nodes paused %v; %s reported failed: %.120s", nodes, num(out.failed), out.firstError)
+			if !named && out.failed > 0 && !strings.Contains(out.firstError, "expir") && !strings.Contains(out.firstError, "Timeout") {
+				r.note("the first failure names neither the too-large line nor an expiry")
+			}
+			return out.failed >= int64(times)
 		},
 	})
 }

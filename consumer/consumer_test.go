@@ -239,7 +239,36 @@ func TestRealBrokerReadCommitted(t *testing.T) {
 	topic := kafkatest.NewTopic(t, 3)
 	ctx := testCtx(t)
 	want := produceTransactions(t, ctx, bootstrap, topic)
+	waitStable(t, ctx, kadm.NewClient(kgoClient(t, bootstrap)), topic)
 	checkReadCommitted(t, ctx, newTestClient(t, bootstrap), topic, want)
+}
+
+// waitStable waits until every partition's last stable offset is its high watermark. A real
+// broker answers EndTxn before the transaction's markers are written, so right after a commit
+// the last stable offset may still stop short of the committed records, and a read_committed
+// reader rightly stops there.
+func waitStable(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) {
+	t.Helper()
+	for {
+		stable, err1 := adm.ListCommittedOffsets(ctx, topic)
+		end, err2 := adm.ListEndOffsets(ctx, topic)
+		done := err1 == nil && err2 == nil
+		if done {
+			end.Each(func(o kadm.ListedOffset) {
+				if s, ok := stable.Lookup(o.Topic, o.Partition); !ok || s.Err != nil || o.Err != nil || s.Offset != o.Offset {
+					done = false
+				}
+			})
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("last stable offsets of %s never reached the high watermarks: %v %v", topic, err1, err2)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func TestRealBrokerEnsureCompactedTopic(t *testing.T) {

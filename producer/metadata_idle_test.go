@@ -68,7 +68,8 @@ func TestBusyTopicStaysInMetadata(t *testing.T) {
 	// metadata.max.age.ms or any other topic's arrival would cause).
 	for step := range 100 {
 		now = now.Add(100 * time.Millisecond)
-		clock.Store(&now)
+		tick := now
+		clock.Store(&tick) // a copy: the sender goroutine reads the stored time while the loop moves now
 		if _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second)); err != nil {
 			t.Fatalf("after %v: %v", time.Duration(step+1)*100*time.Millisecond, err)
 		}
@@ -99,7 +100,8 @@ func TestBusyTopicStaysInMetadataWithoutRefreshes(t *testing.T) {
 	p.meta.Update(metadataWithTopic("busy", 3), now)
 	for range 70 {
 		now = now.Add(100 * time.Millisecond)
-		clock.Store(&now)
+		tick := now
+		clock.Store(&tick) // a copy: the sender goroutine reads the stored time while the loop moves now
 		if _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}

@@ -13,11 +13,10 @@ import (
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
-// TestRealBrokerRefusedRecordLeavesNoGap is the single-broker case: a topic whose
-// max.message.bytes (6000) refuses one 8,000-byte record for good (MESSAGE_TOO_LARGE) amid
-// short ones, with batch.size 4096. Only that record fails; every short record before and after
-// it is written, once, in order. The Java producer delivers all 2,500; before the gap repair the
-// 2,000 after the long record failed after delivery.timeout.ms.
+// TestRealBrokerRefusedRecordLeavesNoGap is a single-broker case: a topic whose max.message.bytes
+// (6000) refuses one 8,000-byte record for good (MESSAGE_TOO_LARGE) amid short ones, with
+// batch.size 4096. Only that record fails; every short record before and after it is written,
+// once, in order.
 func TestRealBrokerRefusedRecordLeavesNoGap(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t)
 	adm := kafkatest.NewAdmin(t)

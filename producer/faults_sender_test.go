@@ -79,10 +79,9 @@ func (f *senderFixture) settle(n int) {
 }
 
 // A batch refused for good (here MESSAGE_TOO_LARGE for a single record) leaves a gap in its
-// partition's sequences. The batch behind it, refused OUT_OF_ORDER_SEQUENCE_NUMBER, must be
-// sent again under a new epoch from sequence 0, and so must every later batch (Java
-// handleFailedBatch: requestEpochBumpForPartition). Before, every later batch was retried
-// behind the gap until delivery.timeout.ms: the 500 of 2,500 lines.
+// partition's sequences. The batch behind it, refused OUT_OF_ORDER_SEQUENCE_NUMBER, must be sent
+// again under a new epoch from sequence 0, and so must every later batch (Java handleFailedBatch:
+// requestEpochBumpForPartition).
 func TestIdempotentGapAfterRefusedRecordIsRepaired(t *testing.T) {
 	f := idempotentFixture(t, 1, nil)
 	a := f.append(0, record('a'))
@@ -128,11 +127,8 @@ func TestIdempotentGapAfterRefusedRecordIsRepaired(t *testing.T) {
 }
 
 // A batch that expires after it was sent may or may not have been written: its partition's
-// sequences are unresolved until nothing else is unfinished there, then, with the gap
-// confirmed, the epoch is bumped for the partition (Java markSequenceUnresolved,
-// maybeResolveSequences). Before, new batches took the sequences after the expired one and
-// were refused OUT_OF_ORDER_SEQUENCE_NUMBER until they expired too: the 592 of 2,000
-// lines after a broker hung past delivery.timeout.ms.
+// sequences are unresolved until nothing else is unfinished there, then, with the gap confirmed,
+// the epoch is bumped for the partition (Java markSequenceUnresolved, maybeResolveSequences).
 func TestIdempotentExpiredBatchGapIsResolvedByBump(t *testing.T) {
 	f := idempotentFixture(t, 1, func(c *Config) { c.DeliveryTimeoutMs = 30100; c.RequestTimeoutMs = 30000 })
 	f.append(0, record('a'))
@@ -167,8 +163,7 @@ func TestIdempotentExpiredBatchGapIsResolvedByBump(t *testing.T) {
 
 // An epoch bump for one partition must not touch another partition's queued retry: its first
 // attempt may have been written, and only its original producer id, epoch and sequence let the
-// broker recognise the retry as a duplicate (Java drainBatchesForOneNode). Before, the retry was
-// re-stamped with the new epoch and sequence 0: the 24 duplicates.
+// broker recognise the retry as a duplicate (Java drainBatchesForOneNode).
 func TestIdempotentBumpLeavesOtherPartitionsRetriesAlone(t *testing.T) {
 	f := idempotentFixture(t, 2, nil)
 	f.append(0, record('a'))
@@ -226,9 +221,8 @@ func TestIdempotentBumpLeavesOtherPartitionsRetriesAlone(t *testing.T) {
 	}
 }
 
-// A split after MESSAGE_TOO_LARGE keeps the refused batch's producer id, epoch and sequences
-// and bumps nothing (Java never bumps on a split). Before, every split bumped the epoch: the
-// issue's 12,893 InitProducerId calls in 290 s.
+// A split after MESSAGE_TOO_LARGE keeps the refused batch's producer id, epoch and sequences and
+// bumps nothing (Java never bumps on a split).
 func TestIdempotentSplitDoesNotBumpEpoch(t *testing.T) {
 	f := idempotentFixture(t, 1, func(c *Config) { c.BatchSize = 400 })
 	for i := 0; i < 4; i++ {
@@ -260,9 +254,7 @@ func TestIdempotentSplitDoesNotBumpEpoch(t *testing.T) {
 	}
 }
 
-// The bump is local: a partition that needs nothing waits for nobody. Before, a pending bump
-// stopped draining on every partition until no request was in flight anywhere, so one slow
-// broker stalled them all for up to request.timeout.ms.
+// The bump is local: a partition that needs nothing waits for nobody.
 func TestIdempotentBumpDoesNotStopOtherPartitions(t *testing.T) {
 	f := idempotentFixture(t, 3, nil)
 	for p := int32(0); p < 3; p++ {
@@ -307,8 +299,7 @@ func TestIdempotentBumpDoesNotStopOtherPartitions(t *testing.T) {
 }
 
 // The poll must wake for the next delivery.timeout.ms, so that expiry is not late by up to
-// request.timeout.ms (Java's pollTimeout includes nextExpiryTimeMs). Before, NextExpiryTime was
-// computed and never used.
+// request.timeout.ms (Java's pollTimeout includes nextExpiryTimeMs).
 func TestSenderPollTimeoutIncludesNextExpiry(t *testing.T) {
 	f := newSenderFixture(t, 1, func(c *Config) { c.DeliveryTimeoutMs = 30100; c.RequestTimeoutMs = 30000 })
 	f.append(0, "v")
@@ -329,10 +320,9 @@ func TestSenderPollTimeoutIncludesNextExpiry(t *testing.T) {
 	}
 }
 
-// KIP-951: a NOT_LEADER_OR_FOLLOWER that names the new leader (CurrentLeader, with its
-// endpoint in NodeEndpoints) moves the partition there at once, without waiting for a metadata
-// round trip (Java's Sender.handleProduceResponse and Metadata.updatePartitionLeadership).
-// Before, the hint was ignored.
+// KIP-951: a NOT_LEADER_OR_FOLLOWER that names the new leader (CurrentLeader, with its endpoint
+// in NodeEndpoints) moves the partition there at once, without waiting for a metadata round trip
+// (Java's Sender.handleProduceResponse and Metadata.updatePartitionLeadership).
 func TestSenderFollowsLeaderHintFromProduceResponse(t *testing.T) {
 	f := newSenderFixture(t, 1, func(*Config) {})
 	o := f.append(0, "v")

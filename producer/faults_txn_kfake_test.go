@@ -38,8 +38,7 @@ func txnFailFirstProduce(t *testing.T, code int16) (addrs []string, bumps *atomi
 // A batch of a transaction refused for good (INVALID_RECORD, not retriable) leaves a gap in its
 // partition's sequences. The transaction must be aborted, and the abort bumps the epoch (Java
 // maybeTransitionToErrorState sets epochBumpRequired for any error outside commit and abort), so
-// the next transaction starts its partitions at sequence 0. Before, no bump was made and the
-// next transaction's first batch met the gap and waited delivery.timeout.ms.
+// the next transaction starts its partitions at sequence 0.
 func TestKfakeTxnFailedBatchBumpsEpochForNextTransaction(t *testing.T) {
 	addrs, bumps := txnFailFirstProduce(t, kerr.InvalidRecord.Code)
 	p := newTxnProducer(t, addrs, "txn-gap", func(c *Config) { c.DeliveryTimeoutMs = 5000; c.RequestTimeoutMs = 2000 })
@@ -119,7 +118,7 @@ func TestKfakeTxnInvalidProducerEpochOnProduceIsAbortable(t *testing.T) {
 }
 
 // Every retriable error of a transactional request is retried, as Java re-enqueues every
-// RetriableException; before, REQUEST_TIMED_OUT from InitProducerId or EndTxn was fatal.
+// RetriableException (REQUEST_TIMED_OUT from InitProducerId and EndTxn here).
 func TestKfakeTxnRetriesEveryRetriableError(t *testing.T) {
 	c := newKfake(t, 1)
 	var inits, ends atomic.Int32

@@ -194,22 +194,31 @@ func testEnsureCompacted(t *testing.T, bootstrap []string, topic string) {
 	}
 	adm := kadm.NewClient(kgoClient(t, bootstrap))
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, topic+"-delete") })
-	rc, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := rc.On(topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, cfg := range policy.Configs {
-		if cfg.Key == "cleanup.policy" && cfg.MaybeValue() == "compact" {
-			found = true
+	// CreateTopics answers once the controller has the topic; the broker that answers
+	// DescribeConfigs may learn of it a moment later (and then describes no configs).
+	var configs []kadm.Config
+	deadline := time.Now().Add(15 * time.Second)
+	for found := false; !found; {
+		rc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !found {
-		t.Fatalf("created topic's configs: %v", policy.Configs)
+		policy, err := rc.On(topic, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = policy.Configs
+		for _, cfg := range configs {
+			if cfg.Key == "cleanup.policy" && cfg.MaybeValue() == "compact" {
+				found = true
+			}
+		}
+		if !found && time.Now().After(deadline) {
+			t.Fatalf("created topic's configs after 15 s: %v", configs)
+		}
+		if !found {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	td, err := adm.ListTopics(ctx, topic)
 	if err != nil || len(td[topic].Partitions) != 1 {

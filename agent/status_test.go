@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
@@ -54,7 +55,7 @@ func TestConnectAndFileStats(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	fs := waitForFile(t, a, 20*time.Second, func(fs FileStats) bool { return fs.LinesAcked == 3 })
+	fs := waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.LinesAcked == 3 })
 	if fs.Path != path || fs.Size != 14 || fs.ReadOffset != 14 {
 		t.Errorf("file stats %+v", fs)
 	}
@@ -77,7 +78,7 @@ func TestMaxInFlightBytes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
 	var peak int64
-	waitForFile(t, a, 30*time.Second, func(fs FileStats) bool {
+	waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool {
 		peak = max(peak, a.readAhead.used.Load())
 		return fs.LinesAcked == 2000
 	})
@@ -109,7 +110,7 @@ func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	if fs := waitForFile(t, a, 30*time.Second, func(fs FileStats) bool { return fs.LinesFailed == lines }); fs.Committed != 0 || fs.LinesAcked != 0 {
+	if fs := waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool { return fs.LinesFailed == lines }); fs.Committed != 0 || fs.LinesAcked != 0 {
 		t.Errorf("file stats %+v: want nothing acknowledged or committed", fs)
 	}
 	cancel()
@@ -153,7 +154,7 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	if fs := waitForFile(t, a, 20*time.Second, func(fs FileStats) bool { return fs.LinesAcked == 3 }); fs.Committed != 0 || fs.BytesBehind != 14 {
+	if fs := waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.LinesAcked == 3 }); fs.Committed != 0 || fs.BytesBehind != 14 {
 		t.Fatalf("acknowledged, not committed: %+v, want Committed 0 and 14 bytes behind", fs)
 	}
 	cancel() // the run ends with a last commit
@@ -167,7 +168,7 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 
 // waitForFile polls a's FileStats until it shows one file for which cond holds, and returns
 // that file's stats; it fails the test after timeout.
-func waitForFile(t *testing.T, a *Agent, timeout time.Duration, cond func(FileStats) bool) FileStats {
+func waitForFile(t *testing.T, a *Agent, timeout time.Duration, cond func(filetail.FileStats) bool) filetail.FileStats {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"bytes"
@@ -65,6 +65,13 @@ func (r *recorder) handle(ctx context.Context, f *File, l Line) error {
 	return nil
 }
 
+// eachLine is the FileHandler that hands every line of every File to h.
+func eachLine(h func(ctx context.Context, f *File, l Line) error) FileHandler {
+	return func(f *File) LineHandler {
+		return func(ctx context.Context, l Line) error { return h(ctx, f, l) }
+	}
+}
+
 func (r *recorder) snapshot() []gotLine {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,9 +104,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func testConfig(stateDir string, globs ...string) TailerConfig {
-	return TailerConfig{
+func testConfig(stateDir string, globs ...string) Config {
+	return Config{
 		Globs:              globs,
+		StartAt:            StartAtBeginning,
 		StateDir:           stateDir,
 		RescanInterval:     10 * time.Millisecond,
 		PollInterval:       2 * time.Millisecond,
@@ -130,9 +138,9 @@ type running struct {
 	done   chan error
 }
 
-func startTailer(t *testing.T, cfg TailerConfig, r *recorder) *running {
+func startTailer(t *testing.T, cfg Config, r *recorder) *running {
 	t.Helper()
-	tl, err := NewTailer(cfg, r.handle, testLogger(t))
+	tl, err := NewTailer(cfg, eachLine(r.handle), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +214,7 @@ func following(t *testing.T, rt *running, path string) bool {
 	}
 	k, _ := statKey(fi)
 	for _, f := range rt.Stats().Files {
-		if f.ID.key() == k {
+		if f.ID.Key() == k {
 			return true
 		}
 	}
@@ -312,8 +320,8 @@ func TestTailerHugeLines(t *testing.T) {
 	f.Close()
 	total := int64(7 + size + 7)
 
-	for _, policy := range []string{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []LongLinePolicy{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
+		t.Run(string(policy), func(t *testing.T) {
 			cfg := testConfig(filepath.Join(t.TempDir(), "state"), path)
 			cfg.MaxLineBytes, cfg.LongLines, cfg.ReadBufferBytes = maxLine, policy, 64<<10
 			r := &recorder{}
@@ -777,7 +785,7 @@ func TestTailerInodeReuse(t *testing.T) {
 		writeLog(t, path, joinLines(fresh))
 		fi, _ = os.Stat(path)
 		if k, _ := statKey(fi); k != oldKey {
-			t.Logf("the file system gave a new inode (%d, was %d): the identity differs anyway", k.ino, oldKey.ino)
+			t.Logf("the file system gave a new inode (%d, was %d): the identity differs anyway", k.Inode, oldKey.Inode)
 		}
 		r2 := &recorder{}
 		startTailer(t, testConfig(state, path), r2)
@@ -914,7 +922,7 @@ func TestTailerHandlerError(t *testing.T) {
 	path := filepath.Join(dir, "app.log")
 	writeLog(t, path, "a\n")
 	boom := errors.New("producer closed")
-	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), func(context.Context, *File, Line) error { return boom }, testLogger(t))
+	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), eachLine(func(context.Context, *File, Line) error { return boom }), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -939,11 +947,11 @@ func TestTailerBackpressure(t *testing.T) {
 	var calls sync.WaitGroup
 	calls.Add(1)
 	var once sync.Once
-	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), func(ctx context.Context, f *File, l Line) error {
+	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), eachLine(func(ctx context.Context, f *File, l Line) error {
 		once.Do(calls.Done)
 		<-ctx.Done() // the producer's buffer is full until the end
 		return ctx.Err()
-	}, testLogger(t))
+	}), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -969,19 +977,19 @@ func TestNewTailerErrors(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	writeLog(t, file, "")
-	ok := func(*TailerConfig) {}
+	ok := func(*Config) {}
 	tests := []struct {
 		name   string
-		change func(*TailerConfig)
+		change func(*Config)
 		want   string
 	}{
-		{"no globs", func(c *TailerConfig) { c.Globs = nil }, "no file or glob"},
-		{"bad glob", func(c *TailerConfig) { c.Globs = []string{"[x"} }, "syntax error"},
-		{"start-at", func(c *TailerConfig) { c.StartAt = "middle" }, "start-at"},
-		{"long-lines", func(c *TailerConfig) { c.LongLines = "fold" }, "long-lines"},
-		{"max-line-bytes", func(c *TailerConfig) { c.MaxLineBytes = -1 }, "max-line-bytes"},
-		{"state dir under a file", func(c *TailerConfig) { c.StateDir = filepath.Join(file, "state") }, filepath.Join(file, "state")},
-		{"corrupt checkpoint", func(c *TailerConfig) {
+		{"no globs", func(c *Config) { c.Globs = nil }, "no file or glob"},
+		{"bad glob", func(c *Config) { c.Globs = []string{"[x"} }, "syntax error"},
+		{"start-at", func(c *Config) { c.StartAt = "middle" }, "start-at"},
+		{"long-lines", func(c *Config) { c.LongLines = "fold" }, "long-lines"},
+		{"max-line-bytes", func(c *Config) { c.MaxLineBytes = -1 }, "max-line-bytes"},
+		{"state dir under a file", func(c *Config) { c.StateDir = filepath.Join(file, "state") }, filepath.Join(file, "state")},
+		{"corrupt checkpoint", func(c *Config) {
 			c.StateDir = filepath.Join(dir, "corrupt")
 			os.MkdirAll(c.StateDir, 0o755)
 			writeLog(t, filepath.Join(c.StateDir, checkpointName), "{")
@@ -992,7 +1000,7 @@ func TestNewTailerErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(filepath.Join(t.TempDir(), "state"), filepath.Join(dir, "*.log"))
 			tt.change(&cfg)
-			_, err := NewTailer(cfg, (&recorder{}).handle, nil)
+			_, err := NewTailer(cfg, eachLine((&recorder{}).handle), nil)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)

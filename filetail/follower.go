@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 type follower struct {
 	t   *Tailer
 	fd  *os.File
-	key fileKey
+	key FileKey
 	log *slog.Logger
 
 	mu   sync.Mutex
@@ -49,7 +49,7 @@ type follower struct {
 
 func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start int64) *follower {
 	fl := &follower{
-		t: t, fd: fd, key: id.key(), path: path, id: id,
+		t: t, fd: fd, key: id.Key(), path: path, id: id,
 		log:      t.log,
 		caughtUp: make(chan struct{}),
 		split:    newLineSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
@@ -83,10 +83,10 @@ func (fl *follower) current() *File {
 	return fl.file
 }
 
-func (fl *follower) entry(now time.Time) checkpointEntry {
+func (fl *follower) entry(now time.Time) Checkpoint {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return newCheckpointEntry(fl.id, fl.path, fl.file.Committed(), now)
+	return newCheckpoint(fl.id, fl.path, fl.file.Committed(), now)
 }
 
 func (fl *follower) stats() FileStats {
@@ -103,10 +103,10 @@ func (fl *follower) stats() FileStats {
 		Truncations: c.truncations.Load(),
 		Gone:        fl.gone.Load(),
 	}
-	if committedOf := fl.t.committedOf; committedOf != nil {
+	if committedOf := fl.t.cfg.CommittedOf; committedOf != nil {
 		// Exactly-once: what a transaction committed, else where this File started (where a
 		// restart without a committed position begins again).
-		if off, ok := committedOf(id.key()); ok {
+		if off, ok := committedOf(id.Key()); ok {
 			s.Committed = min(off, s.Committed) // the File's own prefix after a copytruncate
 		} else {
 			s.Committed = f.start
@@ -359,7 +359,7 @@ func (fl *follower) restart(sink followerSink, why string, pos, size int64) erro
 	fl.t.totals.truncations.Add(1)
 	id, _, err := identify(fl.fd, fl.t.cfg.FingerprintBytes)
 	if err != nil {
-		id = FileID{Dev: fl.key.dev, Inode: fl.key.ino}
+		id = FileID{Dev: fl.key.Dev, Inode: fl.key.Inode}
 	}
 	fl.mu.Lock()
 	fl.log.Warn(why+": reading it again from the beginning", "path", fl.path, "read_offset", pos, "size", size)
@@ -405,7 +405,10 @@ func (s followerSink) line(l Line) error {
 		fl.t.totals.split.Add(1)
 		fl.log.Warn("long line split into parts", "path", f.Path, "offset", l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
 	}
-	return fl.t.handle(s.ctx, f, l)
+	if f.handle == nil {
+		f.handle = fl.t.handle(f)
+	}
+	return f.handle(s.ctx, l)
 }
 
 func (s followerSink) dropped(start, end int64) error {

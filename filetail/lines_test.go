@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ func (c *collectSink) dropped(start, end int64) error {
 }
 
 // splitAll feeds input to a fresh splitter in reads of at most step bytes, then flushes if asked.
-func splitAll(t *testing.T, input string, maxLine int, policy string, step int, flush bool) *collectSink {
+func splitAll(t *testing.T, input string, maxLine int, policy LongLinePolicy, step int, flush bool) *collectSink {
 	t.Helper()
 	s := newLineSplitter(maxLine, policy, 8, 0)
 	sink := &collectSink{}
@@ -76,7 +76,7 @@ func TestLineSplitter(t *testing.T) {
 		name   string
 		input  string
 		max    int
-		policy string
+		policy LongLinePolicy
 		flush  bool
 		want   []string
 	}{
@@ -163,8 +163,8 @@ func TestLineSplitterSinkError(t *testing.T) {
 // at max + one chunk and no line handed over is longer than max.
 func TestLineSplitterHugeLine(t *testing.T) {
 	const maxLine, chunk, size = 1 << 20, 64 << 10, 50 << 20
-	for _, policy := range []string{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []LongLinePolicy{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
+		t.Run(string(policy), func(t *testing.T) {
 			s := newLineSplitter(maxLine, policy, chunk, 0)
 			sink := &countSink{}
 			for fed := 0; fed < size; {
@@ -188,13 +188,13 @@ func TestLineSplitterHugeLine(t *testing.T) {
 			if sink.maxSeen > maxLine {
 				t.Fatalf("a line of %d bytes reached the handler", sink.maxSeen)
 			}
-			want := map[string][2]int{ // lines, dropped
+			want := map[LongLinePolicy][2]int{ // lines, dropped
 				LongLinesTruncate: {2, 0}, LongLinesSplit: {size/maxLine + 1, 0}, LongLinesDrop: {1, 1},
 			}[policy]
 			if sink.lines != want[0] || sink.drops != want[1] {
 				t.Fatalf("lines %d dropped %d, want %v", sink.lines, sink.drops, want)
 			}
-			if sink.bytes != map[string]int{LongLinesTruncate: maxLine + 2, LongLinesSplit: size + 2, LongLinesDrop: 2}[policy] {
+			if sink.bytes != map[LongLinePolicy]int{LongLinesTruncate: maxLine + 2, LongLinesSplit: size + 2, LongLinesDrop: 2}[policy] {
 				t.Fatalf("handed over %d bytes", sink.bytes)
 			}
 			if sink.lastEnd != size+4 {

@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"bytes"
@@ -26,12 +26,24 @@ type Line struct {
 	Part, Parts int
 }
 
-// Long-line policies (TailerConfig.LongLines).
+// LongLinePolicy is what happens to a line longer than the limit (Config.LongLines).
+type LongLinePolicy string
+
+// Long-line policies.
 const (
-	LongLinesTruncate = "truncate"
-	LongLinesSplit    = "split"
-	LongLinesDrop     = "drop"
+	LongLinesTruncate LongLinePolicy = "truncate" // the first MaxLineBytes are sent, the rest skipped
+	LongLinesSplit    LongLinePolicy = "split"    // sent in parts of MaxLineBytes: nothing is lost
+	LongLinesDrop     LongLinePolicy = "drop"     // skipped whole
 )
+
+// Valid reports an error unless p is one of the policies.
+func (p LongLinePolicy) Valid() error {
+	switch p {
+	case LongLinesTruncate, LongLinesSplit, LongLinesDrop:
+		return nil
+	}
+	return fmt.Errorf("must be %s, %s or %s, got %q", LongLinesTruncate, LongLinesSplit, LongLinesDrop, string(p))
+}
 
 // lineSink receives what a lineSplitter produces. An error stops the splitter and is returned
 // from feed or flush unchanged.
@@ -56,7 +68,7 @@ const (
 // 50 MB line costs no more than a short one. Not safe for concurrent use (one follower owns it).
 type lineSplitter struct {
 	max    int
-	policy string
+	policy LongLinePolicy
 	chunk  int
 
 	buf  []byte // buf[:n]: bytes of the current line not yet handed over (see splitMode)
@@ -69,7 +81,7 @@ type lineSplitter struct {
 	part      int   // modeSplitting: parts emitted so far
 }
 
-func newLineSplitter(maxLine int, policy string, chunk int, off int64) *lineSplitter {
+func newLineSplitter(maxLine int, policy LongLinePolicy, chunk int, off int64) *lineSplitter {
 	s := &lineSplitter{max: maxLine, policy: policy, chunk: chunk}
 	s.reset(off)
 	return s
@@ -256,12 +268,4 @@ func (s *lineSplitter) shrink() {
 	if size := s.chunk + min(s.max, s.chunk); s.n == 0 && len(s.buf) > size {
 		s.buf = make([]byte, size)
 	}
-}
-
-func validLongLines(policy string) error {
-	switch policy {
-	case LongLinesTruncate, LongLinesSplit, LongLinesDrop:
-		return nil
-	}
-	return fmt.Errorf("agent: long-lines must be %s, %s or %s, got %q", LongLinesTruncate, LongLinesSplit, LongLinesDrop, policy)
 }

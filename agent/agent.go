@@ -41,11 +41,11 @@ type Agent struct {
 type Stats struct {
 	LinesRead atomic.Int64
 	BytesRead atomic.Int64
-	// Long lines of stdin, by policy (a file's are in its FileStats).
-	LinesTruncated, LinesSplit, LinesDropped atomic.Int64
-	_                                        [cacheLine]byte // read side above, delivery side below
-	LinesAcked                               atomic.Int64
-	LinesFailed                              atomic.Int64
+	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
+	LongLines   filetail.LongLineCounts
+	_           [cacheLine]byte // read side above, delivery side below
+	LinesAcked  atomic.Int64
+	LinesFailed atomic.Int64
 
 	mu       sync.Mutex
 	firstErr error

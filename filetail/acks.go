@@ -42,11 +42,11 @@ type File struct {
 // every line: the two live on separate cache lines, or each add would take the line from the
 // other core.
 type fileCounters struct {
-	linesRead                 atomic.Uint64
-	truncated, split, dropped atomic.Uint64
-	truncations               atomic.Uint64 // copytruncate resets
-	_                         [cacheLine]byte
-	linesAcked, linesFailed   atomic.Uint64
+	linesRead               atomic.Uint64
+	long                    LongLineCounts
+	truncations             atomic.Uint64 // copytruncate resets
+	_                       [cacheLine]byte
+	linesAcked, linesFailed atomic.Uint64
 }
 
 // cacheLine separates fields written by different goroutines for every line.

@@ -279,7 +279,7 @@ func (t *Tailer) Stats() Stats {
 	s.Totals.Files = len(s.Files)
 	c := &t.totals
 	s.Totals.LinesRead, s.Totals.LinesAcked, s.Totals.LinesFailed = c.linesRead.Load(), c.linesAcked.Load(), c.linesFailed.Load()
-	s.Totals.Truncated, s.Totals.Split, s.Totals.Dropped = c.truncated.Load(), c.split.Load(), c.dropped.Load()
+	s.Totals.Truncated, s.Totals.Split, s.Totals.Dropped = c.long.Truncated.Load(), c.long.Split.Load(), c.long.Dropped.Load()
 	s.Totals.Truncations = c.truncations.Load()
 	return s
 }

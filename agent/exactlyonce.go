@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,21 @@ type txnCommitter struct {
 
 	commits  atomic.Int64
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
+}
+
+// newTxnCommitter returns the committer of transactional id txnID, whose last committed
+// positions are entries (read back from the state topic).
+func newTxnCommitter(a *Agent, txnID string, entries []filetail.Checkpoint) *txnCommitter {
+	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
+		committed: make(map[filetail.FileKey]filetail.Checkpoint, len(entries))}
+	for _, e := range entries {
+		if id, err := e.FileID(); err == nil {
+			c.committed[id.Key()] = e
+		}
+	}
+	initial := maps.Clone(c.committed)
+	c.committedView.Store(&initial)
+	return c
 }
 
 // committedOffset is the position of file k in the last committed transaction (or read back

@@ -22,6 +22,21 @@ type fileReport struct {
 	truncated, split, dropped, seenRead uint64
 }
 
+// startMetrics starts the goroutine that reports the agent's metrics (reportMetrics); stop ends
+// it after a last report and returns once it exited.
+func (a *Agent) startMetrics() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.reportMetrics(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func (a *Agent) reportMetrics(ctx context.Context) {
 	if a.tel == nil {
 		return

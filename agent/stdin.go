@@ -23,10 +23,8 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Now()) })
 		defer stop()
 	}
-	mctx, stopMetrics := context.WithCancel(context.Background())
-	metricsDone := make(chan struct{})
-	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
-	defer func() { stopMetrics(); <-metricsDone }()
+	stopMetrics := a.startMetrics()
+	defer stopMetrics()
 	sink := &stdinSink{a: a, ctx: ctx, onDelivery: a.onDelivery} // a method value allocates: once, not per line
 	readErr := a.readStdin(r, sink)
 	if ctx.Err() != nil {

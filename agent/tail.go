@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
@@ -24,10 +23,8 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return err
 	}
 	a.tailer.Store(t)
-	mctx, stopMetrics := context.WithCancel(context.Background())
-	metricsDone := make(chan struct{})
-	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
-	defer func() { stopMetrics(); <-metricsDone }()
+	stopMetrics := a.startMetrics()
+	defer stopMetrics()
 	runErr := t.Run(ctx)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		a.log.Error("tailer stopped", "error", runErr)
@@ -76,8 +73,7 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 		}
 		return a.failureError(err, txnID)
 	}
-	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
-		committed: map[filetail.FileKey]filetail.Checkpoint{}}
+	c := newTxnCommitter(a, txnID, entries)
 	tc := a.tailerConfig()
 	tc.CommittedOnly, tc.CommittedOf = true, c.committedOffset
 	if found {
@@ -92,13 +88,6 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 		return err
 	}
 	c.t = t
-	for _, e := range entries {
-		if id, err := e.FileID(); err == nil {
-			c.committed[id.Key()] = e
-		}
-	}
-	initial := maps.Clone(c.committed)
-	c.committedView.Store(&initial)
 	if err := a.prod.BeginTransaction(); err != nil {
 		_ = a.shutdown()
 		return a.failureError(err, txnID)
@@ -106,41 +95,41 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	c.open = true
 	a.tailer.Store(t)
 	a.txn.Store(c)
-	mctx, stopMetrics := context.WithCancel(context.Background())
-	metricsDone := make(chan struct{})
-	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
-	defer func() { stopMetrics(); <-metricsDone }()
+	stopMetrics := a.startMetrics()
+	defer stopMetrics()
 
-	// Commits are bounded by the shutdown timeout once ctx ends, so that a cluster that is gone
-	// cannot hold the agent after SIGTERM.
+	// Who stops what, in this order:
+	//   - ctx (the caller's: a signal) ends runCtx, which stops the tailer's reading and the
+	//     committer's loop; a commit that fails ends runCtx too, so that the tailer stops
+	//     reading into a transaction that cannot commit.
+	//   - Once both have stopped, no line is being sent: the last commit covers every line
+	//     read. It runs under commitCtx, like every commit, which ends ShutdownTimeout after
+	//     ctx, so that a cluster that is gone cannot hold the agent after SIGTERM.
+	//   - The producer is closed (shutdown) only after the last commit.
 	commitCtx, stopCommits := context.WithCancel(context.Background())
 	defer stopCommits()
-	go func() {
+	stopGrace := context.AfterFunc(ctx, func() {
+		grace := time.NewTimer(a.cfg.ShutdownTimeout)
+		defer grace.Stop()
 		select {
-		case <-ctx.Done():
-		case <-commitCtx.Done():
-			return
-		}
-		timer := time.NewTimer(a.cfg.ShutdownTimeout)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
+		case <-grace.C:
 			stopCommits()
-		case <-commitCtx.Done():
+		case <-commitCtx.Done(): // the run ended first
 		}
-	}()
+	})
+	defer stopGrace()
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	committerErr := make(chan error, 1)
 	go func() {
-		err := c.run(runCtx, commitCtx)
+		err := c.run(runCtx, commitCtx) // nil once runCtx ended
 		if err != nil {
 			stopRun(err)
 		}
 		committerErr <- err
 	}()
 	runErr := t.Run(runCtx) // nil when runCtx ended, else a handler's error (fenced, say)
-	stopRun(nil)
+	stopRun(nil)            // the committer's loop stops too
 	if err := <-committerErr; err != nil {
 		runErr = err
 	} else if runErr == nil {

@@ -24,10 +24,17 @@ func load(t *testing.T, args []string, environ []string) (Config, error) {
 	return Load(fs, environ)
 }
 
+// writeFile writes a configuration file holding body and returns its path.
 func writeFile(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+	return writeTemp(t, "agent.yaml", []byte(body))
+}
+
+// writeTemp writes data to a file name in a new temporary directory and returns its path.
+func writeTemp(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +25,9 @@ func newFileAgent(t *testing.T, partitions int32, data []byte, mutate func(*Conf
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTemp(t, "app.log", data)
 	cfg := DefaultConfig()
-	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, "beginning", dir
+	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, string(filetail.StartAtBeginning), t.TempDir()
 	mutate(&cfg)
 	a, err := New(cfg, nil, nil)
 	if err != nil {

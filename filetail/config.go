@@ -1,6 +1,7 @@
 package filetail
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -108,24 +109,19 @@ type Config struct {
 	CommittedOf func(FileKey) (int64, bool)
 }
 
+// setDefaults gives every zero field its default (cmp.Or: the first of its arguments that is
+// not zero).
 func (c *Config) setDefaults() {
-	setDefault(&c.StartAt, DefaultStartAt)
-	setDefault(&c.MaxLineBytes, DefaultMaxLineBytes)
-	setDefault(&c.LongLines, DefaultLongLines)
-	setDefault(&c.RescanInterval, DefaultRescanInterval)
-	setDefault(&c.PollInterval, DefaultPollInterval)
-	setDefault(&c.PartialLineIdle, DefaultPartialLineIdle)
-	setDefault(&c.ReleaseIdle, DefaultReleaseIdle)
-	setDefault(&c.CheckpointInterval, DefaultCheckpointInterval)
-	setDefault(&c.FingerprintBytes, DefaultFingerprintBytes)
-	setDefault(&c.ReadBufferBytes, DefaultReadBufferBytes)
-}
-
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
+	c.StartAt = cmp.Or(c.StartAt, DefaultStartAt)
+	c.MaxLineBytes = cmp.Or(c.MaxLineBytes, DefaultMaxLineBytes)
+	c.LongLines = cmp.Or(c.LongLines, DefaultLongLines)
+	c.RescanInterval = cmp.Or(c.RescanInterval, DefaultRescanInterval)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.PartialLineIdle = cmp.Or(c.PartialLineIdle, DefaultPartialLineIdle)
+	c.ReleaseIdle = cmp.Or(c.ReleaseIdle, DefaultReleaseIdle)
+	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, DefaultCheckpointInterval)
+	c.FingerprintBytes = cmp.Or(c.FingerprintBytes, DefaultFingerprintBytes)
+	c.ReadBufferBytes = cmp.Or(c.ReadBufferBytes, DefaultReadBufferBytes)
 }
 
 func (c *Config) validate() error {

@@ -65,23 +65,17 @@ func (fl *follower) setPath(path string) {
 	fl.path = path
 }
 
-func (fl *follower) currentPath() string {
+// state returns the file's current name, identity and File: the scans rename it, and the
+// follower's goroutine lengthens its fingerprint and starts a new File, under mu.
+func (fl *follower) state() (path string, id FileID, f *File) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return fl.path
+	return fl.path, fl.id, fl.file
 }
 
-func (fl *follower) identity() FileID {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	return fl.id
-}
-
-func (fl *follower) current() *File {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	return fl.file
-}
+func (fl *follower) currentPath() string { path, _, _ := fl.state(); return path }
+func (fl *follower) identity() FileID    { _, id, _ := fl.state(); return id }
+func (fl *follower) current() *File      { _, _, f := fl.state(); return f }
 
 func (fl *follower) entry(now time.Time) Checkpoint {
 	fl.mu.Lock()
@@ -90,9 +84,7 @@ func (fl *follower) entry(now time.Time) Checkpoint {
 }
 
 func (fl *follower) stats() FileStats {
-	fl.mu.Lock()
-	path, id, f := fl.path, fl.id, fl.file
-	fl.mu.Unlock()
+	path, id, f := fl.state()
 	c := &fl.counts
 	s := FileStats{
 		Path: path, ID: id,

@@ -104,6 +104,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// testPaths returns a new directory, the log file app.log in it (not created) and the state
+// directory beside it.
+func testPaths(t *testing.T) (dir, path, state string) {
+	dir = t.TempDir()
+	return dir, filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
+}
+
 func testConfig(stateDir string, globs ...string) Config {
 	return Config{
 		Globs:              globs,
@@ -140,7 +147,13 @@ type running struct {
 
 func startTailer(t *testing.T, cfg Config, r *recorder) *running {
 	t.Helper()
-	tl, err := NewTailer(cfg, eachLine(r.handle), testLogger(t))
+	return startTailerWith(t, cfg, eachLine(r.handle))
+}
+
+// startTailerWith starts a Tailer whose lines go to h.
+func startTailerWith(t *testing.T, cfg Config, h FileHandler) *running {
+	t.Helper()
+	tl, err := NewTailer(cfg, h, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +168,20 @@ func startTailer(t *testing.T, cfg Config, r *recorder) *running {
 func (rt *running) stop(t *testing.T) error {
 	t.Helper()
 	rt.cancel()
+	return rt.wait(t, "Run did not return after its context ended")
+}
+
+// stopOK is stop, failing the test unless Run returned nil.
+func (rt *running) stopOK(t *testing.T) {
+	t.Helper()
+	if err := rt.stop(t); err != nil {
+		t.Fatalf("Run = %v after its context ended, want nil", err)
+	}
+}
+
+// wait waits for Run to return, failing with timedOut after 10 s.
+func (rt *running) wait(t *testing.T, timedOut string) error {
+	t.Helper()
 	select {
 	case err, ok := <-rt.done:
 		if ok {
@@ -162,7 +189,7 @@ func (rt *running) stop(t *testing.T) error {
 		}
 		return err
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+		t.Fatal(timedOut)
 		return nil
 	}
 }
@@ -237,11 +264,10 @@ func joinLines(lines []string) string {
 }
 
 func TestTailerReadsLines(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "first\r\n\n\x00bytes\xff\n")
 	r := &recorder{}
-	rt := startTailer(t, testConfig(filepath.Join(dir, "state"), path), r)
+	rt := startTailer(t, testConfig(state, path), r)
 	waitFor(t, "the first lines", func() bool { return r.count() == 3 })
 	appendLog(t, path, "more\nand more\n")
 	waitFor(t, "appended lines", func() bool { return r.count() == 5 })
@@ -259,9 +285,7 @@ func TestTailerReadsLines(t *testing.T) {
 	if tot := rt.Stats().Totals; tot.LinesRead != 5 || tot.LinesAcked != 5 || tot.Files != 1 {
 		t.Fatalf("totals %+v", tot)
 	}
-	if err := rt.stop(t); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rt.stopOK(t)
 }
 
 func TestTailerEmptyFile(t *testing.T) {
@@ -280,9 +304,8 @@ func TestTailerEmptyFile(t *testing.T) {
 }
 
 func TestTailerPartialLine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	cfg := testConfig(filepath.Join(dir, "state"), path)
+	_, path, state := testPaths(t)
+	cfg := testConfig(state, path)
 	cfg.PartialLineIdle = 200 * time.Millisecond
 	r := &recorder{}
 	writeLog(t, path, "whole\nparti")
@@ -568,9 +591,7 @@ func TestTailerGlobDiscovery(t *testing.T) {
 // TestTailerResume stops the agent with some lines unacknowledged: the next run resumes at the
 // first of them, exactly.
 func TestTailerResume(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	lines := numbered("l", 0, 10)
 	writeLog(t, path, joinLines(lines))
 
@@ -596,9 +617,7 @@ func TestTailerResume(t *testing.T) {
 	if st := rt.file(t, path); st.Committed != end3 || st.InFlight != 2 || st.LinesAcked != 8 {
 		t.Fatalf("stats %+v, want committed %d", st, end3)
 	}
-	if err := rt.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	rt.stopOK(t)
 	if err := rt.SaveCheckpoints(); err != nil {
 		t.Fatal(err)
 	}
@@ -627,9 +646,7 @@ func TestTailerResume(t *testing.T) {
 // is saved soon, not at the next CheckpointInterval (an hour here). The first line is held, so
 // no moment before its acknowledgement has every line read acknowledged.
 func TestTailerSavesWhenCaughtUp(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	lines := numbered("l", 0, 100)
 	writeLog(t, path, joinLines(lines))
 	var mu sync.Mutex
@@ -669,9 +686,7 @@ func TestTailerSavesWhenCaughtUp(t *testing.T) {
 // TestTailerSaveAfterRun: acknowledgements that arrive after Run returned (while the producer
 // flushes) still reach the checkpoint.
 func TestTailerSaveAfterRun(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\nb\n")
 	r := &recorder{decide: func(gotLine) string { return "hold" }}
 	rt := startTailer(t, testConfig(state, path), r)
@@ -702,9 +717,7 @@ func TestTailerSaveAfterRun(t *testing.T) {
 }
 
 func TestTailerFailPinsOffset(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "ok\nbad\nafter\n")
 	r := &recorder{decide: func(l gotLine) string {
 		if l.data == "bad" {
@@ -731,10 +744,9 @@ func TestTailerFailPinsOffset(t *testing.T) {
 }
 
 func TestTailerStartAtEnd(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "old\nhalf a li")
-	cfg := testConfig(filepath.Join(dir, "state"), path)
+	cfg := testConfig(state, path)
 	cfg.StartAt = StartAtEnd
 	cfg.PartialLineIdle = time.Hour
 	r := &recorder{}
@@ -749,15 +761,17 @@ func TestTailerStartAtEnd(t *testing.T) {
 // TestTailerInodeReuse: a checkpoint of a file whose inode now holds another file (deleted and
 // created again while the agent was stopped) does not apply to the new file.
 func TestTailerInodeReuse(t *testing.T) {
-	t.Run("fingerprint mismatch on the same inode", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		state := filepath.Join(dir, "state")
+	// firstFile runs a tailer over a first file to its end, so that the checkpoint knows it.
+	firstFile := func(t *testing.T) (path, state string) {
+		_, path, state = testPaths(t)
 		writeLog(t, path, "first file line one\nfirst file line two\n")
-		r := &recorder{}
-		rt := startTailer(t, testConfig(state, path), r)
+		rt := startTailer(t, testConfig(state, path), &recorder{})
 		waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 40 })
 		rt.stop(t)
+		return path, state
+	}
+	t.Run("fingerprint mismatch on the same inode", func(t *testing.T) {
+		path, state := firstFile(t)
 		// Same inode, other content, longer than the checkpoint offset: without the
 		// fingerprint, the next run would resume in the middle of it.
 		fresh := numbered("second file", 0, 5)
@@ -770,14 +784,7 @@ func TestTailerInodeReuse(t *testing.T) {
 		equalLines(t, r2.data(), fresh)
 	})
 	t.Run("delete and create", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		state := filepath.Join(dir, "state")
-		writeLog(t, path, "first file line one\nfirst file line two\n")
-		r := &recorder{}
-		rt := startTailer(t, testConfig(state, path), r)
-		waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 40 })
-		rt.stop(t)
+		path, state := firstFile(t)
 		fi, _ := os.Stat(path)
 		oldKey, _ := statKey(fi)
 		os.Remove(path)
@@ -797,9 +804,7 @@ func TestTailerInodeReuse(t *testing.T) {
 // TestTailerDeletedReleased: a deleted file is read to its end, released once acknowledged, and
 // its checkpoint pruned.
 func TestTailerDeletedReleased(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\n")
 	var hold sync.Mutex
 	hold.Lock()
@@ -848,9 +853,7 @@ func TestTailerDeletedReleased(t *testing.T) {
 // TestTailerRenamedWhileStopped: logrotate ran while the agent was stopped. The old file, now
 // under another name, is read from its checkpoint to its end, then the new file from its start.
 func TestTailerRenamedWhileStopped(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\n")
 	r := &recorder{}
 	rt := startTailer(t, testConfig(state, path), r)
@@ -912,65 +915,37 @@ func TestTailerNotAFile(t *testing.T) {
 	other := filepath.Join(logs, "other.log")
 	writeLog(t, other, "still working\n")
 	waitFor(t, "another file", func() bool { return r.count() == 2 })
-	if err := rt.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	rt.stopOK(t)
 }
 
 func TestTailerHandlerError(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\n")
 	boom := errors.New("producer closed")
-	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), eachLine(func(context.Context, *File, Line) error { return boom }), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- tl.Run(context.Background()) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, boom) {
-			t.Fatalf("Run = %v, want the handler's error", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not end on a handler error")
+	rt := startTailerWith(t, testConfig(state, path), eachLine(func(context.Context, *File, Line) error { return boom }))
+	if err := rt.wait(t, "Run did not end on a handler error"); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want the handler's error", err)
 	}
 }
 
 // TestTailerBackpressure: a handler that blocks stops the reading; the context's end unblocks it
 // and Run returns after the follower exited.
 func TestTailerBackpressure(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, joinLines(numbered("l", 0, 1000)))
 	var calls sync.WaitGroup
 	calls.Add(1)
 	var once sync.Once
-	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), eachLine(func(ctx context.Context, f *File, l Line) error {
+	rt := startTailerWith(t, testConfig(state, path), eachLine(func(ctx context.Context, f *File, l Line) error {
 		once.Do(calls.Done)
 		<-ctx.Done() // the producer's buffer is full until the end
 		return ctx.Err()
-	}), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tl.Run(ctx) }()
+	}))
 	calls.Wait()
-	if st := tl.Stats(); st.Totals.LinesRead != 1 {
+	if st := rt.Stats(); st.Totals.LinesRead != 1 {
 		t.Fatalf("read on while the handler blocked: %+v", st.Totals)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v after its context ended, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	rt.stopOK(t)
 }
 
 func TestNewTailerErrors(t *testing.T) {
@@ -1017,9 +992,7 @@ func TestNewTailerErrors(t *testing.T) {
 // TestTailerResumeInsideSplitLine: the parts of a split line are checkpointed one by one, so a
 // restart after the first part was acknowledged sends the rest of the line, not all of it.
 func TestTailerResumeInsideSplitLine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "abcdefghij\n")
 	cfg := testConfig(state, path)
 	cfg.MaxLineBytes, cfg.LongLines = 4, LongLinesSplit

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/producer"
 	"github.com/kafkatrail/kafkatrail/telemetry"
@@ -30,8 +31,8 @@ type Agent struct {
 	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
 	readAhead        *readAhead  // file lines read and not yet acknowledged (--max-in-flight-bytes)
 
-	tailer atomic.Pointer[Tailer]       // set while RunTail runs, for SetTailGlobs and stats
-	txn    atomic.Pointer[txnCommitter] // set while RunTail runs with --exactly-once
+	tailer atomic.Pointer[filetail.Tailer] // set while RunTail runs, for SetTailGlobs and stats
+	txn    atomic.Pointer[txnCommitter]    // set while RunTail runs with --exactly-once
 
 	tel *telemetry.Provider // nil: no telemetry
 }
@@ -40,11 +41,11 @@ type Agent struct {
 type Stats struct {
 	LinesRead atomic.Int64
 	BytesRead atomic.Int64
-	// Long lines of stdin, by policy (a file's are in its FileStats).
-	LinesTruncated, LinesSplit, LinesDropped atomic.Int64
-	_                                        [cacheLine]byte // read side above, delivery side below
-	LinesAcked                               atomic.Int64
-	LinesFailed                              atomic.Int64
+	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
+	LongLines   filetail.LongLineCounts
+	_           [cacheLine]byte // read side above, delivery side below
+	LinesAcked  atomic.Int64
+	LinesFailed atomic.Int64
 
 	mu       sync.Mutex
 	firstErr error
@@ -113,7 +114,7 @@ func (a *Agent) Stats() *Stats { return &a.stats }
 
 // FileStats returns a snapshot of each followed file, sorted by path; nil unless RunTail runs
 // (or ran). Safe to call from any goroutine.
-func (a *Agent) FileStats() []FileStats {
+func (a *Agent) FileStats() []filetail.FileStats {
 	if t := a.tailer.Load(); t != nil {
 		return t.Stats().Files
 	}
@@ -207,6 +208,9 @@ func (a *Agent) result() error {
 	}
 	return nil
 }
+
+// cacheLine separates fields written by different goroutines for every line.
+const cacheLine = 64
 
 // ErrInterrupted is returned when a run was stopped by its context before its input ended.
 var ErrInterrupted = errors.New("interrupted")

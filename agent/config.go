@@ -20,6 +20,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/producer"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
@@ -99,10 +100,10 @@ func (c *Config) SlowerThan() (time.Duration, error) {
 func DefaultConfig() Config {
 	return Config{
 		StateDir:           defaultStateDir(),
-		StartAt:            "end",
-		LongLines:          "split",
-		PartialLineIdle:    5 * time.Second,
-		CheckpointInterval: time.Second,
+		StartAt:            string(filetail.DefaultStartAt),
+		LongLines:          string(filetail.DefaultLongLines),
+		PartialLineIdle:    filetail.DefaultPartialLineIdle,
+		CheckpointInterval: filetail.DefaultCheckpointInterval,
 		ShutdownTimeout:    30 * time.Second,
 		HeaderPath:         "source.path",
 		HeaderHost:         "source.host",
@@ -148,15 +149,11 @@ func (c *Config) Validate() error {
 	if len(c.Brokers) == 0 && c.Producer["bootstrap.servers"] == "" {
 		bad("brokers", "required (or producer bootstrap.servers)")
 	}
-	switch c.StartAt {
-	case "beginning", "end":
-	default:
-		bad("start-at", "must be beginning or end, got %q", c.StartAt)
+	if err := filetail.StartPosition(c.StartAt).Valid(); err != nil {
+		bad("start-at", "%v", err)
 	}
-	switch c.LongLines {
-	case "truncate", "split", "drop":
-	default:
-		bad("long-lines", "must be truncate, split or drop, got %q", c.LongLines)
+	if err := filetail.LongLinePolicy(c.LongLines).Valid(); err != nil {
+		bad("long-lines", "%v", err)
 	}
 	if c.MaxLineBytes < 0 {
 		bad("max-line-bytes", "must not be negative, got %d", c.MaxLineBytes)
@@ -295,13 +292,14 @@ func (c *Config) EffectiveTransactionalID() string {
 	return "kafkatrail-" + host + "-" + hex.EncodeToString(h[:4])
 }
 
-// EffectiveMaxLineBytes resolves the max-line-bytes default against max.request.size.
+// EffectiveMaxLineBytes resolves the max-line-bytes default against max.request.size
+// (filetail.MaxLineBytesFor).
 func (c *Config) EffectiveMaxLineBytes() int {
 	if c.MaxLineBytes > 0 {
 		return c.MaxLineBytes
 	}
 	pc, _ := c.ProducerConfig()
-	return max(pc.MaxRequestSize-16<<10, 1024)
+	return filetail.MaxLineBytesFor(pc.MaxRequestSize)
 }
 
 func prefixProducerKey(err error) error {

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 func load(t *testing.T, args []string, environ []string) (Config, error) {
@@ -21,10 +24,17 @@ func load(t *testing.T, args []string, environ []string) (Config, error) {
 	return Load(fs, environ)
 }
 
+// writeFile writes a configuration file holding body and returns its path.
 func writeFile(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+	return writeTemp(t, "agent.yaml", []byte(body))
+}
+
+// writeTemp writes data to a file name in a new temporary directory and returns its path.
+func writeTemp(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -178,6 +188,61 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	}
 	if !strings.Contains(out, "producer.sasl.username=alice") || !strings.Contains(out, "producer.sasl.password=[redacted]") {
 		t.Fatalf("Redacted output lacks the expected lines:\n%s", out)
+	}
+}
+
+// TestDocumentedFileDefaults pins the file settings' defaults as the README, `agent --help` and
+// configs/agent.yaml state them. filetail holds each default once; this is where a change to
+// one of them would show as a change of the agent's documented behaviour.
+func TestDocumentedFileDefaults(t *testing.T) {
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	Flags(fs)
+	help := map[string]string{ // flag: its default in --help and in the README's reference
+		"start-at": "end", "max-line-bytes": "0", "long-lines": "split",
+		"partial-line-idle": "5s", "checkpoint-interval": "1s",
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range help {
+		if got := fs.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %q, documented %q", name, got, want)
+		}
+		row := "| `--" + name + "` | `" + EnvName(name) + "` | `" + want + "` |"
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README.md lacks the reference row %q", row)
+		}
+	}
+	if !strings.Contains(string(readme), "`--max-line-bytes` (default: max.request.size less 16 KiB)") {
+		t.Error("README.md no longer says the long-line limit is max.request.size less 16 KiB")
+	}
+	example, err := os.ReadFile("../configs/agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"start-at: end ", "long-lines: split "} {
+		if !strings.Contains(string(example), line) {
+			t.Errorf("configs/agent.yaml lacks %q", line)
+		}
+	}
+
+	// max-line-bytes 0 is max.request.size less 16 KiB, whatever max.request.size is.
+	c := DefaultConfig()
+	if got := c.EffectiveMaxLineBytes(); got != 1<<20-16<<10 {
+		t.Errorf("default line limit %d, want 1 MiB less 16 KiB", got)
+	}
+	if pc := producer.DefaultConfig(); pc.MaxRequestSize != filetail.DefaultMaxRequestSize {
+		t.Errorf("filetail derives its default line limit from a max.request.size of %d; the producer's is %d",
+			filetail.DefaultMaxRequestSize, pc.MaxRequestSize)
+	}
+	c.Producer = map[string]string{"max.request.size": "2097152"}
+	if got := c.EffectiveMaxLineBytes(); got != 2<<20-16<<10 {
+		t.Errorf("line limit with max.request.size=2 MiB: %d, want 2 MiB less 16 KiB", got)
+	}
+	c.MaxLineBytes = 4096
+	if got := c.EffectiveMaxLineBytes(); got != 4096 {
+		t.Errorf("max-line-bytes 4096 gives a limit of %d", got)
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/consumer"
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -29,7 +31,7 @@ import (
 // position committed covers exactly the lines in the transaction.
 type txnCommitter struct {
 	a     *Agent
-	t     *Tailer
+	t     *filetail.Tailer
 	topic string // the state topic
 	txnID string
 
@@ -40,19 +42,34 @@ type txnCommitter struct {
 	full  chan struct{}
 
 	// Owned by the committer (under mu for writing).
-	committed map[fileKey]checkpointEntry // the positions the state topic holds for us
-	open      bool                        // BeginTransaction was called and not yet committed
+	committed map[filetail.FileKey]filetail.Checkpoint // the positions the state topic holds for us
+	open      bool                                     // BeginTransaction was called and not yet committed
 	// committedView is committed for readers that must not wait for a commit in progress
 	// (the Tailer's Stats): a map stored here is never changed.
-	committedView atomic.Pointer[map[fileKey]checkpointEntry]
+	committedView atomic.Pointer[map[filetail.FileKey]filetail.Checkpoint]
 
 	commits  atomic.Int64
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
 }
 
+// newTxnCommitter returns the committer of transactional id txnID, whose last committed
+// positions are entries (read back from the state topic).
+func newTxnCommitter(a *Agent, txnID string, entries []filetail.Checkpoint) *txnCommitter {
+	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
+		committed: make(map[filetail.FileKey]filetail.Checkpoint, len(entries))}
+	for _, e := range entries {
+		if id, err := e.FileID(); err == nil {
+			c.committed[id.Key()] = e
+		}
+	}
+	initial := maps.Clone(c.committed)
+	c.committedView.Store(&initial)
+	return c
+}
+
 // committedOffset is the position of file k in the last committed transaction (or read back
 // from the state topic at the start), for the Tailer's Stats.
-func (c *txnCommitter) committedOffset(k fileKey) (int64, bool) {
+func (c *txnCommitter) committedOffset(k filetail.FileKey) (int64, bool) {
 	m := c.committedView.Load()
 	if m == nil {
 		return 0, false
@@ -63,12 +80,14 @@ func (c *txnCommitter) committedOffset(k fileKey) (int64, bool) {
 
 // stateKey is a file's checkpoint record key: the transactional id, '/', and the file's device
 // and inode (a file's fingerprint grows with it; its key must not).
-func stateKey(txnID string, k fileKey) string { return fmt.Sprintf("%s/%d:%d", txnID, k.dev, k.ino) }
+func stateKey(txnID string, k filetail.FileKey) string {
+	return fmt.Sprintf("%s/%d:%d", txnID, k.Dev, k.Inode)
+}
 
 // readStateTopic returns the last committed checkpoint of every file of txnID in the state topic.
-func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID string) ([]checkpointEntry, error) {
+func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID string) ([]filetail.Checkpoint, error) {
 	prefix := txnID + "/"
-	latest := map[string]*checkpointEntry{}
+	latest := map[string]*filetail.Checkpoint{}
 	err := cl.ReadCommitted(ctx, topic, func(r consumer.Record) error {
 		key := string(r.Key)
 		if !strings.HasPrefix(key, prefix) {
@@ -78,11 +97,11 @@ func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID strin
 			delete(latest, key) // a tombstone: the file was released
 			return nil
 		}
-		var e checkpointEntry
+		var e filetail.Checkpoint
 		if err := json.Unmarshal(r.Value, &e); err != nil {
 			return fmt.Errorf("state topic %s: record at %d/%d (key %q) is not a checkpoint: %w", topic, r.Partition, r.Offset, key, err)
 		}
-		if _, err := e.fileID(); err != nil || e.Offset < 0 {
+		if _, err := e.FileID(); err != nil || e.Offset < 0 {
 			return fmt.Errorf("state topic %s: record at %d/%d (key %q) is not a valid checkpoint (offset %d, %v)", topic, r.Partition, r.Offset, key, e.Offset, err)
 		}
 		latest[key] = &e
@@ -91,7 +110,7 @@ func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID strin
 	if err != nil {
 		return nil, err
 	}
-	out := make([]checkpointEntry, 0, len(latest))
+	out := make([]filetail.Checkpoint, 0, len(latest))
 	for _, e := range latest {
 		out = append(out, *e)
 	}
@@ -103,7 +122,7 @@ func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID strin
 // coordinator aborts a transaction that agent left open, so nothing it sent after its last
 // commit can become visible later), and only then reads the positions back, which are therefore
 // final. ok is false when the state topic holds no position of this transactional id.
-func (a *Agent) startExactlyOnce(ctx context.Context) (entries []checkpointEntry, ok bool, err error) {
+func (a *Agent) startExactlyOnce(ctx context.Context) (entries []filetail.Checkpoint, ok bool, err error) {
 	pc, err := a.cfg.ProducerConfig()
 	if err != nil {
 		return nil, false, err
@@ -158,20 +177,24 @@ func stillGoing(err error) bool {
 	return strings.Contains(err.Error(), "it goes on")
 }
 
-// handleLine is the tailer's handler in exactly-once mode: the line is sent under the read lock,
-// so that it belongs to the transaction the committer commits next.
-func (c *txnCommitter) handleLine(ctx context.Context, f *File, line Line) error {
-	c.mu.RLock()
-	err := c.a.handleFileLine(ctx, f, line)
-	n := c.lines.Add(1)
-	c.mu.RUnlock()
-	if n == int64(c.a.cfg.CommitMaxLines) {
-		select {
-		case c.full <- struct{}{}:
-		default:
+// fileLines is the tailer's FileHandler in exactly-once mode: each line is sent (as the agent's
+// fileLines sends it) under the read lock, so that it belongs to the transaction the committer
+// commits next.
+func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
+	send := c.a.fileLines(f)
+	return func(ctx context.Context, line filetail.Line) error {
+		c.mu.RLock()
+		err := send(ctx, line)
+		n := c.lines.Add(1)
+		c.mu.RUnlock()
+		if n == int64(c.a.cfg.CommitMaxLines) {
+			select {
+			case c.full <- struct{}{}:
+			default:
+			}
 		}
+		return err
 	}
-	return err
 }
 
 // run commits every commit-interval, or sooner when a transaction holds commit-max-lines, until
@@ -208,7 +231,7 @@ func (c *txnCommitter) commit(ctx context.Context, last bool) error {
 		// before it, and the lines after it would be sent again).
 		return &producer.TransactionAbortableError{Cause: fmt.Errorf("a line was not delivered: %w", a.stats.FirstError())}
 	}
-	snap := c.t.snapshot()
+	snap := c.t.Snapshot()
 	sent := 0
 	send := func(key string, value []byte) error {
 		rec := &producer.Record{Topic: c.topic, Partition: producer.PartitionAny, Key: []byte(key), Value: value}
@@ -224,7 +247,7 @@ func (c *txnCommitter) commit(ctx context.Context, last bool) error {
 		return nil
 	}
 	for k, e := range snap {
-		if old, ok := c.committed[k]; ok && old.sameAs(e) {
+		if old, ok := c.committed[k]; ok && old.SameAs(e) {
 			continue
 		}
 		value, err := json.Marshal(e)
@@ -271,7 +294,7 @@ func (c *txnCommitter) commit(ctx context.Context, last bool) error {
 		}
 		c.open = true
 	}
-	if err := c.t.saveEntries(snap); err != nil {
+	if err := c.t.SaveSnapshot(snap); err != nil {
 		// The state topic has the positions; the local file is only a copy.
 		a.log.Warn("exactly-once: saving checkpoints.json (the state topic has the positions)", "error", err)
 	}

@@ -22,6 +22,21 @@ type fileReport struct {
 	truncated, split, dropped, seenRead uint64
 }
 
+// startMetrics starts the goroutine that reports the agent's metrics (reportMetrics); stop ends
+// it after a last report and returns once it exited.
+func (a *Agent) startMetrics() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.reportMetrics(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func (a *Agent) reportMetrics(ctx context.Context) {
 	if a.tel == nil {
 		return
@@ -84,13 +99,13 @@ func (r *metricsReporter) report() {
 			r.stdin.m.Read(int(d), int(bytes-r.stdin.bytes))
 		}
 		r.stdin.lines, r.stdin.bytes = lines, bytes
-		for n := uint64(r.a.stats.LinesTruncated.Load()); r.stdin.truncated < n; r.stdin.truncated++ {
+		for n := r.a.stats.LongLines.Truncated.Load(); r.stdin.truncated < n; r.stdin.truncated++ {
 			r.stdin.m.Truncated()
 		}
-		for n := uint64(r.a.stats.LinesSplit.Load()); r.stdin.split < n; r.stdin.split++ {
+		for n := r.a.stats.LongLines.Split.Load(); r.stdin.split < n; r.stdin.split++ {
 			r.stdin.m.Split()
 		}
-		for n := uint64(r.a.stats.LinesDropped.Load()); r.stdin.dropped < n; r.stdin.dropped++ {
+		for n := r.a.stats.LongLines.Dropped.Load(); r.stdin.dropped < n; r.stdin.dropped++ {
 			r.stdin.m.Dropped("long-line")
 		}
 	}

@@ -158,3 +158,13 @@ func TestReadAheadLogsLongPauses(t *testing.T) {
 		t.Fatalf("%d pause and %d resume messages, want 1 and 1: %v", p, res, rec.msgs)
 	}
 }
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
@@ -26,13 +25,9 @@ func newFileAgent(t *testing.T, partitions int32, data []byte, mutate func(*Conf
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTemp(t, "app.log", data)
 	cfg := DefaultConfig()
-	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, "beginning", dir
+	cfg.Brokers, cfg.Topic, cfg.Tail, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), "logs", []string{path}, string(filetail.StartAtBeginning), t.TempDir()
 	mutate(&cfg)
 	a, err := New(cfg, nil, nil)
 	if err != nil {
@@ -54,7 +49,7 @@ func TestConnectAndFileStats(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	fs := waitForFile(t, a, 20*time.Second, func(fs FileStats) bool { return fs.LinesAcked == 3 })
+	fs := waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.LinesAcked == 3 })
 	if fs.Path != path || fs.Size != 14 || fs.ReadOffset != 14 {
 		t.Errorf("file stats %+v", fs)
 	}
@@ -77,7 +72,7 @@ func TestMaxInFlightBytes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
 	var peak int64
-	waitForFile(t, a, 30*time.Second, func(fs FileStats) bool {
+	waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool {
 		peak = max(peak, a.readAhead.used.Load())
 		return fs.LinesAcked == 2000
 	})
@@ -109,7 +104,7 @@ func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	if fs := waitForFile(t, a, 30*time.Second, func(fs FileStats) bool { return fs.LinesFailed == lines }); fs.Committed != 0 || fs.LinesAcked != 0 {
+	if fs := waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool { return fs.LinesFailed == lines }); fs.Committed != 0 || fs.LinesAcked != 0 {
 		t.Errorf("file stats %+v: want nothing acknowledged or committed", fs)
 	}
 	cancel()
@@ -153,7 +148,7 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	if fs := waitForFile(t, a, 20*time.Second, func(fs FileStats) bool { return fs.LinesAcked == 3 }); fs.Committed != 0 || fs.BytesBehind != 14 {
+	if fs := waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.LinesAcked == 3 }); fs.Committed != 0 || fs.BytesBehind != 14 {
 		t.Fatalf("acknowledged, not committed: %+v, want Committed 0 and 14 bytes behind", fs)
 	}
 	cancel() // the run ends with a last commit
@@ -167,7 +162,7 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 
 // waitForFile polls a's FileStats until it shows one file for which cond holds, and returns
 // that file's stats; it fails the test after timeout.
-func waitForFile(t *testing.T, a *Agent, timeout time.Duration, cond func(FileStats) bool) FileStats {
+func waitForFile(t *testing.T, a *Agent, timeout time.Duration, cond func(filetail.FileStats) bool) filetail.FileStats {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -17,16 +17,14 @@ func (a *Agent) RunTail(ctx context.Context) error {
 	if a.cfg.ExactlyOnce {
 		return a.runTailExactlyOnce(ctx)
 	}
-	t, err := NewTailer(a.tailerConfig(), a.handleFileLine, a.log.With("component", "tailer"))
+	t, err := filetail.NewTailer(a.tailerConfig(), a.fileLines, a.log.With("component", "tailer"))
 	if err != nil {
 		_ = a.shutdown()
 		return err
 	}
 	a.tailer.Store(t)
-	mctx, stopMetrics := context.WithCancel(context.Background())
-	metricsDone := make(chan struct{})
-	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
-	defer func() { stopMetrics(); <-metricsDone }()
+	stopMetrics := a.startMetrics()
+	defer stopMetrics()
 	runErr := t.Run(ctx)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		a.log.Error("tailer stopped", "error", runErr)
@@ -50,12 +48,12 @@ func (a *Agent) RunTail(ctx context.Context) error {
 	return ErrInterrupted
 }
 
-func (a *Agent) tailerConfig() TailerConfig {
-	return TailerConfig{
+func (a *Agent) tailerConfig() filetail.Config {
+	return filetail.Config{
 		Globs:              a.cfg.Tail,
-		StartAt:            a.cfg.StartAt,
+		StartAt:            filetail.StartPosition(a.cfg.StartAt),
 		MaxLineBytes:       a.cfg.EffectiveMaxLineBytes(),
-		LongLines:          a.cfg.LongLines,
+		LongLines:          filetail.LongLinePolicy(a.cfg.LongLines),
 		PartialLineIdle:    a.cfg.PartialLineIdle,
 		CheckpointInterval: a.cfg.CheckpointInterval,
 		StateDir:           a.cfg.StateDir,
@@ -75,30 +73,21 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 		}
 		return a.failureError(err, txnID)
 	}
+	c := newTxnCommitter(a, txnID, entries)
 	tc := a.tailerConfig()
-	tc.committedOnly = true
+	tc.CommittedOnly, tc.CommittedOf = true, c.committedOffset
 	if found {
-		tc.initial, tc.hasInitial = entries, true
+		tc.Initial, tc.UseInitial = entries, true
 	} else {
 		a.log.Info("exactly-once: the state topic has no position of this transactional-id: starting from checkpoints.json (if any) and --start-at",
 			"transactional_id", txnID)
 	}
-	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
-		committed: map[fileKey]checkpointEntry{}}
-	t, err := NewTailer(tc, c.handleLine, a.log.With("component", "tailer"))
+	t, err := filetail.NewTailer(tc, c.fileLines, a.log.With("component", "tailer"))
 	if err != nil {
 		_ = a.shutdown()
 		return err
 	}
 	c.t = t
-	for _, e := range entries {
-		if id, err := e.fileID(); err == nil {
-			c.committed[id.key()] = e
-		}
-	}
-	initial := maps.Clone(c.committed)
-	c.committedView.Store(&initial)
-	t.committedOf = c.committedOffset
 	if err := a.prod.BeginTransaction(); err != nil {
 		_ = a.shutdown()
 		return a.failureError(err, txnID)
@@ -106,41 +95,41 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	c.open = true
 	a.tailer.Store(t)
 	a.txn.Store(c)
-	mctx, stopMetrics := context.WithCancel(context.Background())
-	metricsDone := make(chan struct{})
-	go func() { defer close(metricsDone); a.reportMetrics(mctx) }()
-	defer func() { stopMetrics(); <-metricsDone }()
+	stopMetrics := a.startMetrics()
+	defer stopMetrics()
 
-	// Commits are bounded by the shutdown timeout once ctx ends, so that a cluster that is gone
-	// cannot hold the agent after SIGTERM.
+	// Who stops what, in this order:
+	//   - ctx (the caller's: a signal) ends runCtx, which stops the tailer's reading and the
+	//     committer's loop; a commit that fails ends runCtx too, so that the tailer stops
+	//     reading into a transaction that cannot commit.
+	//   - Once both have stopped, no line is being sent: the last commit covers every line
+	//     read. It runs under commitCtx, like every commit, which ends ShutdownTimeout after
+	//     ctx, so that a cluster that is gone cannot hold the agent after SIGTERM.
+	//   - The producer is closed (shutdown) only after the last commit.
 	commitCtx, stopCommits := context.WithCancel(context.Background())
 	defer stopCommits()
-	go func() {
+	stopGrace := context.AfterFunc(ctx, func() {
+		grace := time.NewTimer(a.cfg.ShutdownTimeout)
+		defer grace.Stop()
 		select {
-		case <-ctx.Done():
-		case <-commitCtx.Done():
-			return
-		}
-		timer := time.NewTimer(a.cfg.ShutdownTimeout)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
+		case <-grace.C:
 			stopCommits()
-		case <-commitCtx.Done():
+		case <-commitCtx.Done(): // the run ended first
 		}
-	}()
+	})
+	defer stopGrace()
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	committerErr := make(chan error, 1)
 	go func() {
-		err := c.run(runCtx, commitCtx)
+		err := c.run(runCtx, commitCtx) // nil once runCtx ended
 		if err != nil {
 			stopRun(err)
 		}
 		committerErr <- err
 	}()
 	runErr := t.Run(runCtx) // nil when runCtx ended, else a handler's error (fenced, say)
-	stopRun(nil)
+	stopRun(nil)            // the committer's loop stops too
 	if err := <-committerErr; err != nil {
 		runErr = err
 	} else if runErr == nil {
@@ -168,23 +157,25 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 	return nil
 }
 
-// handleFileLine is the tailer's LineHandler: take the line's bytes from the read-ahead budget,
-// then send it; its callback acknowledges or fails the line in its file's tracker.
-func (a *Agent) handleFileLine(ctx context.Context, f *File, line Line) error {
-	if err := a.readAhead.take(ctx, int64(len(line.Data))); err != nil {
-		return err // the run is ending: the line stays unread as far as the checkpoint knows
+// fileLines is the tailer's FileHandler: each line of f takes its bytes from the read-ahead
+// budget, then is sent; the delivery callback, one closure for all of f's lines (the record's
+// tag says which line it was), acknowledges or fails the line in f's tracker.
+func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
+	var delivered producer.Callback // bound at the first line: only f's follower sends them, with one ctx
+	return func(ctx context.Context, line filetail.Line) error {
+		if err := a.readAhead.take(ctx, int64(len(line.Data))); err != nil {
+			return err // the run is ending: the line stays unread as far as the checkpoint knows
+		}
+		if delivered == nil {
+			delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, f, md, err) }
+		}
+		return a.sendLine(ctx, line.Data, f.Path, line.End, delivered)
 	}
-	if f.delivered == nil {
-		// One callback per File, bound once; the record's tag says which line it was. (Only
-		// this File's follower sends its lines, with the same ctx.)
-		f.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, f, md, err) }
-	}
-	return a.sendLine(ctx, line.Data, f.Path, line.End, f.delivered)
 }
 
 // lineDelivered is the outcome of the line of f ending at md.Tag: its bytes go back to the
 // read-ahead budget (the record's value is the line), and the line is acknowledged or failed.
-func (a *Agent) lineDelivered(ctx context.Context, f *File, md producer.RecordMetadata, err error) {
+func (a *Agent) lineDelivered(ctx context.Context, f *filetail.File, md producer.RecordMetadata, err error) {
 	if err != nil && notBuffered(err) {
 		return // sendLine offers the line again, with this same callback
 	}

@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"bytes"
@@ -65,6 +65,13 @@ func (r *recorder) handle(ctx context.Context, f *File, l Line) error {
 	return nil
 }
 
+// eachLine is the FileHandler that hands every line of every File to h.
+func eachLine(h func(ctx context.Context, f *File, l Line) error) FileHandler {
+	return func(f *File) LineHandler {
+		return func(ctx context.Context, l Line) error { return h(ctx, f, l) }
+	}
+}
+
 func (r *recorder) snapshot() []gotLine {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,9 +104,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func testConfig(stateDir string, globs ...string) TailerConfig {
-	return TailerConfig{
+// testPaths returns a new directory, the log file app.log in it (not created) and the state
+// directory beside it.
+func testPaths(t *testing.T) (dir, path, state string) {
+	dir = t.TempDir()
+	return dir, filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
+}
+
+func testConfig(stateDir string, globs ...string) Config {
+	return Config{
 		Globs:              globs,
+		StartAt:            StartAtBeginning,
 		StateDir:           stateDir,
 		RescanInterval:     10 * time.Millisecond,
 		PollInterval:       2 * time.Millisecond,
@@ -130,9 +145,15 @@ type running struct {
 	done   chan error
 }
 
-func startTailer(t *testing.T, cfg TailerConfig, r *recorder) *running {
+func startTailer(t *testing.T, cfg Config, r *recorder) *running {
 	t.Helper()
-	tl, err := NewTailer(cfg, r.handle, testLogger(t))
+	return startTailerWith(t, cfg, eachLine(r.handle))
+}
+
+// startTailerWith starts a Tailer whose lines go to h.
+func startTailerWith(t *testing.T, cfg Config, h FileHandler) *running {
+	t.Helper()
+	tl, err := NewTailer(cfg, h, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +168,20 @@ func startTailer(t *testing.T, cfg TailerConfig, r *recorder) *running {
 func (rt *running) stop(t *testing.T) error {
 	t.Helper()
 	rt.cancel()
+	return rt.wait(t, "Run did not return after its context ended")
+}
+
+// stopOK is stop, failing the test unless Run returned nil.
+func (rt *running) stopOK(t *testing.T) {
+	t.Helper()
+	if err := rt.stop(t); err != nil {
+		t.Fatalf("Run = %v after its context ended, want nil", err)
+	}
+}
+
+// wait waits for Run to return, failing with timedOut after 10 s.
+func (rt *running) wait(t *testing.T, timedOut string) error {
+	t.Helper()
 	select {
 	case err, ok := <-rt.done:
 		if ok {
@@ -154,7 +189,7 @@ func (rt *running) stop(t *testing.T) error {
 		}
 		return err
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+		t.Fatal(timedOut)
 		return nil
 	}
 }
@@ -206,7 +241,7 @@ func following(t *testing.T, rt *running, path string) bool {
 	}
 	k, _ := statKey(fi)
 	for _, f := range rt.Stats().Files {
-		if f.ID.key() == k {
+		if f.ID.Key() == k {
 			return true
 		}
 	}
@@ -229,11 +264,10 @@ func joinLines(lines []string) string {
 }
 
 func TestTailerReadsLines(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "first\r\n\n\x00bytes\xff\n")
 	r := &recorder{}
-	rt := startTailer(t, testConfig(filepath.Join(dir, "state"), path), r)
+	rt := startTailer(t, testConfig(state, path), r)
 	waitFor(t, "the first lines", func() bool { return r.count() == 3 })
 	appendLog(t, path, "more\nand more\n")
 	waitFor(t, "appended lines", func() bool { return r.count() == 5 })
@@ -251,9 +285,7 @@ func TestTailerReadsLines(t *testing.T) {
 	if tot := rt.Stats().Totals; tot.LinesRead != 5 || tot.LinesAcked != 5 || tot.Files != 1 {
 		t.Fatalf("totals %+v", tot)
 	}
-	if err := rt.stop(t); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rt.stopOK(t)
 }
 
 func TestTailerEmptyFile(t *testing.T) {
@@ -272,9 +304,8 @@ func TestTailerEmptyFile(t *testing.T) {
 }
 
 func TestTailerPartialLine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	cfg := testConfig(filepath.Join(dir, "state"), path)
+	_, path, state := testPaths(t)
+	cfg := testConfig(state, path)
 	cfg.PartialLineIdle = 200 * time.Millisecond
 	r := &recorder{}
 	writeLog(t, path, "whole\nparti")
@@ -312,8 +343,8 @@ func TestTailerHugeLines(t *testing.T) {
 	f.Close()
 	total := int64(7 + size + 7)
 
-	for _, policy := range []string{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []LongLinePolicy{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
+		t.Run(string(policy), func(t *testing.T) {
 			cfg := testConfig(filepath.Join(t.TempDir(), "state"), path)
 			cfg.MaxLineBytes, cfg.LongLines, cfg.ReadBufferBytes = maxLine, policy, 64<<10
 			r := &recorder{}
@@ -560,9 +591,7 @@ func TestTailerGlobDiscovery(t *testing.T) {
 // TestTailerResume stops the agent with some lines unacknowledged: the next run resumes at the
 // first of them, exactly.
 func TestTailerResume(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	lines := numbered("l", 0, 10)
 	writeLog(t, path, joinLines(lines))
 
@@ -588,9 +617,7 @@ func TestTailerResume(t *testing.T) {
 	if st := rt.file(t, path); st.Committed != end3 || st.InFlight != 2 || st.LinesAcked != 8 {
 		t.Fatalf("stats %+v, want committed %d", st, end3)
 	}
-	if err := rt.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	rt.stopOK(t)
 	if err := rt.SaveCheckpoints(); err != nil {
 		t.Fatal(err)
 	}
@@ -619,9 +646,7 @@ func TestTailerResume(t *testing.T) {
 // is saved soon, not at the next CheckpointInterval (an hour here). The first line is held, so
 // no moment before its acknowledgement has every line read acknowledged.
 func TestTailerSavesWhenCaughtUp(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	lines := numbered("l", 0, 100)
 	writeLog(t, path, joinLines(lines))
 	var mu sync.Mutex
@@ -661,9 +686,7 @@ func TestTailerSavesWhenCaughtUp(t *testing.T) {
 // TestTailerSaveAfterRun: acknowledgements that arrive after Run returned (while the producer
 // flushes) still reach the checkpoint.
 func TestTailerSaveAfterRun(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\nb\n")
 	r := &recorder{decide: func(gotLine) string { return "hold" }}
 	rt := startTailer(t, testConfig(state, path), r)
@@ -694,9 +717,7 @@ func TestTailerSaveAfterRun(t *testing.T) {
 }
 
 func TestTailerFailPinsOffset(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "ok\nbad\nafter\n")
 	r := &recorder{decide: func(l gotLine) string {
 		if l.data == "bad" {
@@ -723,10 +744,9 @@ func TestTailerFailPinsOffset(t *testing.T) {
 }
 
 func TestTailerStartAtEnd(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "old\nhalf a li")
-	cfg := testConfig(filepath.Join(dir, "state"), path)
+	cfg := testConfig(state, path)
 	cfg.StartAt = StartAtEnd
 	cfg.PartialLineIdle = time.Hour
 	r := &recorder{}
@@ -741,15 +761,17 @@ func TestTailerStartAtEnd(t *testing.T) {
 // TestTailerInodeReuse: a checkpoint of a file whose inode now holds another file (deleted and
 // created again while the agent was stopped) does not apply to the new file.
 func TestTailerInodeReuse(t *testing.T) {
-	t.Run("fingerprint mismatch on the same inode", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		state := filepath.Join(dir, "state")
+	// firstFile runs a tailer over a first file to its end, so that the checkpoint knows it.
+	firstFile := func(t *testing.T) (path, state string) {
+		_, path, state = testPaths(t)
 		writeLog(t, path, "first file line one\nfirst file line two\n")
-		r := &recorder{}
-		rt := startTailer(t, testConfig(state, path), r)
+		rt := startTailer(t, testConfig(state, path), &recorder{})
 		waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 40 })
 		rt.stop(t)
+		return path, state
+	}
+	t.Run("fingerprint mismatch on the same inode", func(t *testing.T) {
+		path, state := firstFile(t)
 		// Same inode, other content, longer than the checkpoint offset: without the
 		// fingerprint, the next run would resume in the middle of it.
 		fresh := numbered("second file", 0, 5)
@@ -762,14 +784,7 @@ func TestTailerInodeReuse(t *testing.T) {
 		equalLines(t, r2.data(), fresh)
 	})
 	t.Run("delete and create", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		state := filepath.Join(dir, "state")
-		writeLog(t, path, "first file line one\nfirst file line two\n")
-		r := &recorder{}
-		rt := startTailer(t, testConfig(state, path), r)
-		waitFor(t, "committed", func() bool { return rt.file(t, path).Committed == 40 })
-		rt.stop(t)
+		path, state := firstFile(t)
 		fi, _ := os.Stat(path)
 		oldKey, _ := statKey(fi)
 		os.Remove(path)
@@ -777,7 +792,7 @@ func TestTailerInodeReuse(t *testing.T) {
 		writeLog(t, path, joinLines(fresh))
 		fi, _ = os.Stat(path)
 		if k, _ := statKey(fi); k != oldKey {
-			t.Logf("the file system gave a new inode (%d, was %d): the identity differs anyway", k.ino, oldKey.ino)
+			t.Logf("the file system gave a new inode (%d, was %d): the identity differs anyway", k.Inode, oldKey.Inode)
 		}
 		r2 := &recorder{}
 		startTailer(t, testConfig(state, path), r2)
@@ -789,9 +804,7 @@ func TestTailerInodeReuse(t *testing.T) {
 // TestTailerDeletedReleased: a deleted file is read to its end, released once acknowledged, and
 // its checkpoint pruned.
 func TestTailerDeletedReleased(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\n")
 	var hold sync.Mutex
 	hold.Lock()
@@ -840,9 +853,7 @@ func TestTailerDeletedReleased(t *testing.T) {
 // TestTailerRenamedWhileStopped: logrotate ran while the agent was stopped. The old file, now
 // under another name, is read from its checkpoint to its end, then the new file from its start.
 func TestTailerRenamedWhileStopped(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\n")
 	r := &recorder{}
 	rt := startTailer(t, testConfig(state, path), r)
@@ -904,84 +915,56 @@ func TestTailerNotAFile(t *testing.T) {
 	other := filepath.Join(logs, "other.log")
 	writeLog(t, other, "still working\n")
 	waitFor(t, "another file", func() bool { return r.count() == 2 })
-	if err := rt.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	rt.stopOK(t)
 }
 
 func TestTailerHandlerError(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "a\n")
 	boom := errors.New("producer closed")
-	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), func(context.Context, *File, Line) error { return boom }, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- tl.Run(context.Background()) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, boom) {
-			t.Fatalf("Run = %v, want the handler's error", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not end on a handler error")
+	rt := startTailerWith(t, testConfig(state, path), eachLine(func(context.Context, *File, Line) error { return boom }))
+	if err := rt.wait(t, "Run did not end on a handler error"); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want the handler's error", err)
 	}
 }
 
 // TestTailerBackpressure: a handler that blocks stops the reading; the context's end unblocks it
 // and Run returns after the follower exited.
 func TestTailerBackpressure(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	_, path, state := testPaths(t)
 	writeLog(t, path, joinLines(numbered("l", 0, 1000)))
 	var calls sync.WaitGroup
 	calls.Add(1)
 	var once sync.Once
-	tl, err := NewTailer(testConfig(filepath.Join(dir, "state"), path), func(ctx context.Context, f *File, l Line) error {
+	rt := startTailerWith(t, testConfig(state, path), eachLine(func(ctx context.Context, f *File, l Line) error {
 		once.Do(calls.Done)
 		<-ctx.Done() // the producer's buffer is full until the end
 		return ctx.Err()
-	}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tl.Run(ctx) }()
+	}))
 	calls.Wait()
-	if st := tl.Stats(); st.Totals.LinesRead != 1 {
+	if st := rt.Stats(); st.Totals.LinesRead != 1 {
 		t.Fatalf("read on while the handler blocked: %+v", st.Totals)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v after its context ended, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	rt.stopOK(t)
 }
 
 func TestNewTailerErrors(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	writeLog(t, file, "")
-	ok := func(*TailerConfig) {}
+	ok := func(*Config) {}
 	tests := []struct {
 		name   string
-		change func(*TailerConfig)
+		change func(*Config)
 		want   string
 	}{
-		{"no globs", func(c *TailerConfig) { c.Globs = nil }, "no file or glob"},
-		{"bad glob", func(c *TailerConfig) { c.Globs = []string{"[x"} }, "syntax error"},
-		{"start-at", func(c *TailerConfig) { c.StartAt = "middle" }, "start-at"},
-		{"long-lines", func(c *TailerConfig) { c.LongLines = "fold" }, "long-lines"},
-		{"max-line-bytes", func(c *TailerConfig) { c.MaxLineBytes = -1 }, "max-line-bytes"},
-		{"state dir under a file", func(c *TailerConfig) { c.StateDir = filepath.Join(file, "state") }, filepath.Join(file, "state")},
-		{"corrupt checkpoint", func(c *TailerConfig) {
+		{"no globs", func(c *Config) { c.Globs = nil }, "no file or glob"},
+		{"bad glob", func(c *Config) { c.Globs = []string{"[x"} }, "syntax error"},
+		{"start-at", func(c *Config) { c.StartAt = "middle" }, "start-at"},
+		{"long-lines", func(c *Config) { c.LongLines = "fold" }, "long-lines"},
+		{"max-line-bytes", func(c *Config) { c.MaxLineBytes = -1 }, "max-line-bytes"},
+		{"state dir under a file", func(c *Config) { c.StateDir = filepath.Join(file, "state") }, filepath.Join(file, "state")},
+		{"corrupt checkpoint", func(c *Config) {
 			c.StateDir = filepath.Join(dir, "corrupt")
 			os.MkdirAll(c.StateDir, 0o755)
 			writeLog(t, filepath.Join(c.StateDir, checkpointName), "{")
@@ -992,7 +975,7 @@ func TestNewTailerErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(filepath.Join(t.TempDir(), "state"), filepath.Join(dir, "*.log"))
 			tt.change(&cfg)
-			_, err := NewTailer(cfg, (&recorder{}).handle, nil)
+			_, err := NewTailer(cfg, eachLine((&recorder{}).handle), nil)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -1009,9 +992,7 @@ func TestNewTailerErrors(t *testing.T) {
 // TestTailerResumeInsideSplitLine: the parts of a split line are checkpointed one by one, so a
 // restart after the first part was acknowledged sends the rest of the line, not all of it.
 func TestTailerResumeInsideSplitLine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	state := filepath.Join(dir, "state")
+	_, path, state := testPaths(t)
 	writeLog(t, path, "abcdefghij\n")
 	cfg := testConfig(state, path)
 	cfg.MaxLineBytes, cfg.LongLines = 4, LongLinesSplit

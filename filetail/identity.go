@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"errors"
@@ -26,19 +26,20 @@ func (id FileID) String() string {
 	return fmt.Sprintf("%d:%d:%016x/%d", id.Dev, id.Inode, id.Fingerprint, id.FingerprintLen)
 }
 
-// fileKey is device+inode: the key of the files the tailer holds open. While the tailer holds a
+// FileKey is device+inode: the key of the files the tailer holds open. While the tailer holds a
 // file open its inode cannot be reused, so within one run the key alone is unambiguous.
-type fileKey struct{ dev, ino uint64 }
+type FileKey struct{ Dev, Inode uint64 }
 
-func (id FileID) key() fileKey { return fileKey{id.Dev, id.Inode} }
+// Key is the identity's device and inode.
+func (id FileID) Key() FileKey { return FileKey{id.Dev, id.Inode} }
 
 // statKey returns the device and inode of fi (Linux: syscall.Stat_t).
-func statKey(fi os.FileInfo) (fileKey, bool) {
+func statKey(fi os.FileInfo) (FileKey, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fileKey{}, false
+		return FileKey{}, false
 	}
-	return fileKey{dev: uint64(st.Dev), ino: st.Ino}, true
+	return FileKey{Dev: uint64(st.Dev), Inode: st.Ino}, true
 }
 
 // statLinks returns the number of hard links of fi; 0 means the file was deleted while open.
@@ -102,7 +103,7 @@ func identify(f *os.File, fingerprintBytes int) (FileID, os.FileInfo, error) {
 	if err != nil {
 		return FileID{}, nil, err
 	}
-	return FileID{Dev: k.dev, Inode: k.ino, Fingerprint: fp, FingerprintLen: n}, fi, nil
+	return FileID{Dev: k.Dev, Inode: k.Inode, Fingerprint: fp, FingerprintLen: n}, fi, nil
 }
 
 // sameFile reports whether the open file f (whose device and inode are id's) still begins with

@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func TestCopytruncateBetweenTwoReads(t *testing.T) {
 		})
 		return r.handle(ctx, f, l)
 	}
-	tl, err := NewTailer(cfg, handle, testLogger(t))
+	tl, err := NewTailer(cfg, eachLine(handle), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 type follower struct {
 	t   *Tailer
 	fd  *os.File
-	key fileKey
+	key FileKey
 	log *slog.Logger
 
 	mu   sync.Mutex
@@ -44,15 +44,15 @@ type follower struct {
 	readPos, size atomic.Int64
 	counts        fileCounters
 	failLogged    atomic.Bool
-	split         *lineSplitter // the follower goroutine's own
+	split         *Splitter // the follower goroutine's own
 }
 
 func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start int64) *follower {
 	fl := &follower{
-		t: t, fd: fd, key: id.key(), path: path, id: id,
+		t: t, fd: fd, key: id.Key(), path: path, id: id,
 		log:      t.log,
 		caughtUp: make(chan struct{}),
-		split:    newLineSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
+		split:    NewSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
 	}
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
@@ -65,48 +65,40 @@ func (fl *follower) setPath(path string) {
 	fl.path = path
 }
 
-func (fl *follower) currentPath() string {
+// state returns the file's current name, identity and File: the scans rename it, and the
+// follower's goroutine lengthens its fingerprint and starts a new File, under mu.
+func (fl *follower) state() (path string, id FileID, f *File) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return fl.path
+	return fl.path, fl.id, fl.file
 }
 
-func (fl *follower) identity() FileID {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	return fl.id
-}
+func (fl *follower) currentPath() string { path, _, _ := fl.state(); return path }
+func (fl *follower) identity() FileID    { _, id, _ := fl.state(); return id }
+func (fl *follower) current() *File      { _, _, f := fl.state(); return f }
 
-func (fl *follower) current() *File {
+func (fl *follower) entry(now time.Time) Checkpoint {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return fl.file
-}
-
-func (fl *follower) entry(now time.Time) checkpointEntry {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	return newCheckpointEntry(fl.id, fl.path, fl.file.Committed(), now)
+	return newCheckpoint(fl.id, fl.path, fl.file.Committed(), now)
 }
 
 func (fl *follower) stats() FileStats {
-	fl.mu.Lock()
-	path, id, f := fl.path, fl.id, fl.file
-	fl.mu.Unlock()
+	path, id, f := fl.state()
 	c := &fl.counts
 	s := FileStats{
 		Path: path, ID: id,
 		Size: fl.size.Load(), ReadOffset: fl.readPos.Load(), Committed: f.Committed(),
 		InFlight:  f.acks.inFlight(),
 		LinesRead: c.linesRead.Load(), LinesAcked: c.linesAcked.Load(), LinesFailed: c.linesFailed.Load(),
-		Truncated: c.truncated.Load(), Split: c.split.Load(), Dropped: c.dropped.Load(),
+		Truncated: c.long.Truncated.Load(), Split: c.long.Split.Load(), Dropped: c.long.Dropped.Load(),
 		Truncations: c.truncations.Load(),
 		Gone:        fl.gone.Load(),
 	}
-	if committedOf := fl.t.committedOf; committedOf != nil {
+	if committedOf := fl.t.cfg.CommittedOf; committedOf != nil {
 		// Exactly-once: what a transaction committed, else where this File started (where a
 		// restart without a committed position begins again).
-		if off, ok := committedOf(id.key()); ok {
+		if off, ok := committedOf(id.Key()); ok {
 			s.Committed = min(off, s.Committed) // the File's own prefix after a copytruncate
 		} else {
 			s.Committed = f.start
@@ -252,22 +244,22 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 			lastMod = mod
 		}
 		idle := fl.t.now().Sub(lastData)
-		if fl.split.pending() && idle >= cfg.PartialLineIdle {
-			if _, err := fl.split.flush(sink); err != nil {
+		if fl.split.Pending() && idle >= cfg.PartialLineIdle {
+			if _, err := fl.split.Flush(sink); err != nil {
 				if ctx.Err() != nil {
 					break
 				}
 				return false, false, err
 			}
 		}
-		fl.split.shrink()
+		fl.split.Shrink()
 		deleted = statLinks(fi) == 0
 		gone = gone || deleted
 		if gone || succeeded {
 			fl.markCaughtUp()
 		}
 		if gone && idle >= cfg.ReleaseIdle {
-			if _, err := fl.split.flush(sink); err != nil {
+			if _, err := fl.split.Flush(sink); err != nil {
 				if ctx.Err() != nil {
 					break
 				}
@@ -302,7 +294,7 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 // of the old content that copytruncate had just taken away (the copy holds them).
 func (fl *follower) readAvailable(ctx context.Context, sink followerSink) (total int64, rewritten bool, readErr, handlerErr error) {
 	for ctx.Err() == nil {
-		buf := fl.split.space()
+		buf := fl.split.Space()
 		pos := fl.readPos.Load()
 		k, err := fl.fd.ReadAt(buf, pos)
 		if k > 0 {
@@ -313,7 +305,7 @@ func (fl *follower) readAvailable(ctx context.Context, sink followerSink) (total
 			}
 			fl.readPos.Store(pos + int64(k))
 			total += int64(k)
-			if herr := fl.split.feed(k, sink); herr != nil {
+			if herr := fl.split.Feed(k, sink); herr != nil {
 				return total, false, nil, herr
 			}
 		}
@@ -352,14 +344,14 @@ func (fl *follower) checkFingerprint(size int64) (replaced bool, err error) {
 // content stay tracked by the old File, whose acknowledgements no longer matter to the checkpoint.
 // The lines between the last read and the truncation were never read: copytruncate loses them.
 func (fl *follower) restart(sink followerSink, why string, pos, size int64) error {
-	if _, err := fl.split.flush(sink); err != nil {
+	if _, err := fl.split.Flush(sink); err != nil {
 		return err
 	}
 	fl.counts.truncations.Add(1)
 	fl.t.totals.truncations.Add(1)
 	id, _, err := identify(fl.fd, fl.t.cfg.FingerprintBytes)
 	if err != nil {
-		id = FileID{Dev: fl.key.dev, Inode: fl.key.ino}
+		id = FileID{Dev: fl.key.Dev, Inode: fl.key.Inode}
 	}
 	fl.mu.Lock()
 	fl.log.Warn(why+": reading it again from the beginning", "path", fl.path, "read_offset", pos, "size", size)
@@ -367,7 +359,7 @@ func (fl *follower) restart(sink followerSink, why string, pos, size int64) erro
 	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.idle, fl.t.log)
 	fl.mu.Unlock()
 	fl.readPos.Store(0)
-	fl.split.reset(0)
+	fl.split.Reset(0)
 	return nil
 }
 
@@ -389,31 +381,34 @@ type followerSink struct {
 	ctx context.Context
 }
 
-func (s followerSink) line(l Line) error {
+// Line tracks l in the current File, counts it, and hands it to the File's LineHandler.
+func (s followerSink) Line(l Line) error {
 	fl := s.fl
 	f := fl.file // the follower's goroutine: see follower.file
 	f.Track(l.End)
 	fl.counts.linesRead.Add(1)
 	fl.t.totals.linesRead.Add(1)
-	switch {
-	case l.Truncated:
-		fl.counts.truncated.Add(1)
-		fl.t.totals.truncated.Add(1)
-		fl.log.Warn("long line truncated", "path", f.Path, "offset", l.Start, "line_bytes", l.End-l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
-	case l.Part == 1:
-		fl.counts.split.Add(1)
-		fl.t.totals.split.Add(1)
-		fl.log.Warn("long line split into parts", "path", f.Path, "offset", l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
+	if fl.counts.long.CountLine(l) {
+		fl.t.totals.long.CountLine(l)
+		if l.Truncated {
+			fl.log.Warn("long line truncated", "path", f.Path, "offset", l.Start, "line_bytes", l.End-l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
+		} else {
+			fl.log.Warn("long line split into parts", "path", f.Path, "offset", l.Start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
+		}
 	}
-	return fl.t.handle(s.ctx, f, l)
+	if f.handle == nil {
+		f.handle = fl.t.handle(f)
+	}
+	return f.handle(s.ctx, l)
 }
 
-func (s followerSink) dropped(start, end int64) error {
+// Dropped acknowledges the dropped line's span at once (nothing of it is sent) and counts it.
+func (s followerSink) Dropped(start, end int64) error {
 	fl := s.fl
 	f := fl.file // the follower's goroutine: see follower.file
 	f.skip(end)
-	fl.counts.dropped.Add(1)
-	fl.t.totals.dropped.Add(1)
+	fl.counts.long.CountDropped()
+	fl.t.totals.long.CountDropped()
 	fl.log.Warn("long line dropped", "path", f.Path, "offset", start, "line_bytes", end-start, "max_line_bytes", fl.t.cfg.MaxLineBytes)
 	return nil
 }

@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"os"
@@ -19,9 +19,9 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 		t.Fatalf("new store has entries: %v", entries)
 	}
 	now := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
-	want := []checkpointEntry{
-		newCheckpointEntry(FileID{Dev: 1, Inode: 2, Fingerprint: 0xfedcba9876543210, FingerprintLen: 1024}, "/var/log/a.log", 42, now),
-		newCheckpointEntry(FileID{Dev: 1, Inode: 3}, "/var/log/b.log", 0, now),
+	want := []Checkpoint{
+		newCheckpoint(FileID{Dev: 1, Inode: 2, Fingerprint: 0xfedcba9876543210, FingerprintLen: 1024}, "/var/log/a.log", 42, now),
+		newCheckpoint(FileID{Dev: 1, Inode: 3}, "/var/log/b.log", 0, now),
 	}
 	if err := s.write(want); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("loaded %+v, want %+v", got, want)
 	}
-	id, err := got[0].fileID()
+	id, err := got[0].FileID()
 	if err != nil || id.Fingerprint != 0xfedcba9876543210 {
 		t.Fatalf("fingerprint did not survive: %v %v", id, err)
 	}
@@ -47,11 +47,11 @@ func TestCheckpointCrashBeforeRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := []checkpointEntry{newCheckpointEntry(FileID{Dev: 1, Inode: 2}, "a.log", 100, time.Unix(1, 0))}
+	old := []Checkpoint{newCheckpoint(FileID{Dev: 1, Inode: 2}, "a.log", 100, time.Unix(1, 0))}
 	if err := s.write(old); err != nil {
 		t.Fatal(err)
 	}
-	tmp, err := s.writeTemp([]checkpointEntry{newCheckpointEntry(FileID{Dev: 1, Inode: 2}, "a.log", 200, time.Unix(2, 0))})
+	tmp, err := s.writeTemp([]Checkpoint{newCheckpoint(FileID{Dev: 1, Inode: 2}, "a.log", 200, time.Unix(2, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}

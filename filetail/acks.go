@@ -1,16 +1,14 @@
-package agent
+package filetail
 
 import (
 	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
-
-	"github.com/kafkatrail/kafkatrail/producer"
 )
 
-// File is one followed file: one identity, from one starting point. The pipeline's handler sends
-// each line of it and the producer callback reports the outcome with Ack or Fail; the File's
+// File is one followed file: one identity, from one starting point. Its LineHandler sends each
+// line of it and the delivery callback reports the outcome with Ack or Fail; the File's
 // acknowledgement tracker turns those outcomes into the committed offset, the only offset the
 // checkpoint store ever records.
 //
@@ -34,9 +32,9 @@ type File struct {
 	totals  *fileCounters   // the tailer's totals
 	log     *slog.Logger
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
-	// delivered is the delivery callback of every line of this File (the agent's, made on the
-	// first line); a record's tag is its line's end.
-	delivered producer.Callback
+	// handle sends this File's lines: made by the Tailer's FileHandler before the first one,
+	// and used by the follower's goroutine only.
+	handle LineHandler
 }
 
 // fileCounters count what happened to one followed file (or to all of them, as totals). The
@@ -44,11 +42,11 @@ type File struct {
 // every line: the two live on separate cache lines, or each add would take the line from the
 // other core.
 type fileCounters struct {
-	linesRead                 atomic.Uint64
-	truncated, split, dropped atomic.Uint64
-	truncations               atomic.Uint64 // copytruncate resets
-	_                         [cacheLine]byte
-	linesAcked, linesFailed   atomic.Uint64
+	linesRead               atomic.Uint64
+	long                    LongLineCounts
+	truncations             atomic.Uint64 // copytruncate resets
+	_                       [cacheLine]byte
+	linesAcked, linesFailed atomic.Uint64
 }
 
 // cacheLine separates fields written by different goroutines for every line.

@@ -1,11 +1,15 @@
-package agent
+package filetail
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
 )
 
-// Line is one line handed to the pipeline.
+// Line is one line a Splitter hands over: of a followed file, or of the agent's stdin (where
+// offsets count from the stream's first byte).
 type Line struct {
 	// Data is the line without its trailing '\n' (a preceding '\r' is kept: bytes pass as they
 	// are). It is only valid during the handler call: the follower reuses its buffer, so the
@@ -26,20 +30,55 @@ type Line struct {
 	Part, Parts int
 }
 
-// Long-line policies (TailerConfig.LongLines).
+// LongLinePolicy is what happens to a line longer than the limit (Config.LongLines).
+type LongLinePolicy string
+
+// Long-line policies.
 const (
-	LongLinesTruncate = "truncate"
-	LongLinesSplit    = "split"
-	LongLinesDrop     = "drop"
+	LongLinesTruncate LongLinePolicy = "truncate" // the first MaxLineBytes are sent, the rest skipped
+	LongLinesSplit    LongLinePolicy = "split"    // sent in parts of MaxLineBytes: nothing is lost
+	LongLinesDrop     LongLinePolicy = "drop"     // skipped whole
 )
 
-// lineSink receives what a lineSplitter produces. An error stops the splitter and is returned
-// from feed or flush unchanged.
-type lineSink interface {
-	// line hands over a line; l.Data is only valid during the call.
-	line(l Line) error
-	// dropped reports a long line skipped by long-lines=drop, [start, end).
-	dropped(start, end int64) error
+// Valid reports an error unless p is one of the policies.
+func (p LongLinePolicy) Valid() error {
+	switch p {
+	case LongLinesTruncate, LongLinesSplit, LongLinesDrop:
+		return nil
+	}
+	return fmt.Errorf("must be %s, %s or %s, got %q", LongLinesTruncate, LongLinesSplit, LongLinesDrop, string(p))
+}
+
+// LongLineCounts counts long lines by policy: one count per long line, however many records
+// it became. The file path keeps one per file and one for all files, stdin one of its own.
+type LongLineCounts struct {
+	Truncated, Split, Dropped atomic.Uint64
+}
+
+// CountLine counts l if it is a long line (truncated, or the first part of a split one) and
+// reports whether it did: the caller logs the long line then, once.
+func (c *LongLineCounts) CountLine(l Line) bool {
+	switch {
+	case l.Truncated:
+		c.Truncated.Add(1)
+	case l.Part == 1:
+		c.Split.Add(1)
+	default:
+		return false
+	}
+	return true
+}
+
+// CountDropped counts a line that LongLinesDrop skipped.
+func (c *LongLineCounts) CountDropped() { c.Dropped.Add(1) }
+
+// LineSink receives what a Splitter produces. An error stops the splitter and is returned from
+// Feed, Flush or ReadLines unchanged.
+type LineSink interface {
+	// Line hands over a line; l.Data is only valid during the call.
+	Line(l Line) error
+	// Dropped reports a long line skipped by LongLinesDrop, [start, end).
+	Dropped(start, end int64) error
 }
 
 type splitMode uint8
@@ -51,12 +90,14 @@ const (
 	modeDropping                    // the rest of the line is skipped; buf is empty
 )
 
-// lineSplitter cuts a file's bytes into lines and applies the long-line policy. Memory is bounded
-// whatever the lines: it never holds more than maxLine bytes of one line plus one read chunk, so a
-// 50 MB line costs no more than a short one. Not safe for concurrent use (one follower owns it).
-type lineSplitter struct {
+// Splitter cuts a stream of bytes (a file from an offset, or stdin) into lines and applies the
+// long-line policy. Memory is bounded whatever the lines: it never holds more than maxLine bytes
+// of one line plus one read chunk, so a 50 MB line costs no more than a short one. The caller
+// reads into Space and hands the bytes over with Feed (a follower, which checks the file between
+// reads), or lets ReadLines do both (stdin). Not safe for concurrent use: one goroutine owns it.
+type Splitter struct {
 	max    int
-	policy string
+	policy LongLinePolicy
 	chunk  int
 
 	buf  []byte // buf[:n]: bytes of the current line not yet handed over (see splitMode)
@@ -69,14 +110,37 @@ type lineSplitter struct {
 	part      int   // modeSplitting: parts emitted so far
 }
 
-func newLineSplitter(maxLine int, policy string, chunk int, off int64) *lineSplitter {
-	s := &lineSplitter{max: maxLine, policy: policy, chunk: chunk}
-	s.reset(off)
+// NewSplitter returns a splitter of lines of at most maxLine bytes (longer ones go by policy)
+// that reads chunk bytes at a time, the next of them at stream offset off.
+func NewSplitter(maxLine int, policy LongLinePolicy, chunk int, off int64) *Splitter {
+	s := &Splitter{max: maxLine, policy: policy, chunk: chunk}
+	s.Reset(off)
 	return s
 }
 
-// reset forgets any partial line and continues at file offset off.
-func (s *lineSplitter) reset(off int64) {
+// ReadLines reads r to its end, handing every line to sink; a last line without a newline is
+// handed over at io.EOF. It returns the sink's error, or r's (never io.EOF): after a read error
+// a started line is not handed over.
+func (s *Splitter) ReadLines(r io.Reader, sink LineSink) error {
+	for {
+		k, err := r.Read(s.Space())
+		if k > 0 {
+			if herr := s.Feed(k, sink); herr != nil {
+				return herr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			_, err = s.Flush(sink)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Reset forgets any partial line and continues at stream offset off.
+func (s *Splitter) Reset(off int64) {
 	s.n, s.mode, s.part = 0, modeNormal, 0
 	s.off, s.lineStart, s.partStart = off, off, off
 	// Start small; grow only while a long partial line needs it, and give the memory back after.
@@ -85,8 +149,8 @@ func (s *lineSplitter) reset(off int64) {
 	}
 }
 
-// space returns where the next read goes: at most one chunk, after the held bytes.
-func (s *lineSplitter) space() []byte {
+// Space returns where the next read goes: at most one chunk, after the held bytes.
+func (s *Splitter) Space() []byte {
 	if need := s.n + s.chunk; need > len(s.buf) {
 		grown := make([]byte, min(max(need, 2*len(s.buf)), s.max+s.chunk))
 		copy(grown, s.buf[:s.n])
@@ -95,11 +159,11 @@ func (s *lineSplitter) space() []byte {
 	return s.buf[s.n : s.n+s.chunk]
 }
 
-// pending reports whether a line has started but not ended (no newline yet).
-func (s *lineSplitter) pending() bool { return s.n > 0 || s.mode != modeNormal }
+// Pending reports whether a line has started but not ended (no newline yet).
+func (s *Splitter) Pending() bool { return s.n > 0 || s.mode != modeNormal }
 
-// feed consumes k bytes just read into space(), handing over every line they complete.
-func (s *lineSplitter) feed(k int, sink lineSink) error {
+// Feed consumes k bytes just read into Space(), handing over every line they complete.
+func (s *Splitter) Feed(k int, sink LineSink) error {
 	n0 := s.n
 	s.n += k
 	// base maps a buf index at or after n0 (the new bytes, where every newline is: the held bytes
@@ -145,7 +209,7 @@ func (s *lineSplitter) feed(k int, sink lineSink) error {
 
 // turnLong applies the policy to a line found longer than max without its newline: held is the
 // number of its bytes in buf from begin.
-func (s *lineSplitter) turnLong(begin, held int, sink lineSink) error {
+func (s *Splitter) turnLong(begin, held int, sink LineSink) error {
 	switch s.policy {
 	case LongLinesTruncate:
 		s.mode = modeTruncating
@@ -168,7 +232,7 @@ func (s *lineSplitter) turnLong(begin, held int, sink lineSink) error {
 }
 
 // heldAfterTurn says which bytes stay in buf after turnLong.
-func (s *lineSplitter) heldAfterTurn(begin, held int) (int, int) {
+func (s *Splitter) heldAfterTurn(begin, held int) (int, int) {
 	switch s.mode {
 	case modeTruncating:
 		return begin, s.max
@@ -180,33 +244,33 @@ func (s *lineSplitter) heldAfterTurn(begin, held int) (int, int) {
 	}
 }
 
-func (s *lineSplitter) emitPart(data []byte, last bool, sink lineSink) error {
+func (s *Splitter) emitPart(data []byte, last bool, sink LineSink) error {
 	s.part++
 	l := Line{Data: data, Start: s.partStart, End: s.partStart + int64(len(data)), Part: s.part}
 	if last {
 		l.Parts = s.part
 	}
 	s.partStart = l.End
-	return sink.line(l)
+	return sink.Line(l)
 }
 
 // endLine hands over the line whose newline is at buf[nl] and ends at file offset end.
-func (s *lineSplitter) endLine(begin, nl int, end int64, sink lineSink) error {
+func (s *Splitter) endLine(begin, nl int, end int64, sink LineSink) error {
 	mode := s.mode
 	s.mode = modeNormal
 	switch mode {
 	case modeTruncating:
-		return sink.line(Line{Data: s.buf[:s.max], Start: s.lineStart, End: end, Truncated: true})
+		return sink.Line(Line{Data: s.buf[:s.max], Start: s.lineStart, End: end, Truncated: true})
 	case modeDropping:
-		return sink.dropped(s.lineStart, end)
+		return sink.Dropped(s.lineStart, end)
 	}
 	data := s.buf[begin:nl]
 	if len(data) > s.max || mode == modeSplitting {
 		switch s.policy {
 		case LongLinesTruncate:
-			return sink.line(Line{Data: data[:s.max], Start: s.lineStart, End: end, Truncated: true})
+			return sink.Line(Line{Data: data[:s.max], Start: s.lineStart, End: end, Truncated: true})
 		case LongLinesDrop:
-			return sink.dropped(s.lineStart, end)
+			return sink.Dropped(s.lineStart, end)
 		}
 		if mode == modeNormal {
 			s.part, s.partStart = 0, s.lineStart
@@ -218,16 +282,16 @@ func (s *lineSplitter) endLine(begin, nl int, end int64, sink lineSink) error {
 			data = data[s.max:]
 		}
 		s.part++
-		return sink.line(Line{Data: data, Start: s.partStart, End: end, Part: s.part, Parts: s.part})
+		return sink.Line(Line{Data: data, Start: s.partStart, End: end, Part: s.part, Parts: s.part})
 	}
-	return sink.line(Line{Data: data, Start: s.lineStart, End: end})
+	return sink.Line(Line{Data: data, Start: s.lineStart, End: end})
 }
 
-// flush hands over a started line that has no newline (yet) as if it ended at the bytes read so
+// Flush hands over a started line that has no newline (yet) as if it ended at the bytes read so
 // far, and continues after it: if the file grows later, what follows is a new line, and nothing
 // is sent twice. It reports whether there was anything to flush.
-func (s *lineSplitter) flush(sink lineSink) (bool, error) {
-	if !s.pending() {
+func (s *Splitter) Flush(sink LineSink) (bool, error) {
+	if !s.Pending() {
 		return false, nil
 	}
 	mode := s.mode
@@ -238,30 +302,22 @@ func (s *lineSplitter) flush(sink lineSink) (bool, error) {
 	var err error
 	switch mode {
 	case modeNormal:
-		err = sink.line(Line{Data: data, Start: start, End: s.off})
+		err = sink.Line(Line{Data: data, Start: start, End: s.off})
 	case modeSplitting:
 		s.part++
 		partStart := s.off - int64(len(data))
-		err = sink.line(Line{Data: data, Start: partStart, End: s.off, Part: s.part, Parts: s.part})
+		err = sink.Line(Line{Data: data, Start: partStart, End: s.off, Part: s.part, Parts: s.part})
 	case modeTruncating:
-		err = sink.line(Line{Data: data[:s.max], Start: start, End: s.off, Truncated: true})
+		err = sink.Line(Line{Data: data[:s.max], Start: start, End: s.off, Truncated: true})
 	case modeDropping:
-		err = sink.dropped(start, s.off)
+		err = sink.Dropped(start, s.off)
 	}
 	return true, err
 }
 
-// shrink gives back the memory a long line made the buffer grow to, once nothing is held.
-func (s *lineSplitter) shrink() {
+// Shrink gives back the memory a long line made the buffer grow to, once nothing is held.
+func (s *Splitter) Shrink() {
 	if size := s.chunk + min(s.max, s.chunk); s.n == 0 && len(s.buf) > size {
 		s.buf = make([]byte, size)
 	}
-}
-
-func validLongLines(policy string) error {
-	switch policy {
-	case LongLinesTruncate, LongLinesSplit, LongLinesDrop:
-		return nil
-	}
-	return fmt.Errorf("agent: long-lines must be %s, %s or %s, got %q", LongLinesTruncate, LongLinesSplit, LongLinesDrop, policy)
 }

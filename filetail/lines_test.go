@@ -1,4 +1,4 @@
-package agent
+package filetail
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// collectSink records what a lineSplitter produces; data is copied (the splitter reuses it).
+// collectSink records what a Splitter produces; data is copied (the splitter reuses it).
 type collectSink struct {
 	got     []string
 	maxSeen int
@@ -17,7 +17,7 @@ type collectSink struct {
 
 var errStop = errors.New("stop")
 
-func (c *collectSink) line(l Line) error {
+func (c *collectSink) Line(l Line) error {
 	c.maxSeen = max(c.maxSeen, len(l.Data))
 	s := fmt.Sprintf("%q %d-%d", l.Data, l.Start, l.End)
 	if l.Truncated {
@@ -33,24 +33,24 @@ func (c *collectSink) line(l Line) error {
 	return nil
 }
 
-func (c *collectSink) dropped(start, end int64) error {
+func (c *collectSink) Dropped(start, end int64) error {
 	c.got = append(c.got, fmt.Sprintf("dropped %d-%d", start, end))
 	return nil
 }
 
 // splitAll feeds input to a fresh splitter in reads of at most step bytes, then flushes if asked.
-func splitAll(t *testing.T, input string, maxLine int, policy string, step int, flush bool) *collectSink {
+func splitAll(t *testing.T, input string, maxLine int, policy LongLinePolicy, step int, flush bool) *collectSink {
 	t.Helper()
-	s := newLineSplitter(maxLine, policy, 8, 0)
+	s := NewSplitter(maxLine, policy, 8, 0)
 	sink := &collectSink{}
 	for rest := input; len(rest) > 0; {
-		buf := s.space()
+		buf := s.Space()
 		if len(buf) != 8 {
 			t.Fatalf("space() = %d bytes, want the chunk size 8", len(buf))
 		}
 		k := copy(buf[:min(step, len(buf))], rest)
 		rest = rest[k:]
-		if err := s.feed(k, sink); err != nil {
+		if err := s.Feed(k, sink); err != nil {
 			t.Fatal(err)
 		}
 		if s.n > maxLine {
@@ -61,7 +61,7 @@ func splitAll(t *testing.T, input string, maxLine int, policy string, step int, 
 		}
 	}
 	if flush {
-		if _, err := s.flush(sink); err != nil {
+		if _, err := s.Flush(sink); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func TestLineSplitter(t *testing.T) {
 		name   string
 		input  string
 		max    int
-		policy string
+		policy LongLinePolicy
 		flush  bool
 		want   []string
 	}{
@@ -128,16 +128,16 @@ func TestLineSplitter(t *testing.T) {
 // TestLineSplitterContinuesAfterFlush pins that a flushed partial line is not sent again when the
 // file grows: what follows is a new line.
 func TestLineSplitterContinuesAfterFlush(t *testing.T) {
-	s := newLineSplitter(10, LongLinesSplit, 8, 0)
+	s := NewSplitter(10, LongLinesSplit, 8, 0)
 	sink := &collectSink{}
 	feed := func(data string) {
-		k := copy(s.space(), data)
-		if err := s.feed(k, sink); err != nil {
+		k := copy(s.Space(), data)
+		if err := s.Feed(k, sink); err != nil {
 			t.Fatal(err)
 		}
 	}
 	feed("abc")
-	if _, err := s.flush(sink); err != nil {
+	if _, err := s.Flush(sink); err != nil {
 		t.Fatal(err)
 	}
 	feed("def\ng\n")
@@ -148,10 +148,10 @@ func TestLineSplitterContinuesAfterFlush(t *testing.T) {
 }
 
 func TestLineSplitterSinkError(t *testing.T) {
-	s := newLineSplitter(10, LongLinesSplit, 8, 0)
+	s := NewSplitter(10, LongLinesSplit, 8, 0)
 	sink := &collectSink{failAt: 1}
-	k := copy(s.space(), "a\nb\n")
-	if err := s.feed(k, sink); !errors.Is(err, errStop) {
+	k := copy(s.Space(), "a\nb\n")
+	if err := s.Feed(k, sink); !errors.Is(err, errStop) {
 		t.Fatalf("feed error = %v, want the sink's", err)
 	}
 	if len(sink.got) != 1 {
@@ -163,38 +163,38 @@ func TestLineSplitterSinkError(t *testing.T) {
 // at max + one chunk and no line handed over is longer than max.
 func TestLineSplitterHugeLine(t *testing.T) {
 	const maxLine, chunk, size = 1 << 20, 64 << 10, 50 << 20
-	for _, policy := range []string{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
-		t.Run(policy, func(t *testing.T) {
-			s := newLineSplitter(maxLine, policy, chunk, 0)
+	for _, policy := range []LongLinePolicy{LongLinesTruncate, LongLinesSplit, LongLinesDrop} {
+		t.Run(string(policy), func(t *testing.T) {
+			s := NewSplitter(maxLine, policy, chunk, 0)
 			sink := &countSink{}
 			for fed := 0; fed < size; {
-				buf := s.space()
+				buf := s.Space()
 				k := min(len(buf), size-fed)
 				for i := range buf[:k] {
 					buf[i] = 'x'
 				}
 				fed += k
-				if err := s.feed(k, sink); err != nil {
+				if err := s.Feed(k, sink); err != nil {
 					t.Fatal(err)
 				}
 				if len(s.buf) > maxLine+chunk {
 					t.Fatalf("buffer grew to %d", len(s.buf))
 				}
 			}
-			k := copy(s.space(), "\nok\n")
-			if err := s.feed(k, sink); err != nil {
+			k := copy(s.Space(), "\nok\n")
+			if err := s.Feed(k, sink); err != nil {
 				t.Fatal(err)
 			}
 			if sink.maxSeen > maxLine {
 				t.Fatalf("a line of %d bytes reached the handler", sink.maxSeen)
 			}
-			want := map[string][2]int{ // lines, dropped
+			want := map[LongLinePolicy][2]int{ // lines, dropped
 				LongLinesTruncate: {2, 0}, LongLinesSplit: {size/maxLine + 1, 0}, LongLinesDrop: {1, 1},
 			}[policy]
 			if sink.lines != want[0] || sink.drops != want[1] {
 				t.Fatalf("lines %d dropped %d, want %v", sink.lines, sink.drops, want)
 			}
-			if sink.bytes != map[string]int{LongLinesTruncate: maxLine + 2, LongLinesSplit: size + 2, LongLinesDrop: 2}[policy] {
+			if sink.bytes != map[LongLinePolicy]int{LongLinesTruncate: maxLine + 2, LongLinesSplit: size + 2, LongLinesDrop: 2}[policy] {
 				t.Fatalf("handed over %d bytes", sink.bytes)
 			}
 			if sink.lastEnd != size+4 {
@@ -209,7 +209,7 @@ type countSink struct {
 	lastEnd                      int64
 }
 
-func (c *countSink) line(l Line) error {
+func (c *countSink) Line(l Line) error {
 	c.lines++
 	c.bytes += len(l.Data)
 	c.maxSeen = max(c.maxSeen, len(l.Data))
@@ -217,7 +217,7 @@ func (c *countSink) line(l Line) error {
 	return nil
 }
 
-func (c *countSink) dropped(_, end int64) error {
+func (c *countSink) Dropped(_, end int64) error {
 	c.drops++
 	c.lastEnd = end
 	return nil

@@ -1,12 +1,14 @@
-package agent
+package filetail
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"time"
 )
@@ -19,9 +21,10 @@ const (
 	checkpointVersion = 1
 )
 
-// checkpointEntry is the committed offset of one file. Dev, Inode, Fingerprint and
+// Checkpoint is the committed offset of one file, as checkpoints.json (and the exactly-once
+// state topic) records it. Dev, Inode, Fingerprint and
 // FingerprintLen are the identity that is matched; ID repeats it for people reading the file.
-type checkpointEntry struct {
+type Checkpoint struct {
 	ID             string    `json:"id"`
 	Dev            uint64    `json:"dev"`
 	Inode          uint64    `json:"inode"`
@@ -33,19 +36,20 @@ type checkpointEntry struct {
 }
 
 type checkpointFile struct {
-	Version int               `json:"version"`
-	Entries []checkpointEntry `json:"entries"`
+	Version int          `json:"version"`
+	Entries []Checkpoint `json:"entries"`
 }
 
-func newCheckpointEntry(id FileID, path string, offset int64, updated time.Time) checkpointEntry {
-	return checkpointEntry{
+func newCheckpoint(id FileID, path string, offset int64, updated time.Time) Checkpoint {
+	return Checkpoint{
 		ID: id.String(), Dev: id.Dev, Inode: id.Inode,
 		Fingerprint: fmt.Sprintf("%016x", id.Fingerprint), FingerprintLen: id.FingerprintLen,
 		Path: path, Offset: offset, Updated: updated.UTC(),
 	}
 }
 
-func (e checkpointEntry) fileID() (FileID, error) {
+// FileID is the identity the checkpoint records; an error means the entry is corrupt.
+func (e Checkpoint) FileID() (FileID, error) {
 	fp, err := strconv.ParseUint(e.Fingerprint, 16, 64)
 	if err != nil {
 		return FileID{}, fmt.Errorf("entry %q: fingerprint %q: %w", e.Path, e.Fingerprint, err)
@@ -53,9 +57,9 @@ func (e checkpointEntry) fileID() (FileID, error) {
 	return FileID{Dev: e.Dev, Inode: e.Inode, Fingerprint: fp, FingerprintLen: e.FingerprintLen}, nil
 }
 
-// sameAs compares everything but the time of the update: a checkpoint is only rewritten when an
+// SameAs compares everything but the time of the update: a checkpoint is only rewritten when an
 // offset, a path or an identity changed.
-func (e checkpointEntry) sameAs(o checkpointEntry) bool {
+func (e Checkpoint) SameAs(o Checkpoint) bool {
 	e.Updated, o.Updated = time.Time{}, time.Time{}
 	return e == o
 }
@@ -72,7 +76,7 @@ type checkpointStore struct {
 // openCheckpointStore creates dir if needed, checks that it is writable, removes temporary files
 // a crash left behind, and loads the checkpoint. A missing checkpoint is an empty one; a corrupt
 // one is an error, never a silent start from scratch (that would resend or skip whole files).
-func openCheckpointStore(dir string) (*checkpointStore, []checkpointEntry, error) {
+func openCheckpointStore(dir string) (*checkpointStore, []Checkpoint, error) {
 	if dir == "" {
 		return nil, nil, errors.New("agent: state-dir is empty")
 	}
@@ -99,7 +103,7 @@ func openCheckpointStore(dir string) (*checkpointStore, []checkpointEntry, error
 	return s, entries, nil
 }
 
-func (s *checkpointStore) load() ([]checkpointEntry, error) {
+func (s *checkpointStore) load() ([]Checkpoint, error) {
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -121,7 +125,7 @@ func (s *checkpointStore) load() ([]checkpointEntry, error) {
 		return nil, fmt.Errorf("agent: checkpoint %s has version %d, this agent reads version %d", s.path, cf.Version, checkpointVersion)
 	}
 	for _, e := range cf.Entries {
-		if _, err := e.fileID(); err != nil {
+		if _, err := e.FileID(); err != nil {
 			return nil, fmt.Errorf("agent: checkpoint %s is corrupt: %w", s.path, err)
 		}
 		if e.Offset < 0 {
@@ -132,7 +136,7 @@ func (s *checkpointStore) load() ([]checkpointEntry, error) {
 }
 
 // write replaces the checkpoint with entries, atomically.
-func (s *checkpointStore) write(entries []checkpointEntry) error {
+func (s *checkpointStore) write(entries []Checkpoint) error {
 	tmp, err := s.writeTemp(entries)
 	if err != nil {
 		return err
@@ -141,9 +145,9 @@ func (s *checkpointStore) write(entries []checkpointEntry) error {
 }
 
 // writeTemp writes and fsyncs the new checkpoint under a temporary name.
-func (s *checkpointStore) writeTemp(entries []checkpointEntry) (string, error) {
+func (s *checkpointStore) writeTemp(entries []Checkpoint) (string, error) {
 	if entries == nil {
-		entries = []checkpointEntry{}
+		entries = []Checkpoint{}
 	}
 	data, err := json.MarshalIndent(checkpointFile{Version: checkpointVersion, Entries: entries}, "", "  ")
 	if err != nil {
@@ -182,5 +186,64 @@ func (s *checkpointStore) commit(tmp string) error {
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("agent: sync state-dir %s: %w", s.dir, err)
 	}
+	return nil
+}
+
+// SaveCheckpoints writes every file's committed offset now, if any changed since the last write.
+// Run calls it every CheckpointInterval and when it stops; the caller calls it once more after
+// the producer flushed, to record the last acknowledgements.
+func (t *Tailer) SaveCheckpoints() error {
+	return t.SaveSnapshot(t.Snapshot())
+}
+
+// Snapshot returns the checkpoint of every file known now: the committed offset of each file
+// followed, and the saved entries of files not followed now. The exactly-once committer takes
+// one while no line is sent, and SaveSnapshot writes it once its transaction committed.
+func (t *Tailer) Snapshot() map[FileKey]Checkpoint {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	entries := make(map[FileKey]Checkpoint, len(t.followers)+len(t.saved))
+	for k, e := range t.saved {
+		entries[k] = e
+	}
+	for k, fl := range t.followers {
+		entries[k] = fl.entry(now)
+	}
+	return entries
+}
+
+// SaveSnapshot writes entries (a Snapshot) to checkpoints.json if any changed since the last
+// write. Safe for concurrent use: saves are serialized.
+func (t *Tailer) SaveSnapshot(entries map[FileKey]Checkpoint) error {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	entries = maps.Clone(entries)
+	changed := len(entries) != len(t.lastWritten)
+	for k, e := range entries {
+		if old, ok := t.lastWritten[k]; ok && old.SameAs(e) {
+			e.Updated = old.Updated
+			entries[k] = e
+		} else {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	list := make([]Checkpoint, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, e)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Path != list[j].Path {
+			return list[i].Path < list[j].Path
+		}
+		return list[i].ID < list[j].ID
+	})
+	if err := t.store.write(list); err != nil {
+		return err
+	}
+	t.lastWritten = entries
 	return nil
 }

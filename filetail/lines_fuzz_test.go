@@ -1,0 +1,147 @@
+package filetail
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// event is one thing a Splitter handed over, with its data copied.
+type event struct {
+	Line
+	data    string
+	dropped bool
+}
+
+type eventSink struct{ events []event }
+
+func (s *eventSink) Line(l Line) error {
+	s.events = append(s.events, event{Line: l, data: string(l.Data)})
+	return nil
+}
+
+func (s *eventSink) Dropped(start, end int64) error {
+	s.events = append(s.events, event{Line: Line{Start: start, End: end}, dropped: true})
+	return nil
+}
+
+// FuzzSplitter feeds arbitrary bytes in arbitrary chunks through each long-line policy and checks
+// the accounting: the spans handed over tile the input from its first byte to its last; each
+// line is its span (less its newline) or, cut by the policy, a prefix of it; only a line longer
+// than the limit is truncated, split or dropped; the parts of a split line are numbered in
+// order and add up to it; no line is longer than the limit; and the held buffer stays within
+// the limit plus one read.
+func FuzzSplitter(f *testing.F) {
+	for _, seed := range []struct {
+		input          string
+		maxLine, chunk uint8
+		steps          string
+	}{
+		{"a\nbc\n", 5, 8, "\x01"},
+		{"\n\nx\n\n", 1, 1, "\x03\x01"},
+		{"ab\r\n\r\n", 2, 4, ""},
+		{"abcdefghijklmnopqrstuvwxyz\nok\n", 5, 8, "\x02\x05"},
+		{"abcdefghij\nok\n", 5, 3, "\x07"},
+		{"x\nabcdefghij", 5, 8, "\x01\x02\x03"},
+		{"abcdefg", 5, 8, ""},
+		{"\x00\xff\t\n" + string(bytes.Repeat([]byte("0123456789"), 40)) + "\nend", 64, 16, "\x10\x01"},
+	} {
+		f.Add([]byte(seed.input), seed.maxLine, seed.chunk, []byte(seed.steps))
+	}
+	f.Fuzz(func(t *testing.T, input []byte, maxLine, chunk uint8, steps []byte) {
+		limit, size := int(maxLine%64)+1, int(chunk%32)+1
+		for _, policy := range []LongLinePolicy{LongLinesSplit, LongLinesTruncate, LongLinesDrop} {
+			s := NewSplitter(limit, policy, size, 0)
+			sink := &eventSink{}
+			rest := input
+			for i := 0; len(rest) > 0; i++ {
+				buf := s.Space()
+				if len(buf) != size {
+					t.Fatalf("%s: Space() = %d bytes, want the chunk size %d", policy, len(buf), size)
+				}
+				step := len(buf)
+				if len(steps) > 0 {
+					step = min(step, int(steps[i%len(steps)])%size+1)
+				}
+				k := copy(buf[:step], rest)
+				rest = rest[k:]
+				if err := s.Feed(k, sink); err != nil {
+					t.Fatal(err)
+				}
+				if s.n > limit || len(s.buf) > limit+size {
+					t.Fatalf("%s: holds %d bytes in a buffer of %d; limit %d, chunk %d", policy, s.n, len(s.buf), limit, size)
+				}
+			}
+			if _, err := s.Flush(sink); err != nil {
+				t.Fatal(err)
+			}
+			checkEvents(t, input, limit, policy, sink.events)
+		}
+	})
+}
+
+// checkEvents checks what a splitter handed over against its input (see FuzzSplitter).
+func checkEvents(t *testing.T, input []byte, limit int, policy LongLinePolicy, events []event) {
+	t.Helper()
+	fail := func(i int, format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%s, limit %d, event %d of %d (%+v): %s\ninput %q", policy, limit, i, len(events), events[i], fmt.Sprintf(format, args...), input)
+	}
+	var off int64
+	var whole []byte // split: the parts of the current line so far
+	for i, e := range events {
+		if e.Start != off || e.End <= e.Start || e.End > int64(len(input)) {
+			fail(i, "span [%d,%d) does not follow at %d", e.Start, e.End, off)
+		}
+		off = e.End
+		span := input[e.Start:e.End]
+		line := bytes.TrimSuffix(span, []byte("\n"))
+		if bytes.IndexByte(line, '\n') >= 0 {
+			fail(i, "the span holds a newline before its end")
+		}
+		if len(e.data) > limit {
+			fail(i, "a line of %d bytes", len(e.data))
+		}
+		switch {
+		case e.dropped:
+			if policy != LongLinesDrop || len(line) <= limit {
+				fail(i, "dropped a line of %d bytes", len(line))
+			}
+		case e.Truncated:
+			if policy != LongLinesTruncate || len(line) <= limit || e.data != string(line[:limit]) {
+				fail(i, "truncated a line of %d bytes to %q", len(line), e.data)
+			}
+		case e.Part > 0:
+			if policy != LongLinesSplit || e.Part != len(whole)/limit+1 || len(whole)%limit != 0 {
+				fail(i, "part %d after %d bytes of the line", e.Part, len(whole))
+			}
+			if e.data != string(line) {
+				fail(i, "part %q is not its span %q", e.data, line)
+			}
+			whole = append(whole, line...)
+			if e.Parts == 0 {
+				if len(e.data) != limit || len(span) != limit {
+					fail(i, "an earlier part of %d bytes", len(e.data))
+				}
+				continue
+			}
+			if e.Parts != e.Part || len(whole) <= limit {
+				fail(i, "last part %d of %d, a line of %d bytes", e.Part, e.Parts, len(whole))
+			}
+		default:
+			if e.data != string(line) {
+				fail(i, "line %q is not its span %q", e.data, line)
+			}
+		}
+		if len(whole) > 0 && e.Parts == 0 && e.Part == 0 {
+			fail(i, "a split line's parts ended without a last part")
+		}
+		whole = whole[:0]
+	}
+	if off != int64(len(input)) {
+		t.Fatalf("%s, limit %d: the events end at %d of %d bytes\ninput %q", policy, limit, off, len(input), input)
+	}
+	if len(whole) > 0 {
+		t.Fatalf("%s, limit %d: a split line ended without its last part\ninput %q", policy, limit, input)
+	}
+}

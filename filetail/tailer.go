@@ -1,0 +1,285 @@
+package filetail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LineHandler sends one line of the File it was made for. It may block (the producer's buffer is
+// full: backpressure, which pauses this file's reading), and it returns an error only when ctx
+// ends; any other error ends Tailer.Run with that error. The follower has tracked the line
+// (f.Track(line.End)) before the call; the handler arranges for exactly one f.Ack(line.End) or
+// f.Fail(line.End, err) later (the producer callback), or calls Ack itself for a line it
+// decides not to send. line.Data is only valid during the call.
+type LineHandler func(ctx context.Context, line Line) error
+
+// FileHandler makes the LineHandler of one File: the handler's own closure over f (and over
+// whatever it hands the producer, such as one delivery callback for all the File's lines).
+// The follower calls it on its goroutine before the File's first line, once per File (a
+// copytruncate starts a new File).
+type FileHandler func(f *File) LineHandler
+
+// Tailer discovers the files matching its globs and follows each with one follower goroutine,
+// handing every line to the LineHandler, and keeps the checkpoint of each file at its committed
+// offset (see File).
+//
+// Goroutines: Run owns the discovery loop and every follower; each follower stops when Run's
+// context ends (or when its file is released) and Run returns only after all of them exited.
+// Stats and SaveCheckpoints are safe to call from any goroutine, during and after Run.
+type Tailer struct {
+	cfg    Config
+	handle FileHandler
+	log    *slog.Logger
+	store  *checkpointStore
+	now    func() time.Time
+
+	mu        sync.Mutex
+	followers map[FileKey]*follower  // the files being followed, and after Run those it followed
+	atPath    map[string]*follower   // the follower last found at each name: a successor's predecessor
+	saved     map[FileKey]Checkpoint // checkpoints of files not followed now
+	scanned   bool                   // the first discovery is done
+	// loadedPaths are the names in the checkpoint at the start: a file found at one of them
+	// with another identity replaced the checkpointed file while the agent was stopped.
+	loadedPaths map[string]bool
+
+	warned map[string]string // path -> problem last logged for it (Run's goroutine only)
+
+	saveMu      sync.Mutex
+	lastWritten map[FileKey]Checkpoint
+
+	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
+	globs atomic.Pointer[[]string]
+
+	// idle is told when a file's last line in flight is acknowledged: Run then saves soon
+	// rather than at the next CheckpointInterval (see Run).
+	idle chan struct{}
+
+	totals  fileCounters
+	running atomic.Bool
+	wg      sync.WaitGroup
+	fatal   context.CancelCauseFunc
+}
+
+// fatalError carries an error that ends Run (a handler error while the context is live).
+type fatalError struct{ err error }
+
+func (e fatalError) Error() string { return e.err.Error() }
+
+// NewTailer validates cfg, opens the state directory (creating it; an unwritable one is an error
+// that names it) and loads the checkpoints (a corrupt checkpoint file is an error too).
+func NewTailer(cfg Config, handle FileHandler, log *slog.Logger) (*Tailer, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if handle == nil {
+		return nil, errors.New("agent: NewTailer: nil FileHandler")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	store, entries, err := openCheckpointStore(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.UseInitial {
+		entries = cfg.Initial
+	}
+	t := &Tailer{
+		cfg: cfg, handle: handle, log: log, store: store, now: time.Now,
+		followers:   make(map[FileKey]*follower),
+		atPath:      make(map[string]*follower),
+		saved:       make(map[FileKey]Checkpoint),
+		warned:      make(map[string]string),
+		lastWritten: make(map[FileKey]Checkpoint),
+		loadedPaths: make(map[string]bool),
+		idle:        make(chan struct{}, 1),
+	}
+	for _, e := range entries {
+		t.loadedPaths[e.Path] = true
+		id, _ := e.FileID() // validated by load (or by the state topic's reader)
+		t.saved[id.Key()] = e
+		t.lastWritten[id.Key()] = e
+	}
+	return t, nil
+}
+
+// Run discovers and follows files until ctx ends, saving the checkpoints every
+// CheckpointInterval, and soon after a file's last line in flight is acknowledged (a file
+// shipped to its end is saved within a tenth of the interval, not up to a whole one later; a
+// trickle of single lines saves at most ten times per interval). It then stops reading, waits
+// for every follower goroutine to exit, saves
+// the checkpoints once more and returns nil; the offsets keep moving as acknowledgements arrive,
+// so the caller saves again after the producer flushed. A handler error (other than from the
+// context's end) stops everything and is returned. Run may be called once.
+func (t *Tailer) Run(ctx context.Context) error {
+	if !t.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Tailer.Run called twice")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	t.fatal = cancel
+	defer cancel(nil)
+
+	t.scan(ctx)
+	rescan := time.NewTicker(t.cfg.RescanInterval)
+	defer rescan.Stop()
+	save := time.NewTicker(t.cfg.CheckpointInterval)
+	defer save.Stop()
+	if t.cfg.CommittedOnly {
+		save.Stop()
+	}
+	var saveErr string
+	var lastSave time.Time
+	saveNow := func() {
+		lastSave = time.Now()
+		// A failing disk would log every second: log when the error changes.
+		err := t.SaveCheckpoints()
+		if msg := fmt.Sprint(err); err != nil && msg != saveErr {
+			t.log.Error("save checkpoints", "dir", t.cfg.StateDir, "err", err)
+			saveErr = msg
+		} else if err == nil {
+			saveErr = ""
+		}
+	}
+	idleGap := max(t.cfg.CheckpointInterval/10, time.Millisecond)
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	soonArmed := false
+	idle := t.idle
+	if t.cfg.CommittedOnly {
+		idle = nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			t.wg.Wait()
+			if !t.cfg.CommittedOnly { // else the committer saves what its last transaction committed
+				if err := t.SaveCheckpoints(); err != nil {
+					t.log.Error("save checkpoints at stop", "err", err)
+				}
+			}
+			var fatal fatalError
+			if errors.As(context.Cause(ctx), &fatal) {
+				return fatal.err
+			}
+			return nil
+		case <-rescan.C:
+			t.scan(ctx)
+		case <-save.C:
+			saveNow()
+		case <-idle:
+			if wait := idleGap - time.Since(lastSave); wait > 0 {
+				if !soonArmed {
+					soon.Reset(wait)
+					soonArmed = true
+				}
+				continue
+			}
+			saveNow()
+		case <-soon.C:
+			soonArmed = false
+			saveNow()
+		}
+	}
+}
+
+// SetGlobs replaces the patterns to follow, from the next scan on (a configuration reload).
+// Files already followed stay followed until released. Safe for concurrent use.
+func (t *Tailer) SetGlobs(globs []string) error {
+	for _, g := range globs {
+		if _, err := filepath.Match(g, ""); err != nil {
+			return fmt.Errorf("tail: bad pattern %q: %w", g, err)
+		}
+	}
+	globs = slices.Clone(globs)
+	t.globs.Store(&globs)
+	return nil
+}
+
+// fail ends Run with err, from a follower.
+func (t *Tailer) fail(err error) { t.fatal(fatalError{err}) }
+
+// release forgets a follower whose file was read to its end and acknowledged. The checkpoint of
+// a file that still exists (renamed out of the globs) is kept, so that it resumes at its end if
+// it comes back; the scans prune it once nothing is at its path.
+func (t *Tailer) release(fl *follower, deleted bool, path string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.followers, fl.key)
+	for p, at := range t.atPath {
+		if at == fl {
+			delete(t.atPath, p)
+		}
+	}
+	if !deleted && path != "" {
+		e := fl.entry(t.now())
+		e.Path = path
+		t.saved[fl.key] = e
+	}
+}
+
+// FileStats describes one followed file.
+type FileStats struct {
+	Path string // current name
+	ID   FileID // current identity (the fingerprint lengthens as the file grows)
+	// Size is the file's size at the follower's last look; ReadOffset how far it was read;
+	// Committed the offset a restart resumes at; BytesBehind is Size - Committed.
+	Size, ReadOffset, Committed, BytesBehind int64
+	InFlight                                 int // lines sent and not yet acknowledged or failed
+	LinesRead, LinesAcked, LinesFailed       uint64
+	Truncated, Split, Dropped                uint64 // long lines, by policy
+	Truncations                              uint64 // copytruncate resets
+	// Gone is set when the globs no longer match the file (renamed away or deleted): it is read
+	// to its end and released.
+	Gone bool
+}
+
+// Stats is a snapshot for metrics and the status page. Totals count every file since the
+// Tailer started, including files released since.
+type Stats struct {
+	Files  []FileStats // sorted by path
+	Totals Totals
+}
+
+// Totals sums the counters of all files.
+type Totals struct {
+	Files                              int   // followed now
+	BytesBehind                        int64 // of the files followed now
+	InFlight                           int
+	LinesRead, LinesAcked, LinesFailed uint64
+	Truncated, Split, Dropped          uint64
+	Truncations                        uint64
+}
+
+// Stats returns a snapshot of every followed file and the totals.
+func (t *Tailer) Stats() Stats {
+	t.mu.Lock()
+	fls := make([]*follower, 0, len(t.followers))
+	for _, fl := range t.followers {
+		fls = append(fls, fl)
+	}
+	t.mu.Unlock()
+	var s Stats
+	for _, fl := range fls {
+		fs := fl.stats()
+		s.Files = append(s.Files, fs)
+		s.Totals.BytesBehind += fs.BytesBehind
+		s.Totals.InFlight += fs.InFlight
+	}
+	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Path < s.Files[j].Path })
+	s.Totals.Files = len(s.Files)
+	c := &t.totals
+	s.Totals.LinesRead, s.Totals.LinesAcked, s.Totals.LinesFailed = c.linesRead.Load(), c.linesAcked.Load(), c.linesFailed.Load()
+	s.Totals.Truncated, s.Totals.Split, s.Totals.Dropped = c.long.Truncated.Load(), c.long.Split.Load(), c.long.Dropped.Load()
+	s.Totals.Truncations = c.truncations.Load()
+	return s
+}

@@ -57,8 +57,6 @@ type Sender struct {
 	// inFlightBatches lists, per partition, the batches in requests that have not completed, so
 	// that they too expire at delivery.timeout.ms.
 	inFlightBatches map[metadata.TopicPartition][]*accumulator.ProducerBatch
-	// nextInitAttempt delays InitProducerId after a failure by retry.backoff.ms.
-	nextInitAttempt time.Time
 	// nextExpiry is the earliest delivery.timeout.ms of a batch queued or in flight, zero if
 	// none: the poll must not sleep past it.
 	nextExpiry time.Time

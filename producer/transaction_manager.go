@@ -2,22 +2,17 @@ package producer
 
 import (
 	"sync"
+	"time"
 
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
-// The transaction manager's methods are in four files by what they do: txn_sequences.go (the
-// idempotent producer's sequences), txn_state.go (the transactional state machine),
+// transactionManager is the Java TransactionManager: the state of an idempotent producer, and
+// of a transactional one when transactional.id is set. Its methods are in four files by what
+// they do: txn_sequences.go (the producer id and epoch and, per partition, the sequences: Java's
+// TxnPartitionEntry), txn_state.go (the transactional state machine and its errors),
 // txn_requests.go (InitProducerId and the transactional requests, and their handlers) and
-// txn_api.go (the transactional methods on the callers' goroutines).
-
-// transactionManager is the idempotent producer's state, after the Java TransactionManager:
-// the producer id and epoch from InitProducerId, and per partition (Java's TxnPartitionEntry)
-// the id and epoch its sequences belong to, the next sequence number, the last acknowledged one,
-// and the batches that carry a sequence and have not completed, in sequence order. It is owned
-// by the sender goroutine (Drain, which calls it through accumulator.SequenceSource, runs there
-// too) and takes no locks, except for the transactional state (transactions.go) that Send and
-// the transactional methods share with the sender goroutine, which mu guards.
+// txn_api.go (the transactional methods, on the callers' goroutines).
 //
 // A batch keeps the producer id, epoch and sequence it was first sent with for as long as it is
 // retried (Java drainBatchesForOneNode): its earlier attempt may have been written, and the
@@ -30,10 +25,26 @@ import (
 // partition waits for another. A transactional producer cannot change epoch inside a
 // transaction: a failed batch makes the transaction abortable and the abort ends with an epoch
 // bump from the coordinator.
+//
+// Every field has one owner, in three groups below: transactionalID and txnTimeoutMs never
+// change after newTransactionManager; the sender goroutine alone reads and writes the second
+// group, without a lock (Drain and SplitAndReenqueue, which call the manager through
+// accumulator.SequenceSource and InFlightTracker, and the requests' callbacks, run there too);
+// mu guards the third, the transactional state that Send (maybeAddPartition) and the
+// transactional methods share with the sender goroutine. A method whose name ends in Locked
+// is called with mu held. A txnRequest in the queue is mu's; the one nextRequest hands out is
+// the sender goroutine's until requeue puts it back. A txnResult is safe for concurrent use.
 type transactionManager struct {
+	// Set once by newTransactionManager; transactionalID is empty for an idempotent-only
+	// producer.
+	transactionalID string
+	txnTimeoutMs    int32
+
+	// The sender goroutine's.
 	producerID    int64
 	producerEpoch int16
-
+	// partitions holds each partition's sequences (txn_sequences.go).
+	partitions map[metadata.TopicPartition]*partitionSequences
 	// bumpNeeded asks the next runOnce to bump an idempotent producer's epoch locally
 	// (Java's epochBumpRequired for a producer without transactional.id); rewrite names the
 	// partitions whose unfinished batches then start again at sequence 0.
@@ -44,24 +55,20 @@ type transactionManager struct {
 	// written is unknown until the partition's other batches are done. No new batch is drained
 	// there until then.
 	unresolved map[metadata.TopicPartition]int32
-	// initInFlight is set while an InitProducerId request is outstanding.
-	initInFlight bool
-	// fatal is set when the broker refuses us a producer id for good; every record fails with it.
+	// initInFlight is set while an idempotent producer's InitProducerId is outstanding;
+	// nextInitAttempt delays the next one after a failure by retry.backoff.ms.
+	initInFlight    bool
+	nextInitAttempt time.Time
+	// fatal is set when the producer can go no further: the broker refused an idempotent
+	// producer a producer id for good, or a transactional producer reached FATAL_ERROR (then
+	// state and lastErr say the same to the callers, under mu). Every record fails with it.
 	fatal error
-
-	partitions map[metadata.TopicPartition]*partitionSequences
-
-	// Transactions (transactions.go); transactionalID is empty for an idempotent-only producer
-	// and neither it nor txnTimeoutMs changes.
-	transactionalID string
-	txnTimeoutMs    int32
-	// Sender goroutine only: the transaction coordinator (nil until found), and whether a
+	// coordinator is the transaction coordinator, nil until found; txnInFlight is set while a
 	// transactional request is outstanding (they go one at a time, in queue order).
 	coordinator *metadata.Node
 	txnInFlight bool
 
-	// mu guards the rest: Send (maybeAddPartition) and the transactional methods run on the
-	// callers' goroutines.
+	// mu guards the rest.
 	mu    sync.Mutex
 	state txnState
 	// lastErr is the abortable or fatal error that put the producer in its error state.

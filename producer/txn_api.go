@@ -122,7 +122,9 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	return p.awaitTxn(ctx, t, r)
 }
 
-// txnResult is what a transactional method waits for (Java's TransactionalRequestResult).
+// txnResult is what a transactional method waits for (Java's TransactionalRequestResult). It is
+// safe for concurrent use: the sender goroutine completes it, the caller waits on done; err is
+// written once, before done is closed, and read only after.
 type txnResult struct {
 	op   string
 	done chan struct{}
@@ -174,20 +176,7 @@ func (t *transactionManager) acknowledge(r *txnResult) {
 func (t *transactionManager) initTransactions() (*txnResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r, err := t.cachedResultLocked("InitTransactions", txnInitializing); r != nil || err != nil {
-		return r, err
-	}
-	if err := t.maybeFailLocked(); err != nil {
-		return nil, err
-	}
-	if !t.state.canTransitionTo(txnInitializing) {
-		return nil, &TransactionStateError{Op: "InitTransactions", State: t.state.String()}
-	}
-	t.state = txnInitializing
-	r := newTxnResult("InitTransactions")
-	t.enqueueLocked(&txnRequest{kind: reqInitProducerID, result: r})
-	t.setPendingLocked(r, txnInitializing)
-	return r, nil
+	return t.transitionLocked("InitTransactions", txnInitializing, &txnRequest{kind: reqInitProducerID})
 }
 
 // beginTransaction is local, as in Java: the coordinator learns of the transaction when its
@@ -213,20 +202,7 @@ func (t *transactionManager) beginTransaction() error {
 func (t *transactionManager) beginCommit() (*txnResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r, err := t.cachedResultLocked("CommitTransaction", txnCommitting); r != nil || err != nil {
-		return r, err
-	}
-	if err := t.maybeFailLocked(); err != nil {
-		return nil, err
-	}
-	if !t.state.canTransitionTo(txnCommitting) {
-		return nil, &TransactionStateError{Op: "CommitTransaction", State: t.state.String()}
-	}
-	t.state = txnCommitting
-	r := newTxnResult("CommitTransaction")
-	t.enqueueLocked(&txnRequest{kind: reqEndTxn, commit: true, result: r})
-	t.setPendingLocked(r, txnCommitting)
-	return r, nil
+	return t.transitionLocked("CommitTransaction", txnCommitting, &txnRequest{kind: reqEndTxn, commit: true})
 }
 
 // beginAbort moves to ABORTING_TRANSACTION: the sender drops what was never sent, waits for what
@@ -238,23 +214,35 @@ func (t *transactionManager) beginAbort() (*txnResult, error) {
 }
 
 func (t *transactionManager) beginAbortLocked() (*txnResult, error) {
-	if r, err := t.cachedResultLocked("AbortTransaction", txnAborting); r != nil || err != nil {
+	return t.transitionLocked("AbortTransaction", txnAborting, &txnRequest{kind: reqEndTxn, commit: false})
+}
+
+// transitionLocked is what InitTransactions, CommitTransaction and AbortTransaction share (Java's
+// handleCachedTransactionRequestResult, maybeFailWithError, transitionTo and enqueueRequest):
+// the same call made again after a timeout waits for the first; otherwise the state must allow
+// target, and req is queued with the result its caller waits on.
+func (t *transactionManager) transitionLocked(op string, target txnState, req *txnRequest) (*txnResult, error) {
+	if r, err := t.cachedResultLocked(op, target); r != nil || err != nil {
 		return r, err
 	}
-	if t.state != txnAbortableError {
+	// An abort is the way out of ABORTABLE_ERROR (Java's beginAbort calls maybeFailWithError
+	// only in another state); after an error every other call is refused with it.
+	if target != txnAborting || t.state != txnAbortableError {
 		if err := t.maybeFailLocked(); err != nil {
 			return nil, err
 		}
 	}
-	if !t.state.canTransitionTo(txnAborting) {
-		return nil, &TransactionStateError{Op: "AbortTransaction", State: t.state.String()}
+	if !t.state.canTransitionTo(target) {
+		return nil, &TransactionStateError{Op: op, State: t.state.String()}
 	}
-	t.state = txnAborting
-	clear(t.newPartitions) // nothing more is sent in this transaction
-	r := newTxnResult("AbortTransaction")
-	t.enqueueLocked(&txnRequest{kind: reqEndTxn, commit: false, result: r})
-	t.setPendingLocked(r, txnAborting)
-	return r, nil
+	t.state = target
+	if target == txnAborting {
+		clear(t.newPartitions) // nothing more is sent in this transaction
+	}
+	req.result = newTxnResult(op)
+	t.enqueueLocked(req)
+	t.setPendingLocked(req.result, target)
+	return req.result, nil
 }
 
 // maybeAddPartition is Send's hook (Java's failIfNotReadyForSend and maybeAddPartition): a

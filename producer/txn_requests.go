@@ -417,11 +417,14 @@ func (t *transactionManager) handleEndTxn(r *txnRequest, resp *kmsg.EndTxnRespon
 	}
 }
 
+// An idempotent producer without transactional.id asks any broker for its producer id, outside
+// the transactional queue: runOnce sends nothing else until it has one.
+
 // maybeInitProducerID sends InitProducerId (a new id, or with the current id and epoch to bump
 // the epoch, KIP-360) once nothing is in flight.
 func (s *Sender) maybeInitProducerID(now time.Time) {
 	t := s.txn
-	if t.initInFlight || now.Before(s.nextInitAttempt) {
+	if t.initInFlight || now.Before(t.nextInitAttempt) {
 		return
 	}
 	node, ok := s.client.LeastLoadedNode(now)
@@ -441,14 +444,17 @@ func (s *Sender) maybeInitProducerID(now time.Time) {
 		ExpectResponse: true,
 		Created:        now,
 		Timeout:        s.requestTimeout,
-		Callback:       s.handleInitProducerID,
+		Callback:       s.handleIdempotentInitProducerID,
 	}, now)
 	if s.onRequest != nil {
 		s.onRequest()
 	}
 }
 
-func (s *Sender) handleInitProducerID(resp *inflight.Response) {
+// handleIdempotentInitProducerID installs the producer id, or retries after retry.backoff.ms
+// (asking for a new id when the broker says our epoch is not its), or stops the producer: an
+// error that is neither retriable nor a fencing makes every record fail.
+func (s *Sender) handleIdempotentInitProducerID(resp *inflight.Response) {
 	t := s.txn
 	t.initInFlight = false
 	now := resp.Received
@@ -479,7 +485,7 @@ func (s *Sender) handleInitProducerID(resp *inflight.Response) {
 			// Our epoch is not the broker's: ask for a fresh producer id instead of a bump.
 			t.producerID, t.producerEpoch = -1, -1
 		}
-		s.nextInitAttempt = now.Add(s.retryBackoff)
+		t.nextInitAttempt = now.Add(s.retryBackoff)
 		return
 	}
 	t.fatal = fmt.Errorf("idempotent producer cannot get a producer id: %w", err)
@@ -488,7 +494,7 @@ func (s *Sender) handleInitProducerID(resp *inflight.Response) {
 
 // pollTimeoutWithoutData bounds the poll while we wait for a producer id: short enough to retry.
 func (s *Sender) pollTimeoutWithoutData(now time.Time) time.Duration {
-	if d := s.nextInitAttempt.Sub(now); d > 0 {
+	if d := s.txn.nextInitAttempt.Sub(now); d > 0 {
 		return d
 	}
 	return s.retryBackoff

@@ -70,25 +70,18 @@ func (t *transactionManager) maybeFailLocked() error {
 }
 
 // fatalError is Java's transitionToFatalError: the producer can only be closed. The caller
-// waiting, every queued request and buffered records (through s.txn.fatal) fail with it.
+// waiting, every queued request and buffered records (through t.fatal) fail with it. Sender
+// goroutine only: it sets fatal.
 func (t *transactionManager) fatalError(cause error) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.fatalErrorLocked(cause)
-}
-
-func (t *transactionManager) fatalErrorLocked(cause error) error {
-	if t.state == txnFatalError {
-		return t.lastErr
+	if t.state != txnFatalError {
+		err := &TransactionFatalError{TransactionalID: t.transactionalID, Cause: cause}
+		t.state, t.lastErr = txnFatalError, err
+		t.failAllLocked(err)
 	}
-	err := &TransactionFatalError{TransactionalID: t.transactionalID, Cause: cause}
-	t.state, t.lastErr = txnFatalError, err
+	err := t.lastErr
+	t.mu.Unlock()
 	t.fatal = err
-	for _, r := range t.queue {
-		r.result.complete(err)
-	}
-	t.queue = nil
-	t.pendingResult.complete(err)
 	return err
 }
 
@@ -138,10 +131,16 @@ func (t *transactionManager) produceFailed(err error) error {
 }
 
 // failPending fails every transactional call still waiting and every queued request, when the
-// sender stops.
+// sender stops (Java's close).
 func (t *transactionManager) failPending(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.failAllLocked(err)
+}
+
+// failAllLocked fails every queued request and the call waiting on the pending result with err:
+// nothing more will be sent for them (a fatal error, or the sender stopping).
+func (t *transactionManager) failAllLocked(err error) {
 	for _, r := range t.queue {
 		r.result.complete(err)
 	}

@@ -30,6 +30,21 @@ func (p *Producer) transactions() (*transactionManager, error) {
 	return t, nil
 }
 
+// startAndAwait starts a transactional operation with start, wakes the sender to send what it
+// queued, and waits for it (awaitTxn).
+func (p *Producer) startAndAwait(ctx context.Context, start func(*transactionManager) (*txnResult, error)) error {
+	t, err := p.transactions()
+	if err != nil {
+		return err
+	}
+	r, err := start(t)
+	if err != nil {
+		return err
+	}
+	p.client.Wakeup()
+	return p.awaitTxn(ctx, t, r)
+}
+
 // awaitTxn waits for r for at most max.block.ms and never past ctx. When the wait ends first,
 // the operation goes on in the sender; calling the same method again waits for it.
 func (p *Producer) awaitTxn(ctx context.Context, t *transactionManager, r *txnResult) error {
@@ -61,16 +76,7 @@ func (p *Producer) awaitTxn(ctx context.Context, t *transactionManager, r *txnRe
 // ErrProducerFenced. It blocks for at most max.block.ms and never past ctx; after a timeout,
 // call it again to keep waiting.
 func (p *Producer) InitTransactions(ctx context.Context) error {
-	t, err := p.transactions()
-	if err != nil {
-		return err
-	}
-	r, err := t.initTransactions()
-	if err != nil {
-		return err
-	}
-	p.client.Wakeup()
-	return p.awaitTxn(ctx, t, r)
+	return p.startAndAwait(ctx, (*transactionManager).initTransactions)
 }
 
 // BeginTransaction starts a transaction: every record sent until CommitTransaction or
@@ -110,16 +116,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // producer is ready for BeginTransaction again. It is the way out of a
 // *TransactionAbortableError. It blocks for at most max.block.ms and never past ctx.
 func (p *Producer) AbortTransaction(ctx context.Context) error {
-	t, err := p.transactions()
-	if err != nil {
-		return err
-	}
-	r, err := t.beginAbort()
-	if err != nil {
-		return err
-	}
-	p.client.Wakeup()
-	return p.awaitTxn(ctx, t, r)
+	return p.startAndAwait(ctx, (*transactionManager).beginAbort)
 }
 
 // txnResult is what a transactional method waits for (Java's TransactionalRequestResult). It is

@@ -11,9 +11,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// txnFailFirstProduce makes the first produce request answer code, and counts the epoch bumps
-// (InitProducerId with the current id).
-func txnFailFirstProduce(t *testing.T, code int16) (addrs []string, bumps *atomic.Int32) {
+// epochBumps counts the InitProducerId requests that carry the current producer id (the epoch
+// bumps of KIP-360) and keeps the epoch the last one bumped from.
+type epochBumps struct {
+	count atomic.Int32
+	from  atomic.Int64
+}
+
+// txnFailFirstProduce makes the first produce request answer code, and counts the epoch bumps.
+func txnFailFirstProduce(t *testing.T, code int16) (addrs []string, bumps *epochBumps) {
 	t.Helper()
 	c := newKfake(t, 1)
 	var failed atomic.Bool
@@ -24,11 +30,12 @@ func txnFailFirstProduce(t *testing.T, code int16) (addrs []string, bumps *atomi
 		}
 		return nil, nil, false
 	})
-	bumps = new(atomic.Int32)
+	bumps = new(epochBumps)
 	c.ControlKey(int16(kmsg.InitProducerID), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if r.(*kmsg.InitProducerIDRequest).ProducerID >= 0 {
-			bumps.Add(1)
+		if req := r.(*kmsg.InitProducerIDRequest); req.ProducerID >= 0 {
+			bumps.count.Add(1)
+			bumps.from.Store(int64(req.ProducerEpoch))
 		}
 		return nil, nil, false
 	})
@@ -43,12 +50,7 @@ func TestKfakeTxnFailedBatchBumpsEpochForNextTransaction(t *testing.T) {
 	addrs, bumps := txnFailFirstProduce(t, kerr.InvalidRecord.Code)
 	p := newTxnProducer(t, addrs, "txn-gap", func(c *Config) { c.DeliveryTimeoutMs = 5000; c.RequestTimeoutMs = 2000 })
 	ctx := txnCtx(t)
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	initAndBegin(t, ctx, p)
 	res := sendValues(t, p, "t", values("refused", 3))
 	res.wait(t, 5*time.Second)
 	if err := res.firstError(); !errors.Is(err, kerr.InvalidRecord) {
@@ -61,101 +63,51 @@ func TestKfakeTxnFailedBatchBumpsEpochForNextTransaction(t *testing.T) {
 	if err := p.AbortTransaction(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if bumps.Load() != 1 {
-		t.Fatalf("%d epoch bumps after the abort, want 1", bumps.Load())
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
+	if bumps.count.Load() != 1 {
+		t.Fatalf("%d epoch bumps after the abort, want 1", bumps.count.Load())
 	}
 	vals := values("next", 10)
-	res = sendValues(t, p, "t", vals)
 	start := time.Now()
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("next transaction: %v", err)
-	}
-	res.wait(t, time.Second)
-	if err := res.firstError(); err != nil {
-		t.Fatal(err)
-	}
+	commitValues(t, ctx, p, "t", vals, "next transaction")
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("next transaction took %v to commit: it met the gap", d)
 	}
-	wantExactly(t, valueSet(t, consumeIsolated(t, addrs, "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
+	wantRead(t, addrs, "t", kgo.ReadCommitted(), 200*time.Millisecond, vals)
 }
 
 // INVALID_PRODUCER_EPOCH on a produce request makes the transaction abortable, not the producer
 // fatal (KIP-588; Java's InvalidProducerEpochException is not among the fatal errors of
 // maybeTransitionToErrorState).
 func TestKfakeTxnInvalidProducerEpochOnProduceIsAbortable(t *testing.T) {
-	addrs, _ := txnFailFirstProduce(t, kerr.InvalidProducerEpoch.Code)
-	p := newTxnProducer(t, addrs, "txn-epoch", nil)
+	testRefusedFirstProduce(t, "txn-epoch", kerr.InvalidProducerEpoch, nil)
+}
+
+// testRefusedFirstProduce answers the first produce request of a transaction with refused:
+// the commit must be refused with a TransactionAbortableError for it and the abort succeed; then
+// afterAbort (unless nil) checks the epoch bumps, and the next transaction must commit and be
+// read back at read_committed.
+func testRefusedFirstProduce(t *testing.T, txnID string, refused *kerr.Error, afterAbort func(*epochBumps)) {
+	t.Helper()
+	addrs, bumps := txnFailFirstProduce(t, refused.Code)
+	p := newTxnProducer(t, addrs, txnID, nil)
 	ctx := txnCtx(t)
 	if err := p.InitTransactions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
+	refusedCommitThenAbort(t, ctx, p, values("refused", 5), refused)
+	if afterAbort != nil {
+		afterAbort(bumps)
 	}
-	res := sendValues(t, p, "t", values("first", 3))
-	var abortable *TransactionAbortableError
-	if err := p.CommitTransaction(ctx); !errors.As(err, &abortable) || !errors.Is(err, kerr.InvalidProducerEpoch) {
-		t.Fatalf("CommitTransaction: %v, want abortable INVALID_PRODUCER_EPOCH", err)
-	}
-	res.wait(t, time.Second)
-	if err := p.AbortTransaction(ctx); err != nil {
-		t.Fatalf("AbortTransaction: %v", err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	vals := values("second", 5)
-	res = sendValues(t, p, "t", vals)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("next transaction: %v", err)
-	}
-	res.wait(t, time.Second)
-	wantExactly(t, valueSet(t, consumeIsolated(t, addrs, "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
+	vals := values("next", 20)
+	commitValues(t, ctx, p, "t", vals, "next transaction")
+	wantRead(t, addrs, "t", kgo.ReadCommitted(), 200*time.Millisecond, vals)
 }
 
 // Every retriable error of a transactional request is retried, as Java re-enqueues every
 // RetriableException (REQUEST_TIMED_OUT from InitProducerId and EndTxn here).
 func TestKfakeTxnRetriesEveryRetriableError(t *testing.T) {
-	c := newKfake(t, 1)
-	var inits, ends atomic.Int32
-	c.ControlKey(int16(kmsg.InitProducerID), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if inits.Add(1) > 1 {
-			return nil, nil, false
-		}
-		resp := r.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
-		resp.ErrorCode = kerr.RequestTimedOut.Code
-		return resp, nil, true
-	})
-	c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if ends.Add(1) > 1 {
-			return nil, nil, false
-		}
-		resp := r.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.RequestTimedOut.Code
-		return resp, nil, true
-	})
-	p := newTxnProducer(t, c.ListenAddrs(), "txn-retriable", nil)
-	ctx := txnCtx(t)
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatalf("InitTransactions after REQUEST_TIMED_OUT: %v", err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	vals := values("v", 5)
-	res := sendValues(t, p, "t", vals)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("CommitTransaction after REQUEST_TIMED_OUT: %v", err)
-	}
-	res.wait(t, time.Second)
-	if inits.Load() != 2 || ends.Load() != 2 {
-		t.Fatalf("InitProducerId %d, EndTxn %d requests, want 2 and 2", inits.Load(), ends.Load())
-	}
-	wantExactly(t, valueSet(t, consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
+	timedOut := []int16{kerr.RequestTimedOut.Code}
+	testTxnRetries(t, "txn-retriable", 5,
+		map[kmsg.Key][]int16{kmsg.InitProducerID: timedOut, kmsg.EndTxn: timedOut},
+		map[kmsg.Key]int32{kmsg.InitProducerID: 2, kmsg.EndTxn: 2})
 }

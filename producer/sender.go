@@ -57,8 +57,6 @@ type Sender struct {
 	// inFlightBatches lists, per partition, the batches in requests that have not completed, so
 	// that they too expire at delivery.timeout.ms.
 	inFlightBatches map[metadata.TopicPartition][]*accumulator.ProducerBatch
-	// nextInitAttempt delays InitProducerId after a failure by retry.backoff.ms.
-	nextInitAttempt time.Time
 	// nextExpiry is the earliest delivery.timeout.ms of a batch queued or in flight, zero if
 	// none: the poll must not sleep past it.
 	nextExpiry time.Time
@@ -239,14 +237,6 @@ func (s *Sender) handleTransactionalResponse(r *txnRequest, resp *inflight.Respo
 	if err := s.txn.fatal; err != nil {
 		s.log.Error("transactional producer stopped by a fatal error", "error", err)
 	}
-}
-
-// pollTimeoutWithoutData bounds the poll while we wait for a producer id: short enough to retry.
-func (s *Sender) pollTimeoutWithoutData(now time.Time) time.Duration {
-	if d := s.nextInitAttempt.Sub(now); d > 0 {
-		return d
-	}
-	return s.retryBackoff
 }
 
 // sendProducerData is Sender.sendProducerData: ready nodes, drain, expire, build requests.
@@ -686,73 +676,4 @@ func (s *Sender) failInFlight(err error) {
 			}
 		}
 	}
-}
-
-// maybeInitProducerID sends InitProducerId (a new id, or with the current id and epoch to bump
-// the epoch, KIP-360) once nothing is in flight.
-func (s *Sender) maybeInitProducerID(now time.Time) {
-	t := s.txn
-	if t.initInFlight || now.Before(s.nextInitAttempt) {
-		return
-	}
-	node, ok := s.client.LeastLoadedNode(now)
-	if !ok || !s.client.Ready(node, now) {
-		return
-	}
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionTimeoutMillis = int32(60000)
-	if t.producerID >= 0 {
-		req.ProducerID = t.producerID
-		req.ProducerEpoch = t.producerEpoch
-	}
-	t.initInFlight = true
-	s.client.Send(&network.ClientRequest{
-		Destination:    node.ID,
-		Body:           req,
-		ExpectResponse: true,
-		Created:        now,
-		Timeout:        s.requestTimeout,
-		Callback:       s.handleInitProducerID,
-	}, now)
-	if s.onRequest != nil {
-		s.onRequest()
-	}
-}
-
-func (s *Sender) handleInitProducerID(resp *inflight.Response) {
-	t := s.txn
-	t.initInFlight = false
-	now := resp.Received
-	if now.IsZero() {
-		now = s.clock()
-	}
-	var err error
-	switch {
-	case resp.Disconnected || resp.TimedOut:
-		err = &networkError{Node: resp.Request.Destination, TimedOut: resp.TimedOut, Cause: resp.Err}
-	case resp.Err != nil:
-		err = resp.Err
-	default:
-		r, ok := resp.Body.(*kmsg.InitProducerIDResponse)
-		if !ok {
-			err = fmt.Errorf("unexpected InitProducerId response %T", resp.Body)
-			break
-		}
-		if err = kerr.ErrorForCode(r.ErrorCode); err == nil {
-			s.log.Debug("producer id", "id", r.ProducerID, "epoch", r.ProducerEpoch)
-			t.setProducerIDAndEpoch(r.ProducerID, r.ProducerEpoch)
-			return
-		}
-	}
-	if isRetriable(err) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
-		s.log.Debug("InitProducerId failed; retrying", "error", err)
-		if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
-			// Our epoch is not the broker's: ask for a fresh producer id instead of a bump.
-			t.producerID, t.producerEpoch = -1, -1
-		}
-		s.nextInitAttempt = now.Add(s.retryBackoff)
-		return
-	}
-	t.fatal = fmt.Errorf("idempotent producer cannot get a producer id: %w", err)
-	s.log.Error("idempotent producer disabled by a fatal error", "error", err)
 }

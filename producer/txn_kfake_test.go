@@ -37,13 +37,140 @@ func newOpenTxnProducer(t *testing.T, ctx context.Context, bootstrap []string, t
 	if err != nil {
 		t.Fatal(err)
 	}
+	initAndBegin(t, ctx, p)
+	return p
+}
+
+// initAndBegin registers p's transactional.id and begins a transaction.
+func initAndBegin(t *testing.T, ctx context.Context, p *Producer) {
+	t.Helper()
 	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatalf("InitTransactions: %v", err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatalf("BeginTransaction: %v", err)
+	}
+}
+
+// commitValues runs one transaction on p that sends vals to topic and commits it: the commit
+// waits for every acknowledgement, and none may fail. what names the transaction in a failure.
+func commitValues(t *testing.T, ctx context.Context, p *Producer, topic string, vals []string, what string) {
+	t.Helper()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatalf("%s: BeginTransaction: %v", what, err)
+	}
+	res := sendValues(t, p, topic, vals)
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("%s: CommitTransaction: %v", what, err)
+	}
+	res.wait(t, time.Second)
+	if err := res.firstError(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// sendWritten sends vals to topic inside p's open transaction, flushes, and wants every record
+// acknowledged: written, not yet committed.
+func sendWritten(t *testing.T, ctx context.Context, p *Producer, topic string, vals []string) {
+	t.Helper()
+	res := sendValues(t, p, topic, vals)
+	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	res.wait(t, time.Second)
+	if err := res.firstError(); err != nil {
+		t.Fatalf("records written inside the transaction: %v", err)
+	}
+}
+
+// abortBuffered sends vals to topic while linger.ms keeps them in the accumulator, and aborts
+// p's transaction: every one of them fails with ErrTransactionAborted.
+func abortBuffered(t *testing.T, ctx context.Context, p *Producer, topic string, vals []string) {
+	t.Helper()
+	res := sendValues(t, p, topic, vals)
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("AbortTransaction: %v", err)
+	}
+	res.wait(t, 5*time.Second)
+	for i, err := range res.errs {
+		if !errors.Is(err, ErrTransactionAborted) {
+			t.Fatalf("buffered record %d of the aborted transaction: %v, want ErrTransactionAborted", i, err)
+		}
+	}
+}
+
+// refusedCommitThenAbort sends vals in a new transaction whose commit must be refused with a
+// TransactionAbortableError for want, and aborts it.
+func refusedCommitThenAbort(t *testing.T, ctx context.Context, p *Producer, vals []string, want error) {
+	t.Helper()
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	res := sendValues(t, p, "t", vals)
+	var abortable *TransactionAbortableError
+	if err := p.CommitTransaction(ctx); !errors.As(err, &abortable) || !errors.Is(err, want) {
+		t.Fatalf("CommitTransaction: %v, want abortable %v", err, want)
+	}
+	res.wait(t, time.Second)
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("AbortTransaction: %v", err)
+	}
+}
+
+// wantRead reads topic from the start at level until as many records as want holds arrived,
+// and settle longer, and wants exactly the values of want, each once. It returns how many
+// records it read.
+func wantRead(t *testing.T, bootstrap []string, topic string, level kgo.IsolationLevel, settle time.Duration, want ...[]string) int {
+	t.Helper()
+	n := 0
+	for _, vs := range want {
+		n += len(vs)
+	}
+	got := consumeIsolated(t, bootstrap, topic, level, n, settle)
+	wantExactly(t, valueSet(t, got), want...)
+	return len(got)
+}
+
+// answerErrors makes kfake answer the first requests of key with the error codes in codes, one
+// request each, and the rest itself; count counts every request of key.
+func answerErrors(c *kfake.Cluster, key kmsg.Key, count *atomic.Int32, codes ...int16) {
+	c.ControlKey(int16(key), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		i := int(count.Add(1)) - 1
+		if i >= len(codes) {
+			return nil, nil, false
+		}
+		return txnErrorResponse(r, codes[i]), nil, true
+	})
+}
+
+// txnErrorResponse answers a transactional request with code: the response's error, or every
+// partition's for AddPartitionsToTxn.
+func txnErrorResponse(r kmsg.Request, code int16) kmsg.Response {
+	switch req := r.(type) {
+	case *kmsg.InitProducerIDRequest:
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.EndTxnRequest:
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.AddPartitionsToTxnRequest:
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewAddPartitionsToTxnResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
+	panic(fmt.Sprintf("txnErrorResponse: no error answer for %T", r))
 }
 
 func txnCtx(t *testing.T) context.Context {
@@ -154,66 +281,36 @@ func wantExactly(t *testing.T, got map[string]bool, want ...[]string) {
 func TestKfakeTxnCommitAndAbort(t *testing.T) {
 	c := newKfake(t, 3)
 	p := newTxnProducer(t, c.ListenAddrs(), "txn-commit-abort", func(c *Config) { c.LingerMs = 60000 })
+	testCommitAbortCommit(t, p, c.ListenAddrs(), "t", [4]int{300, 200, 100, 150}, 300*time.Millisecond)
+}
+
+// testCommitAbortCommit commits a transaction of n[0] records, aborts one whose n[1] records
+// were written and whose n[2] were still buffered (p's linger.ms must hold them), and commits
+// one of n[3]. read_committed then reads exactly the committed records, read_uncommitted those
+// and the aborted ones that were written.
+func testCommitAbortCommit(t *testing.T, p *Producer, bootstrap []string, topic string, n [4]int, settle time.Duration) {
+	t.Helper()
 	ctx := txnCtx(t)
 	if err := p.InitTransactions(ctx); err != nil {
 		t.Fatalf("InitTransactions: %v", err)
 	}
+	first := values("commit1", n[0])
+	commitValues(t, ctx, p, topic, first, "first transaction")
 
-	first := values("commit1", 300)
+	written, buffered := values("abort-written", n[1]), values("abort-buffered", n[2])
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	res := sendValues(t, p, "t", first)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("CommitTransaction: %v", err)
-	}
-	res.wait(t, time.Second) // commit waited for every acknowledgement
-	if err := res.firstError(); err != nil {
-		t.Fatal(err)
-	}
+	sendWritten(t, ctx, p, topic, written)
+	abortBuffered(t, ctx, p, topic, buffered)
 
-	written, buffered := values("abort-written", 200), values("abort-buffered", 100)
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	wres := sendValues(t, p, "t", written)
-	if err := p.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wres.wait(t, time.Second)
-	if err := wres.firstError(); err != nil {
-		t.Fatalf("records written inside the transaction: %v", err)
-	}
-	bres := sendValues(t, p, "t", buffered) // linger.ms keeps them in the accumulator
-	if err := p.AbortTransaction(ctx); err != nil {
-		t.Fatalf("AbortTransaction: %v", err)
-	}
-	bres.wait(t, 5*time.Second)
-	for i, err := range bres.errs {
-		if !errors.Is(err, ErrTransactionAborted) {
-			t.Fatalf("buffered record %d of the aborted transaction: %v, want ErrTransactionAborted", i, err)
-		}
-	}
+	third := values("commit3", n[3])
+	commitValues(t, ctx, p, topic, third, "third transaction")
 
-	third := values("commit3", 150)
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	res3 := sendValues(t, p, "t", third)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("third CommitTransaction: %v", err)
-	}
-	res3.wait(t, time.Second)
-	if err := res3.firstError(); err != nil {
-		t.Fatal(err)
-	}
-
-	committed := consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(first)+len(third), 300*time.Millisecond)
-	wantExactly(t, valueSet(t, committed), first, third)
-	all := consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadUncommitted(), len(first)+len(written)+len(third), 300*time.Millisecond)
-	wantExactly(t, valueSet(t, all), first, written, third)
-	t.Logf("read_committed: %d records (committed %d+%d); read_uncommitted: %d (with %d aborted)",
-		len(committed), len(first), len(third), len(all), len(written))
+	committed := wantRead(t, bootstrap, topic, kgo.ReadCommitted(), settle, first, third)
+	all := wantRead(t, bootstrap, topic, kgo.ReadUncommitted(), settle, first, written, third)
+	t.Logf("read_committed: %d records (%d + %d committed); read_uncommitted: %d (with %d aborted); %d buffered records failed with ErrTransactionAborted",
+		committed, len(first), len(third), all, len(written), len(buffered))
 }
 
 // TestKfakeTxnProduceCarriesTransactionalID pins a bug the real broker found: transactional
@@ -255,14 +352,7 @@ func TestKfakeTxnProduceCarriesTransactionalID(t *testing.T) {
 	if err := p.InitTransactions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	res := sendValues(t, p, "t", values("v", 100))
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res.wait(t, time.Second)
+	commitValues(t, ctx, p, "t", values("v", 100), "transaction")
 	if produces.Load() == 0 || bad.Load() > 0 {
 		t.Fatalf("%d produce requests, %d wrong: %v", produces.Load(), bad.Load(), badWhy.Load())
 	}
@@ -276,36 +366,10 @@ func TestKfakeTxnFencing(t *testing.T) {
 		t.Run("fenced-at-"+how, func(t *testing.T) {
 			c := newKfake(t, 2)
 			ctx := txnCtx(t)
-			old := newTxnProducer(t, c.ListenAddrs(), "txn-fence", nil)
-			if err := old.InitTransactions(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := old.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			oldVals := values("old", 50)
-			res := sendValues(t, old, "t", oldVals)
-			if err := old.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			res.wait(t, time.Second)
-			if err := res.firstError(); err != nil {
-				t.Fatal(err)
-			}
-
-			newer := newTxnProducer(t, c.ListenAddrs(), "txn-fence", nil)
-			if err := newer.InitTransactions(ctx); err != nil {
-				t.Fatalf("second producer's InitTransactions: %v", err)
-			}
-
+			old, newer := fenceOpenTransaction(t, ctx, c.ListenAddrs(), "t", "txn-fence", 50)
 			var fenced error
 			if how == "send" {
-				late := sendValues(t, old, "t", []string{"old-late"})
-				if err := old.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-				late.wait(t, 5*time.Second)
-				if late.errs[0] == nil {
+				if err := sendLate(t, ctx, old, "t", 5*time.Second); err == nil {
 					t.Fatal("a record sent after fencing was acknowledged")
 				}
 				// kfake refuses the late batch with INVALID_TXN_STATE (its transaction is gone),
@@ -319,13 +383,7 @@ func TestKfakeTxnFencing(t *testing.T) {
 			} else {
 				fenced = old.CommitTransaction(ctx)
 			}
-			var fatal *TransactionFatalError
-			if !errors.Is(fenced, ErrProducerFenced) || !errors.As(fenced, &fatal) || fatal.TransactionalID != "txn-fence" {
-				t.Fatalf("fenced producer got %v, want ErrProducerFenced naming transactional.id txn-fence", fenced)
-			}
-			if !strings.Contains(fenced.Error(), `"txn-fence"`) {
-				t.Fatalf("error %q does not name the transactional.id", fenced)
-			}
+			wantFenced(t, fenced, "txn-fence")
 			// Fatal means fatal: nothing transactional works any more, and Send fails at once.
 			if err := old.BeginTransaction(); !errors.Is(err, ErrProducerFenced) {
 				t.Fatalf("BeginTransaction after fencing: %v", err)
@@ -338,17 +396,48 @@ func TestKfakeTxnFencing(t *testing.T) {
 			}
 
 			newVals := values("new", 40)
-			if err := newer.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			nres := sendValues(t, newer, "t", newVals)
-			if err := newer.CommitTransaction(ctx); err != nil {
-				t.Fatalf("second producer's commit: %v", err)
-			}
-			nres.wait(t, time.Second)
-			got := consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(newVals), 300*time.Millisecond)
-			wantExactly(t, valueSet(t, got), newVals)
+			commitValues(t, ctx, newer, "t", newVals, "second producer's transaction")
+			wantRead(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), 300*time.Millisecond, newVals)
 		})
+	}
+}
+
+// fenceOpenTransaction starts a producer with transactional.id txnID whose open transaction has
+// n records written to topic, then a second producer with the same transactional.id, which
+// fences the first.
+func fenceOpenTransaction(t *testing.T, ctx context.Context, bootstrap []string, topic, txnID string, n int) (old, newer *Producer) {
+	t.Helper()
+	old = newTxnProducer(t, bootstrap, txnID, nil)
+	initAndBegin(t, ctx, old)
+	sendWritten(t, ctx, old, topic, values("old", n))
+	newer = newTxnProducer(t, bootstrap, txnID, nil)
+	if err := newer.InitTransactions(ctx); err != nil {
+		t.Fatalf("second producer's InitTransactions: %v", err)
+	}
+	return old, newer
+}
+
+// sendLate sends one record with the fenced producer, flushes, and returns the record's error
+// (nil if it was acknowledged), waiting at most d for it.
+func sendLate(t *testing.T, ctx context.Context, old *Producer, topic string, d time.Duration) error {
+	t.Helper()
+	late := sendValues(t, old, topic, []string{"old-late"})
+	if err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	late.wait(t, d)
+	return late.errs[0]
+}
+
+// wantFenced wants err to be a TransactionFatalError for ErrProducerFenced that names txnID.
+func wantFenced(t *testing.T, err error, txnID string) {
+	t.Helper()
+	var fatal *TransactionFatalError
+	if !errors.Is(err, ErrProducerFenced) || !errors.As(err, &fatal) || fatal.TransactionalID != txnID {
+		t.Fatalf("fenced producer got %v, want ErrProducerFenced naming transactional.id %s", err, txnID)
+	}
+	if !strings.Contains(err.Error(), `"`+txnID+`"`) {
+		t.Fatalf("error %q does not name the transactional.id", err)
 	}
 }
 
@@ -357,82 +446,47 @@ func TestKfakeTxnFencing(t *testing.T) {
 // COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR on AddPartitionsToTxn and EndTxn makes the
 // producer look the coordinator up again before it retries.
 func TestKfakeTxnRetriesCoordinatorErrors(t *testing.T) {
-	c := newKfake(t, 1)
-	var finds, inits, adds, ends atomic.Int32
-	c.ControlKey(int16(kmsg.FindCoordinator), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		finds.Add(1)
-		return nil, nil, false
+	testTxnRetries(t, "txn-retries", 20, map[kmsg.Key][]int16{
+		kmsg.FindCoordinator:    nil,
+		kmsg.InitProducerID:     {kerr.ConcurrentTransactions.Code, kerr.CoordinatorLoadInProgress.Code, kerr.NotCoordinator.Code},
+		kmsg.AddPartitionsToTxn: {kerr.NotCoordinator.Code},
+		kmsg.EndTxn:             {kerr.NotCoordinator.Code},
+	}, map[kmsg.Key]int32{
+		// One lookup at the start and one after each NOT_COORDINATOR.
+		kmsg.FindCoordinator:    4,
+		kmsg.InitProducerID:     4,
+		kmsg.AddPartitionsToTxn: 2,
+		kmsg.EndTxn:             2,
 	})
-	c.ControlKey(int16(kmsg.InitProducerID), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		resp := r.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
-		switch inits.Add(1) {
-		case 1:
-			resp.ErrorCode = kerr.ConcurrentTransactions.Code
-		case 2:
-			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		case 3:
-			resp.ErrorCode = kerr.NotCoordinator.Code
-		default:
-			return nil, nil, false
-		}
-		return resp, nil, true
-	})
-	c.ControlKey(int16(kmsg.AddPartitionsToTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if adds.Add(1) > 1 {
-			return nil, nil, false
-		}
-		req := r.(*kmsg.AddPartitionsToTxnRequest)
-		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewAddPartitionsToTxnResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p, kerr.NotCoordinator.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if ends.Add(1) > 1 {
-			return nil, nil, false
-		}
-		resp := r.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.NotCoordinator.Code
-		return resp, nil, true
-	})
+}
 
-	p := newTxnProducer(t, c.ListenAddrs(), "txn-retries", nil)
+// testTxnRetries answers the first requests of each key of errs with its error codes, then
+// commits n records in one transaction: every error must have been retried, with want[key]
+// requests of each key in all, and the records are read back at read_committed.
+func testTxnRetries(t *testing.T, txnID string, n int, errs map[kmsg.Key][]int16, want map[kmsg.Key]int32) {
+	t.Helper()
+	c := newKfake(t, 1)
+	counts := make(map[kmsg.Key]*atomic.Int32, len(errs))
+	for key, codes := range errs {
+		counts[key] = new(atomic.Int32)
+		answerErrors(c, key, counts[key], codes...)
+	}
+	p := newTxnProducer(t, c.ListenAddrs(), txnID, nil)
 	ctx := txnCtx(t)
 	if err := p.InitTransactions(ctx); err != nil {
 		t.Fatalf("InitTransactions: %v", err)
 	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
+	vals := values("v", n)
+	commitValues(t, ctx, p, "t", vals, "transaction")
+	for key, w := range want {
+		if got := counts[key].Load(); got != w {
+			t.Errorf("%d %s requests, want %d", got, key.Name(), w)
+		}
 	}
-	vals := values("v", 20)
-	res := sendValues(t, p, "t", vals)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("CommitTransaction: %v", err)
+	if t.Failed() {
+		t.FailNow()
 	}
-	res.wait(t, time.Second)
-	if err := res.firstError(); err != nil {
-		t.Fatal(err)
-	}
-	if inits.Load() != 4 || adds.Load() != 2 || ends.Load() != 2 {
-		t.Fatalf("InitProducerId %d, AddPartitionsToTxn %d, EndTxn %d requests; want 4, 2, 2", inits.Load(), adds.Load(), ends.Load())
-	}
-	// One lookup at the start and one after each NOT_COORDINATOR.
-	if finds.Load() != 4 {
-		t.Fatalf("%d FindCoordinator requests, want 4", finds.Load())
-	}
-	wantExactly(t, valueSet(t, consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
+	wantRead(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), 200*time.Millisecond, vals)
 }
 
 // TestKfakeTxnAbortableErrorThenAbort fails a produce request of the transaction for good
@@ -451,12 +505,7 @@ func TestKfakeTxnAbortableErrorThenAbort(t *testing.T) {
 	})
 	p := newTxnProducer(t, c.ListenAddrs(), "txn-abortable", nil)
 	ctx := txnCtx(t)
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	initAndBegin(t, ctx, p)
 	res := sendValues(t, p, "t", values("lost", 5))
 	err := p.CommitTransaction(ctx)
 	var abortable *TransactionAbortableError
@@ -475,16 +524,9 @@ func TestKfakeTxnAbortableErrorThenAbort(t *testing.T) {
 	}
 
 	failing.Store(false)
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	vals := values("ok", 10)
-	res = sendValues(t, p, "t", vals)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("CommitTransaction after the abort: %v", err)
-	}
-	res.wait(t, time.Second)
-	wantExactly(t, valueSet(t, consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
+	commitValues(t, ctx, p, "t", vals, "transaction after the abort")
+	wantRead(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), 200*time.Millisecond, vals)
 }
 
 // TestKfakeTxnStateErrors checks the calls the state machine refuses, each naming the call and
@@ -544,11 +586,7 @@ func TestKfakeTxnCloseAbortsOpenTransaction(t *testing.T) {
 	c := newKfake(t, 1)
 	ctx := txnCtx(t)
 	p := newOpenTxnProducer(t, ctx, c.ListenAddrs(), "txn-close")
-	res := sendValues(t, p, "t", values("open", 30))
-	if err := p.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res.wait(t, time.Second)
+	sendWritten(t, ctx, p, "t", values("open", 30))
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -560,16 +598,9 @@ func TestKfakeTxnCloseAbortsOpenTransaction(t *testing.T) {
 	if err := other.InitTransactions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	vals := values("after", 10)
-	ores := sendValues(t, other, "t", vals)
-	if err := other.CommitTransaction(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ores.wait(t, time.Second)
-	wantExactly(t, valueSet(t, consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
+	commitValues(t, ctx, other, "t", vals, "the other producer's transaction")
+	wantRead(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), 200*time.Millisecond, vals)
 }
 
 // TestKfakeTxnInitRefusedTimeoutIsFatal: a transaction.timeout.ms above the broker's maximum is
@@ -589,59 +620,11 @@ func TestKfakeTxnInitRefusedTimeoutIsFatal(t *testing.T) {
 // abortable; the abort ends with InitProducerId carrying the current id and epoch (KIP-360),
 // which bumps the epoch, and the next transaction commits under it.
 func TestKfakeTxnBrokenSequenceAbortsAndBumpsEpoch(t *testing.T) {
-	c := newKfake(t, 1)
-	var broken atomic.Bool
-	broken.Store(true)
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if broken.CompareAndSwap(true, false) {
-			return produceError(r, kerr.OutOfOrderSequenceNumber.Code), nil, true
+	testRefusedFirstProduce(t, "txn-bump", kerr.OutOfOrderSequenceNumber, func(bumps *epochBumps) {
+		if bumps.count.Load() != 1 || bumps.from.Load() != 0 {
+			t.Fatalf("%d epoch bumps (from epoch %d), want 1 from epoch 0", bumps.count.Load(), bumps.from.Load())
 		}
-		return nil, nil, false
 	})
-	var bumps atomic.Int32
-	var bumpedFrom atomic.Int64
-	c.ControlKey(int16(kmsg.InitProducerID), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if req := r.(*kmsg.InitProducerIDRequest); req.ProducerID >= 0 {
-			bumps.Add(1)
-			bumpedFrom.Store(int64(req.ProducerEpoch))
-		}
-		return nil, nil, false
-	})
-	p := newTxnProducer(t, c.ListenAddrs(), "txn-bump", nil)
-	ctx := txnCtx(t)
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	res := sendValues(t, p, "t", values("broken", 5))
-	var abortable *TransactionAbortableError
-	if err := p.CommitTransaction(ctx); !errors.As(err, &abortable) || !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
-		t.Fatalf("CommitTransaction: %v, want abortable OUT_OF_ORDER_SEQUENCE_NUMBER", err)
-	}
-	res.wait(t, time.Second)
-	if err := p.AbortTransaction(ctx); err != nil {
-		t.Fatalf("AbortTransaction: %v", err)
-	}
-	if bumps.Load() != 1 || bumpedFrom.Load() != 0 {
-		t.Fatalf("%d epoch bumps (from epoch %d), want 1 from epoch 0", bumps.Load(), bumpedFrom.Load())
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	vals := values("after-bump", 20)
-	res = sendValues(t, p, "t", vals)
-	if err := p.CommitTransaction(ctx); err != nil {
-		t.Fatalf("CommitTransaction under the new epoch: %v", err)
-	}
-	res.wait(t, time.Second)
-	if err := res.firstError(); err != nil {
-		t.Fatal(err)
-	}
-	wantExactly(t, valueSet(t, consumeIsolated(t, c.ListenAddrs(), "t", kgo.ReadCommitted(), len(vals), 200*time.Millisecond)), vals)
 }
 
 // TestKfakeTxnCloseWithEmptyTransaction: Close with a transaction begun and nothing sent in it
@@ -656,6 +639,9 @@ func TestKfakeTxnCloseWithEmptyTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.wait(t, time.Second)
+	if err := res.firstError(); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 // The two clients of the cluster fault scenarios, fed the same keyed lines: the agent (stdin, or
@@ -63,41 +65,10 @@ func parseKeyed(v []byte) (key string, i int, ok bool) {
 	return string(v[:3]), n, true
 }
 
-// murmur2 is the Java client's murmur2 (org.apache.kafka.common.utils.Utils.murmur2): the
-// partition of a keyed record is (murmur2(key) & 0x7fffffff) % partitions in both clients.
-func murmur2(data []byte) int32 {
-	const seed, m, r = uint32(0x9747b28c), uint32(0x5bd1e995), 24
-	length := len(data)
-	h := seed ^ uint32(length)
-	for i := 0; i+4 <= length; i += 4 {
-		k := uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16 | uint32(data[i+3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-	}
-	tail := length &^ 3
-	switch length % 4 {
-	case 3:
-		h ^= uint32(data[tail+2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(data[tail+1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(data[tail])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return int32(h)
-}
-
-// partitionOf is the partition of line i's key in a topic of n partitions.
+// partitionOf is the partition of line i's key in a topic of n partitions: the producer's (and
+// the Java client's) murmur2 placement.
 func partitionOf(i, n int) int32 {
-	return (murmur2([]byte(keyOf(i))) & 0x7fffffff) % int32(n)
+	return producer.KeyPartition([]byte(keyOf(i)), n)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -48,8 +48,8 @@ func TestBrokerKilled(t *testing.T) {
 	dir := t.TempDir()
 	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
 	lf := newLineFile(t, path)
-	lf.write(n)
-	lf.close()
+	lf.Write(n)
+	lf.Close()
 	rd := b.reader()
 	w := rd.watch(t, topic)
 	a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, state)...)
@@ -111,8 +111,8 @@ func TestAgentKilled(t *testing.T) {
 	dir := t.TempDir()
 	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
 	lf := newLineFile(t, path)
-	lf.write(n)
-	lf.close()
+	lf.Write(n)
+	lf.Close()
 	rd := b.reader()
 	w := rd.watch(t, topic)
 	args := tailArgs(b.bootstrap(), topic, path, state)
@@ -165,7 +165,7 @@ func TestStopUnderBackpressure(t *testing.T) {
 	dir := t.TempDir()
 	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
 	lf := newLineFile(t, path)
-	lf.write(1000)
+	lf.Write(1000)
 	rd := b.reader()
 	// --max-in-flight-bytes above buffer.memory: the producer's buffer, not the file read-ahead
 	// (whose default stops reading at 2 MiB here), is what fills while the broker is cut off.
@@ -175,8 +175,8 @@ func TestStopUnderBackpressure(t *testing.T) {
 	rd.watch(t, topic).waitAtLeast(1000, time.Minute, a) // flowing before the cut
 	b.addToxic(t, `{"name":"bh_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
 	b.addToxic(t, `{"name":"bh_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
-	lf.write(n - 1000) // far more than buffer.memory holds
-	lf.close()
+	lf.Write(n - 1000) // far more than buffer.memory holds
+	lf.Close()
 	removed := false
 	defer func() {
 		if !removed {

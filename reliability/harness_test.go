@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------------------------
@@ -260,80 +262,10 @@ func agentLogLevel() string {
 // numbers, so a checkpoint says how many lines it covers.
 const lineLen = 100
 
-// numberedLine returns line i: "line-<9 digits> " padded with letters to lineLen-1, and "\n".
-func numberedLine(buf []byte, i int) []byte {
-	start := len(buf)
-	buf = fmt.Appendf(buf, "line-%09d ", i)
-	for len(buf)-start < lineLen-1 {
-		buf = append(buf, 'a'+byte((len(buf)-start+i)%26))
-	}
-	return append(buf, '\n')
-}
+// lineFile is the application's log file in every scenario: numbered lines of lineLen bytes.
+type lineFile = testkit.LineFile
 
-// lineFile appends numbered lines to a file as an application logging would.
-type lineFile struct {
-	t    testing.TB
-	path string
-	f    *os.File
-	next int
-	buf  []byte
-}
-
-func newLineFile(t testing.TB, path string) *lineFile {
-	lf := &lineFile{t: t, path: path}
-	lf.open()
-	return lf
-}
-
-func (lf *lineFile) open() {
-	f, err := os.OpenFile(lf.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		lf.t.Fatal(err)
-	}
-	lf.f = f
-}
-
-// write appends n lines in one write per 64 KiB.
-func (lf *lineFile) write(n int) {
-	for n > 0 {
-		lf.buf = lf.buf[:0]
-		for n > 0 && len(lf.buf) < 64<<10 {
-			lf.buf = numberedLine(lf.buf, lf.next)
-			lf.next++
-			n--
-		}
-		if _, err := lf.f.Write(lf.buf); err != nil {
-			lf.t.Fatal(err)
-		}
-	}
-}
-
-// rotateRename is logrotate's default: rename the file away, create a new one.
-func (lf *lineFile) rotateRename(to string) {
-	lf.f.Close()
-	if err := os.Rename(lf.path, to); err != nil {
-		lf.t.Fatal(err)
-	}
-	lf.open()
-}
-
-// rotateCopyTruncate is logrotate's copytruncate done by the writer itself, so that nothing is
-// written between the copy and the truncation: copy the content away, truncate in place; the
-// writer keeps its descriptor (O_APPEND, so it continues at the new end).
-func (lf *lineFile) rotateCopyTruncate(to string) {
-	data, err := os.ReadFile(lf.path)
-	if err != nil {
-		lf.t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		lf.t.Fatal(err)
-	}
-	if err := os.Truncate(lf.path, 0); err != nil {
-		lf.t.Fatal(err)
-	}
-}
-
-func (lf *lineFile) close() { lf.f.Close() }
+func newLineFile(t testing.TB, path string) *lineFile { return testkit.NewLineFile(t, path, lineLen) }
 
 // checkpointLines reads the agent's checkpoint file and returns the committed offset of the
 // entry for path (its current name), in lines; 0 if there is none yet.
@@ -534,7 +466,7 @@ func (tl *tally) add(t *testing.T, v []byte) {
 	if err != nil || i < 0 || i >= n {
 		t.Fatalf("unexpected record %.80q (lines 0..%d expected)", v, n-1)
 	}
-	if want := numberedLine(nil, i); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
+	if want := testkit.NumberedLine(nil, i, lineLen); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
 		if len(v) < lineLen-1 && bytes.HasPrefix(want, v) {
 			c.torn++
 			if c.torn <= 3 {

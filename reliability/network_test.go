@@ -39,7 +39,7 @@ func startPaced(lf *lineFile, perSecond int, rotateEvery time.Duration, rotate f
 				due := int(now.Sub(start).Seconds() * float64(perSecond))
 				pw.mu.Lock()
 				if due > written {
-					lf.write(due - written)
+					lf.Write(due - written)
 					written = due
 				}
 				if pw.rotate != nil && !now.Before(nextRotate) {
@@ -58,14 +58,14 @@ func startPaced(lf *lineFile, perSecond int, rotateEvery time.Duration, rotate f
 func (pw *pacedWriter) stop() int {
 	close(pw.stopped)
 	<-pw.done
-	return pw.lf.next
+	return pw.lf.Next
 }
 
 // written returns the lines written so far.
 func (pw *pacedWriter) written() int {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
-	return pw.lf.next
+	return pw.lf.Next
 }
 
 // TestNetworkFaults puts toxics on the proxy that the broker advertises, while an application
@@ -111,7 +111,7 @@ func TestNetworkFaults(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "app.log")
 			lf := newLineFile(t, path)
-			defer lf.close()
+			defer lf.Close()
 			rd := b.reader()
 			w := rd.watch(t, topic)
 			const bufferMemory = 8 << 20

@@ -39,19 +39,19 @@ func TestRotationTorture(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "app.log")
 			lf := newLineFile(t, path)
-			defer lf.close()
+			defer lf.Close()
 			rd := b.reader()
 			w := rd.watch(t, topic)
-			lf.write(1000)
+			lf.Write(1000)
 			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, filepath.Join(dir, tc.glob), filepath.Join(dir, "state"))...)
 			// The agent must know the file before its first rotation.
 			w.waitAtLeast(1000, time.Minute, a)
 			rotate := func(lf *lineFile, n int) {
-				to := fmt.Sprintf("%s.%d", lf.path, n)
+				to := fmt.Sprintf("%s.%d", lf.Path, n)
 				if tc.copy {
-					lf.rotateCopyTruncate(to)
+					lf.RotateCopyTruncate(to)
 				} else {
-					lf.rotateRename(to)
+					lf.RotateRename(to)
 				}
 			}
 			pw := startPaced(lf, rate, 100*time.Millisecond, rotate)

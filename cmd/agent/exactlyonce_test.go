@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // TestExactlyOnceRefusesStdin: --exactly-once with standard input is a configuration error
@@ -70,8 +71,8 @@ func TestExactlyOnceFencedAgentStops(t *testing.T) {
 	topic := kafkatest.NewTopic(t, 3)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "app.log")
-	lw := newLineWriter(t, path)
-	lw.write(5000)
+	lw := testkit.NewLineFile(t, path, lineLen)
+	lw.Write(5000)
 	txnID := topic + "-txn"
 	args := func(state string) []string {
 		return []string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", state,
@@ -99,7 +100,7 @@ func TestExactlyOnceFencedAgentStops(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	lw.write(5000) // for whichever agent is still allowed to send
+	lw.Write(5000) // for whichever agent is still allowed to send
 	select {
 	case <-first.exited:
 	case <-time.After(time.Minute):

@@ -141,13 +141,9 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("empty file", func(t *testing.T) {
 		rep := report(t, "6. bad input: an empty file, then lines")
-		topic := b.newTopic(t, 3)
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		lf := newLineFile(t, path)
-		defer lf.Close()
-		w := rd.watch(t, topic)
-		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state"))...)
+		f := newScenario(t, b)
+		topic, lf, w := f.topic, f.lf, f.w
+		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, f.path, f.state)...)
 		waitLog(t, a, "following file", time.Minute)
 		lf.Write(1000)
 		w.waitAtLeast(1000, time.Minute, a)
@@ -165,13 +161,10 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("path becomes a directory", func(t *testing.T) {
 		rep := report(t, "6. bad input: the followed path becomes a directory, then a file again")
-		topic := b.newTopic(t, 3)
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		lf := newLineFile(t, path)
+		f := newScenario(t, b)
+		topic, path, lf, w := f.topic, f.path, f.lf, f.w
 		lf.Write(1000)
-		w := rd.watch(t, topic)
-		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state"))...)
+		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, f.state)...)
 		w.waitAtLeast(1000, time.Minute, a)
 		lf.Close()
 		if err := os.Remove(path); err != nil {

@@ -469,21 +469,28 @@ func shortTimeoutProps() []string {
 	return []string{"request.timeout.ms=" + ms(requestTimeout), "delivery.timeout.ms=" + ms(deliveryTimeout)}
 }
 
-func clusterLeaderPaused(t *testing.T, c *cluster) {
-	pauseFor := requestTimeout + 3*time.Second
-	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v (request.timeout.ms %v, delivery.timeout.ms %v), SIGCONT",
-		pauseFor, requestTimeout, deliveryTimeout), rotatedAssignment(6, 0), nil, clientSpec{props: shortTimeoutProps()}, nil)
+// pauseLeader starts the pair at clusterRate and, once it flows, SIGSTOPs the node n that leads
+// partition 0 of the agent's topic; parts are the partitions n leads in each client's topic.
+func (p *pair) pauseLeader(t *testing.T, c *cluster) (n int, parts map[string][]int32, paused time.Time) {
+	t.Helper()
 	p.start()
 	p.f.pace(clusterRate)
 	p.warm()
 	hold(time.Second)
-	n := c.leaderOf(t, p.topics["agent"], 0)
-	parts := map[string][]int32{}
+	n = c.leaderOf(t, p.topics["agent"], 0)
+	parts = map[string][]int32{}
 	for _, k := range p.kinds {
 		parts[k] = c.ledBy(t, p.topics[k], n)
 	}
 	c.pause(t, n)
-	paused := time.Now()
+	return n, parts, time.Now()
+}
+
+func clusterLeaderPaused(t *testing.T, c *cluster) {
+	pauseFor := requestTimeout + 3*time.Second
+	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v (request.timeout.ms %v, delivery.timeout.ms %v), SIGCONT",
+		pauseFor, requestTimeout, deliveryTimeout), rotatedAssignment(6, 0), nil, clientSpec{props: shortTimeoutProps()}, nil)
+	n, parts, paused := p.pauseLeader(t, c)
 	hold(pauseFor)
 	c.cont(t, n)
 	resumed := time.Now()
@@ -518,17 +525,7 @@ func clusterLeaderPausedLong(t *testing.T, c *cluster) {
 	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v (20 s past delivery.timeout.ms %v, request.timeout.ms %v), SIGCONT, then %s more lines",
 		pauseFor, deliveryTimeout, expiringRequestTimeout, num(after)), rotatedAssignment(6, 0), nil, clientSpec{props: expiringProps(),
 		shutdownWait: deliveryTimeout + 10*time.Second}, nil)
-	p.start()
-	p.f.pace(clusterRate)
-	p.warm()
-	hold(time.Second)
-	n := c.leaderOf(t, p.topics["agent"], 0)
-	parts := map[string][]int32{}
-	for _, k := range p.kinds {
-		parts[k] = c.ledBy(t, p.topics[k], n)
-	}
-	c.pause(t, n)
-	paused := time.Now()
+	n, _, paused := p.pauseLeader(t, c)
 	hold(pauseFor)
 	p.f.pace(0)
 	c.cont(t, n)

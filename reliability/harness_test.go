@@ -267,6 +267,40 @@ type lineFile = testkit.LineFile
 
 func newLineFile(t testing.TB, path string) *lineFile { return testkit.NewLineFile(t, path, lineLen) }
 
+// scenario is how most scenarios start: a topic of 3 partitions; the application's log file at
+// path in dir, open for appending (lf, closed when the test ends), and the agent's state dir
+// beside it; the topic read back outside the proxy (rd) and watched (w). n is the number of lines
+// of a file written before the agent starts (newFileScenario); recs collects recovery times.
+type scenario struct {
+	topic, dir, path, state string
+	lf                      *lineFile
+	rd                      kafkaAccess
+	w                       *offsetWatcher
+	n                       int
+	recs                    []time.Duration
+}
+
+func newScenario(t *testing.T, b *suite) *scenario {
+	t.Helper()
+	f := &scenario{topic: b.newTopic(t, 3), dir: t.TempDir()}
+	f.path, f.state = filepath.Join(f.dir, "app.log"), filepath.Join(f.dir, "state")
+	f.lf = newLineFile(t, f.path)
+	t.Cleanup(f.lf.Close)
+	f.rd = b.reader()
+	f.w = f.rd.watch(t, f.topic)
+	return f
+}
+
+// newFileScenario is newScenario with a file of n lines, written and closed.
+func newFileScenario(t *testing.T, b *suite, n int) *scenario {
+	t.Helper()
+	f := newScenario(t, b)
+	f.n = n
+	f.lf.Write(n)
+	f.lf.Close()
+	return f
+}
+
 // checkpointLines reads the agent's checkpoint file and returns the committed offset of the
 // entry for path (its current name), in lines; 0 if there is none yet.
 func checkpointLines(t *testing.T, stateDir, path string) int64 {

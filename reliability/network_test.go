@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -107,15 +106,10 @@ func TestNetworkFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := report(t, "3. network: "+tc.name)
-			topic := b.newTopic(t, 3)
-			dir := t.TempDir()
-			path := filepath.Join(dir, "app.log")
-			lf := newLineFile(t, path)
-			defer lf.Close()
-			rd := b.reader()
-			w := rd.watch(t, topic)
+			f := newScenario(t, b)
+			topic, lf, rd, w := f.topic, f.lf, f.rd, f.w
 			const bufferMemory = 8 << 20
-			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state"),
+			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, f.path, f.state,
 				"-X", fmt.Sprintf("buffer.memory=%d", bufferMemory), "-X", "max.block.ms=2000")...)
 			pw := startPaced(lf, tc.rate, 0, nil)
 			defer func() {

@@ -130,6 +130,11 @@ func (m *Metadata) Add(topic string, now time.Time) {
 func (m *Metadata) Topics() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.sortedTopics()
+}
+
+// sortedTopics returns the topics of interest, sorted. The caller holds m.mu.
+func (m *Metadata) sortedTopics() []string {
 	ts := make([]string, 0, len(m.topics))
 	for t := range m.topics {
 		ts = append(ts, t)
@@ -153,12 +158,7 @@ func (m *Metadata) RequestUpdate() (version int) {
 func (m *Metadata) NewRequestAndVersion() (*kmsg.MetadataRequest, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	topics := make([]string, 0, len(m.topics))
-	for t := range m.topics {
-		topics = append(topics, t)
-	}
-	slices.Sort(topics)
-	return NewRequest(topics, m.allowAutoCreate), m.requestVersion
+	return NewRequest(m.sortedTopics(), m.allowAutoCreate), m.requestVersion
 }
 
 // UpdateRequested reports whether an update was asked for and has not happened yet.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -135,10 +136,7 @@ func (m *Metadata) Topics() []string {
 
 // sortedTopics returns the topics of interest, sorted. The caller holds m.mu.
 func (m *Metadata) sortedTopics() []string {
-	ts := make([]string, 0, len(m.topics))
-	for t := range m.topics {
-		ts = append(ts, t)
-	}
+	ts := slices.AppendSeq(make([]string, 0, len(m.topics)), maps.Keys(m.topics))
 	slices.Sort(ts)
 	return ts
 }

@@ -1124,10 +1124,7 @@ func clusterTxnLeaderPaused(t *testing.T, c *cluster) {
 	spec := eosSpec(expiringProps())
 	p := newPair(t, c, fmt.Sprintf("i. transactions (commit every %d ms): coordinator node 1, data leader node 2 SIGSTOP %v (delivery.timeout.ms %v), SIGCONT; read_committed",
 		clusterCommitMs, pauseFor, deliveryTimeout), rotatedAssignment(6, 0), nil, spec, nil)
-	p.spec.agentTxnID = txnIDOn(t, c, p.topics["agent"]+"-txn", 1)
-	p.spec.javaTxnID = txnIDOn(t, c, p.topics["Java"]+"-txn", 1)
-	p.spec.stateTopic = p.topics["agent"] + "-state"
-	c.createTopic(t, p.spec.stateTopic, [][]int32{{1, 3, 2}}, map[string]string{"cleanup.policy": "compact"})
+	p.coordinatedOn(t, c, 1, []int32{1, 3, 2})
 	p.start()
 	p.f.pace(clusterRate)
 	p.warm()
@@ -1161,15 +1158,22 @@ func clusterTxnLeaderPaused(t *testing.T, c *cluster) {
 	})
 }
 
+// coordinatedOn gives both clients transactional ids whose coordinator is node, and the agent a
+// compacted state topic of one partition on replicas (its leader first).
+func (p *pair) coordinatedOn(t *testing.T, c *cluster, node int, replicas []int32) {
+	t.Helper()
+	p.spec.agentTxnID = txnIDOn(t, c, p.topics["agent"]+"-txn", node)
+	p.spec.javaTxnID = txnIDOn(t, c, p.topics["Java"]+"-txn", node)
+	p.spec.stateTopic = p.topics["agent"] + "-state"
+	c.createTopic(t, p.spec.stateTopic, [][]int32{replicas}, map[string]string{"cleanup.policy": "compact"})
+}
+
 func clusterStateLeaderDown(t *testing.T, c *cluster) {
 	down := size(12*time.Second, 8*time.Second)
 	spec := eosSpec([]string{"delivery.timeout.ms=120000", "request.timeout.ms=30000"})
 	p := newPair(t, c, fmt.Sprintf("j. exactly-once start while node 3 is down (kill -9, restarted after %v): the agent's state topic leader, both clients' transaction coordinator; read_committed", down),
 		rotatedAssignment(6, 0), nil, spec, nil)
-	p.spec.agentTxnID = txnIDOn(t, c, p.topics["agent"]+"-txn", 3)
-	p.spec.javaTxnID = txnIDOn(t, c, p.topics["Java"]+"-txn", 3)
-	p.spec.stateTopic = p.topics["agent"] + "-state"
-	c.createTopic(t, p.spec.stateTopic, [][]int32{{3, 1, 2}}, map[string]string{"cleanup.policy": "compact"})
+	p.coordinatedOn(t, c, 3, []int32{3, 1, 2})
 	c.kill(t, 3)
 	killed := time.Now()
 	p.start()

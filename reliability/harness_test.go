@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
@@ -131,7 +132,7 @@ func (a *agentProc) sampleRSS() {
 		case <-a.exited:
 			return
 		case <-tick.C:
-			if r := rss(a.cmd.Process.Pid); r > 0 {
+			if r := procstat.RSS(a.cmd.Process.Pid); r > 0 {
 				a.peakMu.Lock()
 				a.peak = max(a.peak, r)
 				a.peakMu.Unlock()
@@ -149,20 +150,6 @@ func (a *agentProc) peakRSS(reset bool) int64 {
 		a.peak = 0
 	}
 	return p
-}
-
-func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
 }
 
 func (a *agentProc) log() string {

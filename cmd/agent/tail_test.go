@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
@@ -83,19 +84,7 @@ func (a *runningAgent) kill9() {
 }
 
 // rss returns the agent's resident memory in bytes.
-func (a *runningAgent) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
+func (a *runningAgent) rss() int64 { return procstat.RSS(a.cmd.Process.Pid) }
 
 // lineLen is the length of the lines the tests' "application" writes (testkit.LineFile),
 // newline included: about a typical log line.

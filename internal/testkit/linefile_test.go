@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +8,7 @@ import (
 )
 
 func TestLineFileWritesNumberedLinesThroughRotations(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	path := filepath.Join(t.TempDir(), "app.log")
 	lf := NewLineFile(t, path, 70)
 	defer lf.Close()
 	lf.Write(3)
@@ -46,7 +44,7 @@ func TestLineFileWritesNumberedLinesThroughRotations(t *testing.T) {
 	if lf.Next != 6 {
 		t.Fatalf("Next = %d after 6 lines", lf.Next)
 	}
-	if !bytes.HasPrefix(NumberedLine(nil, 42, 100), []byte("line-000000042 ")) {
-		t.Fatal("a numbered line starts with its number")
+	if l := string(NumberedLine(nil, 42, 100)); !strings.HasPrefix(l, "line-000000042 ") || len(l) != 100 {
+		t.Fatalf("line 42 of 100 bytes = %q", l)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/internal/freeport"
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
 )
 
 // MemoryResult is one memory run: the agent tails a file that keeps growing while the broker
@@ -198,7 +199,7 @@ func (b *bench) memoryRun(bufMem int64, line []byte, mb *memBroker, adm *admin) 
 		return checkpointOffset(cp, file) > 4<<20 || p.exited(), nil
 	})
 	time.Sleep(2 * time.Second)
-	if kb, err := rssKiB(p.pid()); err == nil {
+	if kb, err := procstat.KiB(p.pid(), "VmRSS:"); err == nil {
 		res.RSSBeforeStopMiB = float64(kb) / 1024
 	}
 	res.CheckpointAtStop = checkpointOffset(cp, file)
@@ -223,7 +224,7 @@ func (b *bench) memoryRun(bufMem int64, line []byte, mb *memBroker, adm *admin) 
 			res.Error = "the agent exited during the measurement: " + res.ExitedEarly
 			break
 		}
-		kb, err := rssKiB(p.pid())
+		kb, err := procstat.KiB(p.pid(), "VmRSS:")
 		if err != nil {
 			continue
 		}

@@ -735,30 +735,20 @@ func consumeCommitted(t *testing.T, acc kafkaAccess, topic string, partitions in
 	defer cancel()
 	prod := acc.client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	defer prod.Close()
-	want := map[int32]bool{}
+	want := map[int32]int64{}
 	for p := int32(0); p < int32(partitions); p++ {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(endOfTest)}).FirstErr(); err != nil {
 			t.Fatalf("sentinel to %s/%d: %v", topic, p, err)
 		}
-		want[p] = true
+		want[p] = 0
 	}
-	cl := acc.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	defer cl.Close()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s back at read_committed: %v (%d partitions not read to their sentinel)", topic, ctx.Err(), len(want))
+	acc.readBack(t, ctx, topic, " at read_committed", "sentinel", want, func(r *kgo.Record) bool {
+		if string(r.Value) == endOfTest {
+			return true
 		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == endOfTest {
-				delete(want, r.Partition)
-				return
-			}
-			each(r)
-		})
-	}
+		each(r)
+		return false
+	}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 }
 
 // firstAfter returns the append time of the first record on parts (nil: any partition) appended

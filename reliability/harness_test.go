@@ -551,22 +551,33 @@ func (k kafkaAccess) consume(t *testing.T, topic string, each func(*kgo.Record))
 	if len(want) == 0 {
 		return
 	}
-	cl := k.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+	k.readBack(t, ctx, topic, "", "end", want, func(r *kgo.Record) bool {
+		end, ok := want[r.Partition]
+		if !ok || r.Offset >= end {
+			return false
+		}
+		each(r)
+		return r.Offset+1 >= end
+	})
+}
+
+// readBack reads topic from the start (opts added) until no partition is left in want: take
+// gets every record and says whether it was its partition's last. At ctx's deadline it fails
+// the test: the topic not read back (how: at which isolation level) to each partition's goal.
+func (k kafkaAccess) readBack(t *testing.T, ctx context.Context, topic, how, goal string, want map[int32]int64,
+	take func(*kgo.Record) (last bool), opts ...kgo.Opt) {
+	t.Helper()
+	cl := k.client(t, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(16 << 20)}, opts...)...)
 	defer cl.Close()
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("reading %s back: %v (%d partitions not read to their end)", topic, ctx.Err(), len(want))
+			t.Fatalf("reading %s back%s: %v (%d partitions not read to their %s)", topic, how, ctx.Err(), len(want), goal)
 		}
 		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			each(r)
-			if r.Offset+1 >= end {
+			if take(r) {
 				delete(want, r.Partition)
 			}
 		})

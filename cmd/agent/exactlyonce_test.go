@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
-	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // TestExactlyOnceRefusesStdin: --exactly-once with standard input is a configuration error
@@ -67,11 +66,7 @@ func readCommitted(t *testing.T, topic string, partitions int32) []string {
 // the second fences the first, which exits 1 naming the id; the second resumes at the first's
 // last commit and a read_committed consumer sees every line once.
 func TestExactlyOnceFencedAgentStops(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 3)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	lw := testkit.NewLineFile(t, path, lineLen)
+	bootstrap, topic, dir, path, lw := tailSetup(t, 3)
 	lw.Write(5000)
 	txnID := topic + "-txn"
 	args := func(state string) []string {

@@ -90,6 +90,15 @@ func (a *runningAgent) rss() int64 { return procstat.RSS(a.cmd.Process.Pid) }
 // newline included: about a typical log line.
 const lineLen = 70
 
+// tailSetup is how the tail tests start: the real broker, a new topic of the given partitions,
+// and the application's log file path (dir/app.log) open for writing (lw).
+func tailSetup(t *testing.T, partitions int) (bootstrap, topic, dir, path string, lw *testkit.LineFile) {
+	t.Helper()
+	bootstrap, topic, dir = kafkatest.Bootstrap(t), kafkatest.NewTopic(t, partitions), t.TempDir()
+	path = filepath.Join(dir, "app.log")
+	return bootstrap, topic, dir, path, testkit.NewLineFile(t, path, lineLen)
+}
+
 // waitForRecords consumes topic until n distinct lines arrived, or fails at the deadline.
 func waitForRecords(t *testing.T, bootstrap, topic string, n int, timeout time.Duration, agent *runningAgent) {
 	t.Helper()
@@ -146,12 +155,8 @@ func tailArgs(bootstrap, topic, path, state string) []string {
 }
 
 func TestTailMillionLineFile(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 6)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	bootstrap, topic, dir, path, lw := tailSetup(t, 6)
 	const n = 1_000_000
-	lw := testkit.NewLineFile(t, path, lineLen)
 	lw.Write(n)
 	start := time.Now()
 	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
@@ -173,11 +178,7 @@ func TestTailMillionLineFile(t *testing.T) {
 }
 
 func TestTailRotationWhileWriting(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 3)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	lw := testkit.NewLineFile(t, path, lineLen)
+	bootstrap, topic, dir, path, lw := tailSetup(t, 3)
 	lw.Write(1000)
 	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
 	// The agent must know the file before it is first rotated: a file renamed away before the
@@ -203,12 +204,8 @@ func TestTailRotationWhileWriting(t *testing.T) {
 }
 
 func TestTailKill9AndRestartLosesNothing(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 3)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	bootstrap, topic, dir, path, lw := tailSetup(t, 3)
 	state := filepath.Join(dir, "state")
-	lw := testkit.NewLineFile(t, path, lineLen)
 	const rounds, perRound = 5, 40000
 	for round := 0; round < rounds; round++ {
 		a := startAgent(t, nil, tailArgs(bootstrap, topic, path, state)...)

@@ -146,15 +146,7 @@ func summarize(r *Report) {
 		r.Summaries = append(r.Summaries, s)
 	}
 
-	find := func(section, tool, cell string) *Summary {
-		for i := range r.Summaries {
-			s := &r.Summaries[i]
-			if s.Section == section && s.Tool == tool && s.Cell == cell {
-				return s
-			}
-		}
-		return nil
-	}
+	find := r.summary
 	// perRep pairs the records/s of the runs side picks (0: the numerator, 1: the denominator,
 	// -1: neither) repetition by repetition, and returns the ratios of the repetitions where both
 	// ran.
@@ -368,24 +360,21 @@ func (r *Report) summary(section, tool, cell string) *Summary {
 }
 
 func (r *Report) cells(section string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, s := range r.Summaries {
-		if s.Section == section && !seen[s.Cell] {
-			seen[s.Cell] = true
-			out = append(out, s.Cell)
-		}
-	}
-	return out
+	return r.distinct(section, func(s Summary) string { return s.Cell })
 }
 
 func (r *Report) tools(section string) []string {
+	return r.distinct(section, func(s Summary) string { return s.Tool })
+}
+
+// distinct returns the values of field over the section's summaries, each once, in order.
+func (r *Report) distinct(section string, field func(Summary) string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, s := range r.Summaries {
-		if s.Section == section && !seen[s.Tool] {
-			seen[s.Tool] = true
-			out = append(out, s.Tool)
+		if v := field(s); s.Section == section && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,22 +195,27 @@ func testEnsureCompacted(t *testing.T, bootstrap []string, topic string) {
 	}
 	adm := kadm.NewClient(kgoClient(t, bootstrap))
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, topic+"-delete") })
-	rc, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := rc.On(topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, cfg := range policy.Configs {
-		if cfg.Key == "cleanup.policy" && cfg.MaybeValue() == "compact" {
-			found = true
+	// CreateTopics answers once the controller has the topic; the broker that DescribeConfigs
+	// asks may apply it a moment later (an empty config list until then).
+	var configs []kadm.Config
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		rc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !found {
-		t.Fatalf("created topic's configs: %v", policy.Configs)
+		policy, err := rc.On(topic, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = policy.Configs
+		if slices.ContainsFunc(configs, func(cfg kadm.Config) bool {
+			return cfg.Key == "cleanup.policy" && cfg.MaybeValue() == "compact"
+		}) {
+			break
+		}
+		if len(configs) > 0 || time.Now().After(deadline) {
+			t.Fatalf("created topic's configs: %v", configs)
+		}
 	}
 	td, err := adm.ListTopics(ctx, topic)
 	if err != nil || len(td[topic].Partitions) != 1 {

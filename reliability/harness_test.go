@@ -95,7 +95,7 @@ func spawn(t *testing.T, logf, bin string, stdin io.Reader, env []string, args .
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Stdin = stdin
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testkit.AgentEnv(), env...)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, err
@@ -109,18 +109,6 @@ func spawn(t *testing.T, logf, bin string, stdin io.Reader, env []string, args .
 	}()
 	go a.sampleRSS()
 	return a, nil
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AGENT_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	// No OpenTelemetry collector runs here: without these the exporters retry against
-	// 127.0.0.1:4317, log a warning every 10 s and add about 2 s to every exit.
-	return append(env, "HOME="+os.TempDir(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
 }
 
 // sampleRSS records the agent's peak resident memory every 20 ms while it runs.

@@ -37,7 +37,7 @@ func startAgent(t *testing.T, env []string, args ...string) *runningAgent {
 	}
 	cmd := exec.Command(agentBin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testkit.AgentEnv(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,26 +16,16 @@ all: vet test-short
 deps:
 	scripts/deps.sh
 
-broker-start: deps
-	scripts/kafka/broker.sh start
+broker-start cluster-start: deps
 
-broker-stop:
-	scripts/kafka/broker.sh stop
-
-broker-status:
-	scripts/kafka/broker.sh status
+broker-start broker-stop broker-status: broker-%:
+	scripts/kafka/broker.sh $*
 
 # A three-node KRaft cluster (scripts/kafka/cluster.sh) on 127.0.0.1:29092,29102,29112, for
 # iterating by hand on fault tests: eval "$$(scripts/kafka/cluster.sh env)".
 .PHONY: cluster-start cluster-stop cluster-status
-cluster-start: deps
-	scripts/kafka/cluster.sh start
-
-cluster-stop:
-	scripts/kafka/cluster.sh stop
-
-cluster-status:
-	scripts/kafka/cluster.sh status
+cluster-start cluster-stop cluster-status: cluster-%:
+	scripts/kafka/cluster.sh $*
 
 # vet and the tests both run; the target fails if either failed.
 test: deps

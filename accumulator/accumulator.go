@@ -17,11 +17,17 @@ import (
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
-// Java client defaults, used for zero Config fields that have no meaningful zero.
+// Java client defaults (ProducerConfig), used for zero Config fields that have no meaningful
+// zero. The accumulator owns these three settings; producer.DefaultConfig reads them.
 const (
-	defaultBatchSize       = 16384
-	defaultBufferMemory    = 32 << 20
-	defaultDeliveryTimeout = 120 * time.Second
+	// DefaultBatchSize is batch.size's default, in bytes.
+	DefaultBatchSize = 16384
+	// DefaultBufferMemory is buffer.memory's default, in bytes (32 MiB).
+	DefaultBufferMemory = 32 << 20
+	// DefaultDeliveryTimeout is delivery.timeout.ms's default.
+	DefaultDeliveryTimeout = 120 * time.Second
+
+	defaultBatchSize, defaultBufferMemory, defaultDeliveryTimeout = DefaultBatchSize, DefaultBufferMemory, DefaultDeliveryTimeout
 )
 
 // Config is the accumulator's share of the producer configuration.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,11 +195,10 @@ func testEnsureCompacted(t *testing.T, bootstrap []string, topic string) {
 	}
 	adm := kadm.NewClient(kgoClient(t, bootstrap))
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, topic+"-delete") })
-	// CreateTopics answers once the controller has the topic; the broker that answers
-	// DescribeConfigs may learn of it a moment later (and then describes no configs).
+	// CreateTopics answers once the controller has the topic; the broker that DescribeConfigs
+	// asks may apply it a moment later (an empty config list until then).
 	var configs []kadm.Config
-	deadline := time.Now().Add(15 * time.Second)
-	for found := false; !found; {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		rc, err := adm.DescribeTopicConfigs(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
@@ -208,16 +208,13 @@ func testEnsureCompacted(t *testing.T, bootstrap []string, topic string) {
 			t.Fatal(err)
 		}
 		configs = policy.Configs
-		for _, cfg := range configs {
-			if cfg.Key == "cleanup.policy" && cfg.MaybeValue() == "compact" {
-				found = true
-			}
+		if slices.ContainsFunc(configs, func(cfg kadm.Config) bool {
+			return cfg.Key == "cleanup.policy" && cfg.MaybeValue() == "compact"
+		}) {
+			break
 		}
-		if !found && time.Now().After(deadline) {
-			t.Fatalf("created topic's configs after 15 s: %v", configs)
-		}
-		if !found {
-			time.Sleep(50 * time.Millisecond)
+		if len(configs) > 0 || time.Now().After(deadline) {
+			t.Fatalf("created topic's configs: %v", configs)
 		}
 	}
 	td, err := adm.ListTopics(ctx, topic)

@@ -3,6 +3,7 @@
 package inflight
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -147,10 +148,7 @@ func (f *InFlightRequests) IsEmpty(node int32) bool { return len(f.requests[node
 
 // Nodes returns the nodes with requests in flight, sorted.
 func (f *InFlightRequests) Nodes() []int32 {
-	nodes := make([]int32, 0, len(f.requests))
-	for node := range f.requests {
-		nodes = append(nodes, node)
-	}
+	nodes := slices.AppendSeq(make([]int32, 0, len(f.requests)), maps.Keys(f.requests))
 	slices.Sort(nodes)
 	return nodes
 }

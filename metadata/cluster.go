@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 
@@ -118,10 +119,7 @@ func (c *Cluster) AvailablePartitions(topic string) []int32 {
 
 // Topics returns the topics the snapshot knows partitions for, sorted.
 func (c *Cluster) Topics() []string {
-	ts := make([]string, 0, len(c.topics))
-	for t := range c.topics {
-		ts = append(ts, t)
-	}
+	ts := slices.AppendSeq(make([]string, 0, len(c.topics)), maps.Keys(c.topics))
 	slices.Sort(ts)
 	return ts
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -130,10 +131,12 @@ func (m *Metadata) Add(topic string, now time.Time) {
 func (m *Metadata) Topics() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ts := make([]string, 0, len(m.topics))
-	for t := range m.topics {
-		ts = append(ts, t)
-	}
+	return m.sortedTopics()
+}
+
+// sortedTopics returns the topics of interest, sorted. The caller holds m.mu.
+func (m *Metadata) sortedTopics() []string {
+	ts := slices.AppendSeq(make([]string, 0, len(m.topics)), maps.Keys(m.topics))
 	slices.Sort(ts)
 	return ts
 }
@@ -153,12 +156,7 @@ func (m *Metadata) RequestUpdate() (version int) {
 func (m *Metadata) NewRequestAndVersion() (*kmsg.MetadataRequest, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	topics := make([]string, 0, len(m.topics))
-	for t := range m.topics {
-		topics = append(topics, t)
-	}
-	slices.Sort(topics)
-	return NewRequest(topics, m.allowAutoCreate), m.requestVersion
+	return NewRequest(m.sortedTopics(), m.allowAutoCreate), m.requestVersion
 }
 
 // UpdateRequested reports whether an update was asked for and has not happened yet.

@@ -360,65 +360,59 @@ func TestUpdateRecreatedTopicTakesNewLeader(t *testing.T) {
 		return map[string][]partitionSpec{"a": {{0, leader, epoch, 0}}}
 	}
 
-	t.Run("new topic id", func(t *testing.T) {
+	// updated is a new Metadata interested in "a" that took resps, the i-th at at(i).
+	updated := func(t *testing.T, resps ...*kmsg.MetadataResponse) *Metadata {
 		m := newTestMetadata(t)
 		m.Add("a", t0)
-		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
-		m.Update(withTopicID(response(a(2, 0), nil), "a", 2), at(1))
+		for i, r := range resps {
+			m.Update(r, at(i))
+		}
+		return m
+	}
+	id := withTopicID
+
+	t.Run("new topic id", func(t *testing.T) {
+		m := updated(t, id(response(a(1, 7), nil), "a", 1), id(response(a(2, 0), nil), "a", 2))
 		if l, e := leader(m); l != 2 || e != 0 {
 			t.Fatalf("recreated topic: leader %d epoch %d, want the new topic's leader 2 at epoch 0", l, e)
 		}
 		// From then on the guard works for the new topic's epochs.
-		m.Update(withTopicID(response(a(2, 3), nil), "a", 2), at(2))
-		m.Update(withTopicID(response(a(1, 2), nil), "a", 2), at(3))
+		m.Update(id(response(a(2, 3), nil), "a", 2), at(2))
+		m.Update(id(response(a(1, 2), nil), "a", 2), at(3))
 		if l, e := leader(m); l != 2 || e != 3 {
 			t.Fatalf("stale epoch of the same topic id: leader %d epoch %d, want 2 at 3", l, e)
 		}
 	})
 	t.Run("old topic id unknown", func(t *testing.T) {
-		m := newTestMetadata(t)
-		m.Add("a", t0)
-		m.Update(response(a(1, 7), nil), at(0)) // no topic id
-		m.Update(withTopicID(response(a(2, 0), nil), "a", 2), at(1))
+		m := updated(t, response(a(1, 7), nil) /* no topic id */, id(response(a(2, 0), nil), "a", 2))
 		if l, _ := leader(m); l != 2 {
 			t.Fatalf("leader %d, want 2: a topic id where none was known resets the epoch", l)
 		}
 	})
 	t.Run("deleted in between", func(t *testing.T) {
-		m := newTestMetadata(t)
-		m.Add("a", t0)
-		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
-		m.Update(response(nil, map[string]int16{"a": kerr.UnknownTopicOrPartition.Code}), at(1))
-		m.Update(withTopicID(response(a(2, 0), nil), "a", 2), at(2))
+		m := updated(t, id(response(a(1, 7), nil), "a", 1),
+			response(nil, map[string]int16{"a": kerr.UnknownTopicOrPartition.Code}),
+			id(response(a(2, 0), nil), "a", 2))
 		if l, _ := leader(m); l != 2 {
 			t.Fatalf("leader %d, want 2 after delete and create", l)
 		}
 	})
 	t.Run("same topic id keeps the newer epoch", func(t *testing.T) {
-		m := newTestMetadata(t)
-		m.Add("a", t0)
-		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
-		m.Update(withTopicID(response(a(2, 6), nil), "a", 1), at(1))
+		m := updated(t, id(response(a(1, 7), nil), "a", 1), id(response(a(2, 6), nil), "a", 1))
 		if l, e := leader(m); l != 1 || e != 7 {
 			t.Fatalf("leader %d epoch %d from a stale epoch, want 1 at 7", l, e)
 		}
 	})
 	t.Run("no topic id in the new response keeps the newer epoch", func(t *testing.T) {
-		m := newTestMetadata(t)
-		m.Add("a", t0)
-		m.Update(withTopicID(response(a(1, 7), nil), "a", 1), at(0))
-		m.Update(response(a(2, 6), nil), at(1))
+		m := updated(t, id(response(a(1, 7), nil), "a", 1), response(a(2, 6), nil))
 		if l, _ := leader(m); l != 1 {
 			t.Fatalf("leader %d, want 1: without a topic id nothing says the topic changed", l)
 		}
 	})
 	t.Run("unreliable epochs before v9", func(t *testing.T) {
-		m := newTestMetadata(t)
-		m.Add("a", t0)
-		m.Update(response(a(1, 7), nil), at(0))
 		old := response(a(2, 6), nil)
 		old.SetVersion(8)
-		m.Update(old, at(1))
+		m := updated(t, response(a(1, 7), nil), old)
 		if l, e := leader(m); l != 2 || e != -1 {
 			t.Fatalf("v8 response: leader %d epoch %d, want 2 without an epoch (Java's withoutLeaderEpoch)", l, e)
 		}

@@ -72,6 +72,16 @@ func awaitReady(t *testing.T, c *NetworkClient, node metadata.Node) {
 	pollUntil(t, c, 10*time.Second, "node ready", func() bool { return c.Ready(node, time.Now()) })
 }
 
+// eventsLeader asks for the metadata of the topic "events" and returns the cluster's first
+// node once c is ready to send to it.
+func eventsLeader(t *testing.T, c *NetworkClient, meta *metadata.Metadata) metadata.Node {
+	t.Helper()
+	meta.Add("events", time.Now())
+	leader := awaitMetadata(t, c, meta).Nodes()[0]
+	awaitReady(t, c, leader)
+	return leader
+}
+
 // produceRequest builds a minimal acks=-1 produce request of one uncompressed record.
 func produceRequest(topic string, partition int32, value []byte, acks int16) *kmsg.ProduceRequest {
 	rec := kmsg.NewRecord()
@@ -199,10 +209,7 @@ func TestClientProduce(t *testing.T) {
 func TestClientProduceAcksZeroCompletesOnSend(t *testing.T) {
 	cluster := newFakeCluster(t)
 	c, meta := newTestClient(t, cluster.ListenAddrs(), Config{})
-	meta.Add("events", time.Now())
-	cl := awaitMetadata(t, c, meta)
-	leader := cl.Nodes()[0]
-	awaitReady(t, c, leader)
+	leader := eventsLeader(t, c, meta)
 	var got *inflight.Response
 	c.Send(&ClientRequest{Destination: leader.ID, Body: produceRequest("events", 0, []byte("x"), 0),
 		Callback: func(r *inflight.Response) { got = r }}, time.Now())
@@ -218,10 +225,7 @@ func TestClientProduceAcksZeroCompletesOnSend(t *testing.T) {
 func TestClientRequestTimeoutClosesConnection(t *testing.T) {
 	cluster := newFakeCluster(t)
 	c, meta := newTestClient(t, cluster.ListenAddrs(), Config{RequestTimeout: 300 * time.Millisecond})
-	meta.Add("events", time.Now())
-	cl := awaitMetadata(t, c, meta)
-	leader := cl.Nodes()[0]
-	awaitReady(t, c, leader)
+	leader := eventsLeader(t, c, meta)
 
 	release := make(chan struct{})
 	defer close(release)
@@ -246,10 +250,7 @@ func TestClientRequestTimeoutClosesConnection(t *testing.T) {
 func TestClientDisconnectFailsAllInFlight(t *testing.T) {
 	cluster := newFakeCluster(t)
 	c, meta := newTestClient(t, cluster.ListenAddrs(), Config{})
-	meta.Add("events", time.Now())
-	cl := awaitMetadata(t, c, meta)
-	leader := cl.Nodes()[0]
-	awaitReady(t, c, leader)
+	leader := eventsLeader(t, c, meta)
 
 	// Hold the first produce request, then fail the connection when it is released: the broker
 	// closes the connection when a control function returns an error.

@@ -10,9 +10,8 @@ import (
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
-// threeNodeClient returns a client whose metadata names nodes 1, 2 and 3 (at a closed port),
-// with no connection to any.
-func threeNodeClient(t *testing.T, now time.Time) *NetworkClient {
+// threeNodeMetadata is metadata that knows brokers 1, 2 and 3 (all at 127.0.0.1:1) as of now.
+func threeNodeMetadata(t *testing.T, now time.Time) *metadata.Metadata {
 	t.Helper()
 	meta, err := metadata.New([]string{"127.0.0.1:1"}, time.Minute, time.Second, false)
 	if err != nil {
@@ -25,7 +24,14 @@ func threeNodeClient(t *testing.T, now time.Time) *NetworkClient {
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	meta.Update(resp, now)
-	c := newClient(Config{}, meta, rand.New(rand.NewPCG(1, 2)))
+	return meta
+}
+
+// threeNodeClient returns a client whose metadata names nodes 1, 2 and 3 (at a closed port),
+// with no connection to any.
+func threeNodeClient(t *testing.T, now time.Time) *NetworkClient {
+	t.Helper()
+	c := newClient(Config{}, threeNodeMetadata(t, now), rand.New(rand.NewPCG(1, 2)))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

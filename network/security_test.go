@@ -158,10 +158,7 @@ func TestTLSAgainstKfake(t *testing.T) {
 	serverTLS, clientTLS := selfSignedTLS(t)
 	cluster := newFakeCluster(t, kfake.TLS(serverTLS))
 	c, meta := newTestClient(t, cluster.ListenAddrs(), Config{TLS: clientTLS})
-	meta.Add("events", time.Now())
-	cl := awaitMetadata(t, c, meta)
-	leader := cl.Nodes()[0]
-	awaitReady(t, c, leader)
+	leader := eventsLeader(t, c, meta)
 	if got := sendAndWait(t, c, leader); got.Err != nil {
 		t.Fatalf("produce over TLS: %v", got.Err)
 	}

@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/kafkatrail/kafkatrail/inflight"
-	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
 // echoServer accepts connections on 127.0.0.1 and echoes every frame back.
@@ -227,17 +224,7 @@ func TestLeastLoadedNode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			meta, err := metadata.New([]string{"127.0.0.1:1"}, time.Minute, time.Second, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp := kmsg.NewPtrMetadataResponse()
-			for _, id := range []int32{1, 2, 3} {
-				b := kmsg.NewMetadataResponseBroker()
-				b.NodeID, b.Host, b.Port = id, "127.0.0.1", 1
-				resp.Brokers = append(resp.Brokers, b)
-			}
-			meta.Update(resp, now)
+			meta := threeNodeMetadata(t, now)
 			for seed := range uint64(10) { // the random start must not change the choice
 				c := newClient(Config{}, meta, rand.New(rand.NewPCG(seed, seed)))
 				for id, n := range tt.nodes {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
 
@@ -56,36 +57,40 @@ type Config struct {
 	SSLEndpointIdentificationAlgorithm string `koanf:"ssl.endpoint.identification.algorithm" doc:"https verifies the broker's host name; empty turns the check off"`
 }
 
-// DefaultConfig returns the Java client's defaults.
+// DefaultConfig returns the Java client's defaults. The settings that the accumulator, the
+// network layer and metadata own are read from their constants, so each default is written once.
 func DefaultConfig() Config {
 	return Config{
 		ClientID:                           "kafkatrail",
 		Acks:                               "all",
 		EnableIdempotence:                  true,
 		CompressionType:                    "none",
-		BatchSize:                          16384,
+		BatchSize:                          accumulator.DefaultBatchSize,
 		LingerMs:                           5,
-		BufferMemory:                       32 << 20,
-		MaxInFlightRequestsPerConnection:   5,
+		BufferMemory:                       accumulator.DefaultBufferMemory,
+		MaxInFlightRequestsPerConnection:   network.DefaultMaxInFlight,
 		Retries:                            math.MaxInt32,
-		DeliveryTimeoutMs:                  120000,
-		RequestTimeoutMs:                   30000,
+		DeliveryTimeoutMs:                  millis(accumulator.DefaultDeliveryTimeout),
+		RequestTimeoutMs:                   millis(network.DefaultRequestTimeout),
 		MaxBlockMs:                         60000,
 		MaxRequestSize:                     1 << 20,
 		RetryBackoffMs:                     100,
-		ReconnectBackoffMs:                 50,
-		ReconnectBackoffMaxMs:              1000,
+		ReconnectBackoffMs:                 millis(network.DefaultReconnectBackoff),
+		ReconnectBackoffMaxMs:              millis(network.DefaultReconnectBackoffMax),
 		MetadataMaxAgeMs:                   300000,
-		MetadataMaxIdleMs:                  300000,
-		ConnectionsMaxIdleMs:               540000,
-		SocketConnectionSetupTimeoutMs:     10000,
+		MetadataMaxIdleMs:                  millis(metadata.DefaultMaxIdle),
+		ConnectionsMaxIdleMs:               millis(network.DefaultConnectionsMaxIdle),
+		SocketConnectionSetupTimeoutMs:     millis(network.DefaultSocketConnectionSetupTimeout),
 		AllowAutoCreateTopics:              true,
-		MaxReceiveBytes:                    100 << 20,
+		MaxReceiveBytes:                    network.DefaultMaxReceiveBytes,
 		TransactionTimeoutMs:               60000,
 		SecurityProtocol:                   "PLAINTEXT",
 		SSLEndpointIdentificationAlgorithm: "https",
 	}
 }
+
+// millis is a default duration as the Config's milliseconds.
+func millis(d time.Duration) int { return int(d / time.Millisecond) }
 
 // ConfigError names the property that is wrong, so a user can find it in their file.
 type ConfigError struct {

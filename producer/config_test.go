@@ -27,6 +27,12 @@ func TestDefaultConfigMatchesJavaClient(t *testing.T) {
 		"metadata.max.idle.ms":                  {c.MetadataMaxIdleMs, 300000},
 		"connections.max.idle.ms":               {c.ConnectionsMaxIdleMs, 540000},
 		"compression.type":                      {c.CompressionType, "none"},
+		"socket.connection.setup.timeout.ms":    {c.SocketConnectionSetupTimeoutMs, 10000},
+		"transaction.timeout.ms":                {c.TransactionTimeoutMs, 60000},
+		"allow.auto.create.topics":              {c.AllowAutoCreateTopics, true},
+		"partitioner.ignore.keys":               {c.PartitionerIgnoreKeys, false},
+		"security.protocol":                     {c.SecurityProtocol, "PLAINTEXT"},
+		"max.receive.bytes":                     {c.MaxReceiveBytes, int32(104857600)},
 	}
 	for key, v := range want {
 		if v[0] != v[1] {

@@ -54,6 +54,10 @@ func keyPartition(key []byte, numPartitions int) int32 {
 	return toPositive(murmur2(key)) % int32(numPartitions)
 }
 
+// KeyPartition is keyPartition for tests outside this module (the reliability suite), which
+// predict where the producer, and so the Java client, puts a keyed record.
+func KeyPartition(key []byte, numPartitions int) int32 { return keyPartition(key, numPartitions) }
+
 // stickyPartitioner is the uniform sticky partitioner (KIP-480, refined by KIP-794) for records
 // without a key: all such records of a topic go to one partition until about batch.size bytes
 // have been produced to it, then a new partition is drawn at random among those with a leader.

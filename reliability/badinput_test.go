@@ -141,15 +141,11 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("empty file", func(t *testing.T) {
 		rep := report(t, "6. bad input: an empty file, then lines")
-		topic := b.newTopic(t, 3)
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		lf := newLineFile(t, path)
-		defer lf.close()
-		w := rd.watch(t, topic)
-		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state"))...)
+		f := newScenario(t, b)
+		topic, lf, w := f.topic, f.lf, f.w
+		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, f.path, f.state)...)
 		waitLog(t, a, "following file", time.Minute)
-		lf.write(1000)
+		lf.Write(1000)
 		w.waitAtLeast(1000, time.Minute, a)
 		a.stop(time.Minute)
 		a.checkNoPanic()
@@ -165,15 +161,12 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("path becomes a directory", func(t *testing.T) {
 		rep := report(t, "6. bad input: the followed path becomes a directory, then a file again")
-		topic := b.newTopic(t, 3)
-		dir := t.TempDir()
-		path := filepath.Join(dir, "app.log")
-		lf := newLineFile(t, path)
-		lf.write(1000)
-		w := rd.watch(t, topic)
-		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state"))...)
+		f := newScenario(t, b)
+		topic, path, lf, w := f.topic, f.path, f.lf, f.w
+		lf.Write(1000)
+		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, f.state)...)
 		w.waitAtLeast(1000, time.Minute, a)
-		lf.close()
+		lf.Close()
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
@@ -185,9 +178,9 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		lf2 := newLineFile(t, path)
-		lf2.next = 1000
-		lf2.write(1000)
-		lf2.close()
+		lf2.Next = 1000
+		lf2.Write(1000)
+		lf2.Close()
 		w.waitAtLeast(2000, time.Minute, a)
 		a.stop(time.Minute)
 		a.checkNoPanic()
@@ -215,8 +208,8 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		lf := newLineFile(t, filepath.Join(dir, "app.log"))
-		lf.write(1000)
-		lf.close()
+		lf.Write(1000)
+		lf.Close()
 		w := rd.watch(t, topic)
 		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, filepath.Join(dir, "*.log"), filepath.Join(dir, "state"))...)
 		w.waitAtLeast(1000, time.Minute, a)
@@ -237,43 +230,16 @@ func TestBadInput(t *testing.T) {
 	t.Run("state dir cannot be created", func(t *testing.T) {
 		rep := report(t, "6. bad input: state dir below a regular file (cannot be created)")
 		dir := t.TempDir()
-		lf := newLineFile(t, filepath.Join(dir, "app.log"))
-		lf.write(10)
-		lf.close()
 		os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
-		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), "unused", filepath.Join(dir, "app.log"), filepath.Join(dir, "file", "state"))...)
-		code := a.wait(time.Minute)
-		a.checkNoPanic()
-		last := lastWords(a)
-		rep.Sent, rep.Delivered, rep.Lost = 10, 0, 0
-		rep.note("exit %d: %q (nothing read: the lines stay for the next start)", code, last)
-		if code == 0 || !strings.Contains(last, filepath.Join(dir, "file")) {
-			t.Fatalf("exit %d, last words %q: want a failure naming the state dir; log:\n%s", code, last, a.logTail())
-		}
+		stateDirFails(t, rep, dir, filepath.Join(dir, "file", "state"), filepath.Join(dir, "file"), " (nothing read: the lines stay for the next start)")
 	})
 
 	t.Run("read-only state dir", func(t *testing.T) {
 		rep := report(t, "6. bad input: read-only state dir (a read-only tmpfs)")
 		dir := t.TempDir()
 		state := filepath.Join(dir, "state")
-		os.Mkdir(state, 0o755)
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", state).CombinedOutput(); err != nil {
-			rep.note("skipped: mount not permitted: %s", strings.TrimSpace(string(out)))
-			t.Skipf("mount: %v %s", err, out)
-		}
-		defer exec.Command("umount", state).Run()
-		lf := newLineFile(t, filepath.Join(dir, "app.log"))
-		lf.write(10)
-		lf.close()
-		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), "unused", filepath.Join(dir, "app.log"), state)...)
-		code := a.wait(time.Minute)
-		a.checkNoPanic()
-		last := lastWords(a)
-		rep.Sent, rep.Delivered, rep.Lost = 10, 0, 0
-		rep.note("exit %d: %q", code, last)
-		if code == 0 || !strings.Contains(last, state) {
-			t.Fatalf("exit %d, last words %q: want a failure naming the state dir; log:\n%s", code, last, a.logTail())
-		}
+		mountTmpfs(t, rep, state, "ro,size=64k")
+		stateDirFails(t, rep, dir, state, state, "")
 	})
 
 	t.Run("full state dir", func(t *testing.T) {
@@ -281,16 +247,11 @@ func TestBadInput(t *testing.T) {
 		topic := b.newTopic(t, 3)
 		dir := t.TempDir()
 		state := filepath.Join(dir, "state")
-		os.Mkdir(state, 0o755)
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", state).CombinedOutput(); err != nil {
-			rep.note("skipped: mount not permitted: %s", strings.TrimSpace(string(out)))
-			t.Skipf("mount: %v %s", err, out)
-		}
-		defer exec.Command("umount", state).Run()
+		mountTmpfs(t, rep, state, "size=64k")
 		path := filepath.Join(dir, "app.log")
 		lf := newLineFile(t, path)
-		defer lf.close()
-		lf.write(1000)
+		defer lf.Close()
+		lf.Write(1000)
 		w := rd.watch(t, topic)
 		a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, state)...)
 		waitLog(t, a, "following file", time.Minute)
@@ -306,7 +267,7 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 		f.Close()
-		lf.write(1000)
+		lf.Write(1000)
 		w.waitAtLeast(2000, time.Minute, a)
 		waitLog(t, a, "no space left on device", time.Minute)
 		os.Remove(filler)
@@ -415,5 +376,36 @@ func checkFileRoundTrip(t *testing.T, b *suite, rep *row, data []byte, want [][]
 	}
 	if c.lost != 0 || c.dup != 0 {
 		t.Fatalf("%d lost, %d duplicated", c.lost, c.dup)
+	}
+}
+
+// mountTmpfs mounts a tmpfs with opts (mount -o) on the new directory dir, unmounted when the
+// test ends; the test is skipped where mounting is not permitted.
+func mountTmpfs(t *testing.T, rep *row, dir, opts string) {
+	t.Helper()
+	os.Mkdir(dir, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
+		rep.note("skipped: mount not permitted: %s", strings.TrimSpace(string(out)))
+		t.Skipf("mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+}
+
+// stateDirFails runs the agent on a file of 10 lines in dir with a state dir it cannot use:
+// it must exit non-zero and its last words name want; note ends the row's result.
+func stateDirFails(t *testing.T, rep *row, dir, state, want, note string) {
+	t.Helper()
+	b := theBroker(t)
+	lf := newLineFile(t, filepath.Join(dir, "app.log"))
+	lf.Write(10)
+	lf.Close()
+	a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), "unused", filepath.Join(dir, "app.log"), state)...)
+	code := a.wait(time.Minute)
+	a.checkNoPanic()
+	last := lastWords(a)
+	rep.Sent, rep.Delivered, rep.Lost = 10, 0, 0
+	rep.note("exit %d: %q"+note, code, last)
+	if code == 0 || !strings.Contains(last, want) {
+		t.Fatalf("exit %d, last words %q: want a failure naming the state dir; log:\n%s", code, last, a.logTail())
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/internal/freeport"
 )
 
 // suite is the suite's own real broker (scripts/kafka/broker.sh with a private state dir and
@@ -61,7 +63,7 @@ func theBroker(t *testing.T) *suite {
 func startSuite() (*suite, error) {
 	s := &suite{}
 	s.srv = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	base, err := freeBasePort()
+	base, err := freeport.Base(31000+os.Getpid()%1500*10, 60000, 4)
 	if err != nil {
 		return nil, err
 	}
@@ -171,23 +173,4 @@ func (s *suite) removeToxic(t *testing.T, name string) {
 	if err := s.proxy.Toxics.RemoveToxic(context.Background(), name); err != nil {
 		t.Fatalf("remove toxic %s: %v", name, err)
 	}
-}
-
-// freeBasePort finds four consecutive free ports (the broker's listeners) above 30000.
-func freeBasePort() (int, error) {
-	for base := 31000 + os.Getpid()%1500*10; base < 60000; base += 10 {
-		ok := true
-		for p := base; p < base+4 && ok; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base, nil
-		}
-	}
-	return 0, fmt.Errorf("no four consecutive free ports")
 }

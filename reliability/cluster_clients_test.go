@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 // The two clients of the cluster fault scenarios, fed the same keyed lines: the agent (stdin, or
@@ -63,41 +65,10 @@ func parseKeyed(v []byte) (key string, i int, ok bool) {
 	return string(v[:3]), n, true
 }
 
-// murmur2 is the Java client's murmur2 (org.apache.kafka.common.utils.Utils.murmur2): the
-// partition of a keyed record is (murmur2(key) & 0x7fffffff) % partitions in both clients.
-func murmur2(data []byte) int32 {
-	const seed, m, r = uint32(0x9747b28c), uint32(0x5bd1e995), 24
-	length := len(data)
-	h := seed ^ uint32(length)
-	for i := 0; i+4 <= length; i += 4 {
-		k := uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16 | uint32(data[i+3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-	}
-	tail := length &^ 3
-	switch length % 4 {
-	case 3:
-		h ^= uint32(data[tail+2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(data[tail+1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(data[tail])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return int32(h)
-}
-
-// partitionOf is the partition of line i's key in a topic of n partitions.
+// partitionOf is the partition of line i's key in a topic of n partitions: the producer's (and
+// the Java client's) murmur2 placement.
 func partitionOf(i, n int) int32 {
-	return (murmur2([]byte(keyOf(i))) & 0x7fffffff) % int32(n)
+	return producer.KeyPartition([]byte(keyOf(i)), n)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -764,30 +735,20 @@ func consumeCommitted(t *testing.T, acc kafkaAccess, topic string, partitions in
 	defer cancel()
 	prod := acc.client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	defer prod.Close()
-	want := map[int32]bool{}
+	want := map[int32]int64{}
 	for p := int32(0); p < int32(partitions); p++ {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(endOfTest)}).FirstErr(); err != nil {
 			t.Fatalf("sentinel to %s/%d: %v", topic, p, err)
 		}
-		want[p] = true
+		want[p] = 0
 	}
-	cl := acc.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	defer cl.Close()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s back at read_committed: %v (%d partitions not read to their sentinel)", topic, ctx.Err(), len(want))
+	acc.readBack(t, ctx, topic, " at read_committed", "sentinel", want, func(r *kgo.Record) bool {
+		if string(r.Value) == endOfTest {
+			return true
 		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == endOfTest {
-				delete(want, r.Partition)
-				return
-			}
-			each(r)
-		})
-	}
+		each(r)
+		return false
+	}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 }
 
 // firstAfter returns the append time of the first record on parts (nil: any partition) appended

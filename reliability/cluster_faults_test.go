@@ -469,21 +469,28 @@ func shortTimeoutProps() []string {
 	return []string{"request.timeout.ms=" + ms(requestTimeout), "delivery.timeout.ms=" + ms(deliveryTimeout)}
 }
 
-func clusterLeaderPaused(t *testing.T, c *cluster) {
-	pauseFor := requestTimeout + 3*time.Second
-	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v (request.timeout.ms %v, delivery.timeout.ms %v), SIGCONT",
-		pauseFor, requestTimeout, deliveryTimeout), rotatedAssignment(6, 0), nil, clientSpec{props: shortTimeoutProps()}, nil)
+// pauseLeader starts the pair at clusterRate and, once it flows, SIGSTOPs the node n that leads
+// partition 0 of the agent's topic; parts are the partitions n leads in each client's topic.
+func (p *pair) pauseLeader(t *testing.T, c *cluster) (n int, parts map[string][]int32, paused time.Time) {
+	t.Helper()
 	p.start()
 	p.f.pace(clusterRate)
 	p.warm()
 	hold(time.Second)
-	n := c.leaderOf(t, p.topics["agent"], 0)
-	parts := map[string][]int32{}
+	n = c.leaderOf(t, p.topics["agent"], 0)
+	parts = map[string][]int32{}
 	for _, k := range p.kinds {
 		parts[k] = c.ledBy(t, p.topics[k], n)
 	}
 	c.pause(t, n)
-	paused := time.Now()
+	return n, parts, time.Now()
+}
+
+func clusterLeaderPaused(t *testing.T, c *cluster) {
+	pauseFor := requestTimeout + 3*time.Second
+	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v (request.timeout.ms %v, delivery.timeout.ms %v), SIGCONT",
+		pauseFor, requestTimeout, deliveryTimeout), rotatedAssignment(6, 0), nil, clientSpec{props: shortTimeoutProps()}, nil)
+	n, parts, paused := p.pauseLeader(t, c)
 	hold(pauseFor)
 	c.cont(t, n)
 	resumed := time.Now()
@@ -518,17 +525,7 @@ func clusterLeaderPausedLong(t *testing.T, c *cluster) {
 	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v (20 s past delivery.timeout.ms %v, request.timeout.ms %v), SIGCONT, then %s more lines",
 		pauseFor, deliveryTimeout, expiringRequestTimeout, num(after)), rotatedAssignment(6, 0), nil, clientSpec{props: expiringProps(),
 		shutdownWait: deliveryTimeout + 10*time.Second}, nil)
-	p.start()
-	p.f.pace(clusterRate)
-	p.warm()
-	hold(time.Second)
-	n := c.leaderOf(t, p.topics["agent"], 0)
-	parts := map[string][]int32{}
-	for _, k := range p.kinds {
-		parts[k] = c.ledBy(t, p.topics[k], n)
-	}
-	c.pause(t, n)
-	paused := time.Now()
+	n, _, paused := p.pauseLeader(t, c)
 	hold(pauseFor)
 	p.f.pace(0)
 	c.cont(t, n)
@@ -1127,10 +1124,7 @@ func clusterTxnLeaderPaused(t *testing.T, c *cluster) {
 	spec := eosSpec(expiringProps())
 	p := newPair(t, c, fmt.Sprintf("i. transactions (commit every %d ms): coordinator node 1, data leader node 2 SIGSTOP %v (delivery.timeout.ms %v), SIGCONT; read_committed",
 		clusterCommitMs, pauseFor, deliveryTimeout), rotatedAssignment(6, 0), nil, spec, nil)
-	p.spec.agentTxnID = txnIDOn(t, c, p.topics["agent"]+"-txn", 1)
-	p.spec.javaTxnID = txnIDOn(t, c, p.topics["Java"]+"-txn", 1)
-	p.spec.stateTopic = p.topics["agent"] + "-state"
-	c.createTopic(t, p.spec.stateTopic, [][]int32{{1, 3, 2}}, map[string]string{"cleanup.policy": "compact"})
+	p.coordinatedOn(t, c, 1, []int32{1, 3, 2})
 	p.start()
 	p.f.pace(clusterRate)
 	p.warm()
@@ -1164,15 +1158,22 @@ func clusterTxnLeaderPaused(t *testing.T, c *cluster) {
 	})
 }
 
+// coordinatedOn gives both clients transactional ids whose coordinator is node, and the agent a
+// compacted state topic of one partition on replicas (its leader first).
+func (p *pair) coordinatedOn(t *testing.T, c *cluster, node int, replicas []int32) {
+	t.Helper()
+	p.spec.agentTxnID = txnIDOn(t, c, p.topics["agent"]+"-txn", node)
+	p.spec.javaTxnID = txnIDOn(t, c, p.topics["Java"]+"-txn", node)
+	p.spec.stateTopic = p.topics["agent"] + "-state"
+	c.createTopic(t, p.spec.stateTopic, [][]int32{replicas}, map[string]string{"cleanup.policy": "compact"})
+}
+
 func clusterStateLeaderDown(t *testing.T, c *cluster) {
 	down := size(12*time.Second, 8*time.Second)
 	spec := eosSpec([]string{"delivery.timeout.ms=120000", "request.timeout.ms=30000"})
 	p := newPair(t, c, fmt.Sprintf("j. exactly-once start while node 3 is down (kill -9, restarted after %v): the agent's state topic leader, both clients' transaction coordinator; read_committed", down),
 		rotatedAssignment(6, 0), nil, spec, nil)
-	p.spec.agentTxnID = txnIDOn(t, c, p.topics["agent"]+"-txn", 3)
-	p.spec.javaTxnID = txnIDOn(t, c, p.topics["Java"]+"-txn", 3)
-	p.spec.stateTopic = p.topics["agent"] + "-state"
-	c.createTopic(t, p.spec.stateTopic, [][]int32{{3, 1, 2}}, map[string]string{"cleanup.policy": "compact"})
+	p.coordinatedOn(t, c, 3, []int32{3, 1, 2})
 	c.kill(t, 3)
 	killed := time.Now()
 	p.start()

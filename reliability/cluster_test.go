@@ -198,35 +198,22 @@ func (c *cluster) refreshPID(n int) {
 
 // kill, pause, cont, stopNode and restart act on node n through cluster.sh and remember its
 // state, so that heal can undo what a failed scenario left behind.
-func (c *cluster) kill(t *testing.T, n int) {
+func (c *cluster) kill(t *testing.T, n int)     { t.Helper(); c.act(t, "kill", n, true, false) }
+func (c *cluster) pause(t *testing.T, n int)    { t.Helper(); c.act(t, "pause", n, false, true) }
+func (c *cluster) cont(t *testing.T, n int)     { t.Helper(); c.act(t, "cont", n, false, false) }
+func (c *cluster) stopNode(t *testing.T, n int) { t.Helper(); c.act(t, "stop-node", n, true, false) }
+
+// act runs `cluster.sh VERB n` and records the state it leaves node n in (cluster.sh fails,
+// and so the test, on a node that is not in a state the verb applies to).
+func (c *cluster) act(t *testing.T, verb string, n int, down, paused bool) {
 	t.Helper()
-	c.mustRun(t, "kill", strconv.Itoa(n))
-	c.mu.Lock()
-	c.down[n], c.paused[n] = true, false
-	c.mu.Unlock()
+	c.mustRun(t, verb, strconv.Itoa(n))
+	c.setState(n, down, paused)
 }
 
-func (c *cluster) pause(t *testing.T, n int) {
-	t.Helper()
-	c.mustRun(t, "pause", strconv.Itoa(n))
+func (c *cluster) setState(n int, down, paused bool) {
 	c.mu.Lock()
-	c.paused[n] = true
-	c.mu.Unlock()
-}
-
-func (c *cluster) cont(t *testing.T, n int) {
-	t.Helper()
-	c.mustRun(t, "cont", strconv.Itoa(n))
-	c.mu.Lock()
-	c.paused[n] = false
-	c.mu.Unlock()
-}
-
-func (c *cluster) stopNode(t *testing.T, n int) {
-	t.Helper()
-	c.mustRun(t, "stop-node", strconv.Itoa(n))
-	c.mu.Lock()
-	c.down[n], c.paused[n] = true, false
+	c.down[n], c.paused[n] = down, paused
 	c.mu.Unlock()
 }
 
@@ -240,9 +227,7 @@ func (c *cluster) restart(t *testing.T, ns ...int) {
 	}
 	c.mustRun(t, args...)
 	for _, n := range ns {
-		c.mu.Lock()
-		c.down[n], c.paused[n] = false, false
-		c.mu.Unlock()
+		c.setState(n, false, false)
 		c.refreshPID(n)
 	}
 }

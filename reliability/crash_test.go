@@ -33,6 +33,44 @@ func waitCheckpointed(t *testing.T, state, path string, n int, a *agentProc) {
 		})
 }
 
+// restart starts the agent again after it was killed with inKafka records in the topic and its
+// checkpoint at line cp; unless cp covers the file, it records how long the new agent took to
+// add a record.
+func (f *scenario) restart(t *testing.T, args []string, cp, inKafka int64) *agentProc {
+	t.Helper()
+	a := startAgent(t, nil, nil, args...)
+	started := time.Now()
+	if cp < int64(f.n) {
+		acked := f.w.waitAtLeast(inKafka+1, 2*time.Minute, a)
+		f.recs = append(f.recs, acked.Sub(started))
+	}
+	return a
+}
+
+// finish waits until the checkpoint covers the whole file (every line acknowledged, or
+// committed), then stops the agent, which must not have panicked.
+func (f *scenario) finish(t *testing.T, a *agentProc) {
+	t.Helper()
+	waitCheckpointed(t, f.state, f.path, f.n, a)
+	a.stop(time.Minute)
+	a.checkNoPanic()
+}
+
+// killAndResume kills the broker (kill -9) and resumes it on its data. It returns once the
+// resumed broker answers: when it was ready, how long it was down (kill to ready) and the
+// topic's record count w saw then.
+func (s *suite) killAndResume(t *testing.T, w *offsetWatcher) (ready time.Time, down time.Duration, before int64) {
+	t.Helper()
+	s.mustRun(t, "kill")
+	killed := time.Now()
+	s.mustRun(t, "resume")
+	ready = time.Now()
+	before = -1
+	waitFor(t, time.Minute, 10*time.Millisecond, func() bool { before = w.get(); return before >= 0 },
+		func() string { return "the resumed broker does not answer" })
+	return ready, ready.Sub(killed), before
+}
+
 // TestBrokerKilled: the broker is killed (kill -9) and resumed on its data 5 times while the
 // agent sends a file of 1M lines (CI: 200k). Idempotence: 0 lost, 0 duplicated. Recovery is from
 // the broker being ready again to the topic's next new record.
@@ -44,28 +82,15 @@ func TestBrokerKilled(t *testing.T) {
 		kills = k // investigation
 	}
 	rep := report(t, fmt.Sprintf("1. broker kill -9 + resume ×%d during a %s-line file", kills, num(int64(n))))
-	topic := b.newTopic(t, 3)
-	dir := t.TempDir()
-	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
-	lf := newLineFile(t, path)
-	lf.write(n)
-	lf.close()
-	rd := b.reader()
-	w := rd.watch(t, topic)
+	f := newFileScenario(t, b, n)
+	topic, path, state, rd, w := f.topic, f.path, f.state, f.rd, f.w
 	a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, state)...)
 
-	var recs []time.Duration
 	var downs []time.Duration
 	for k := 1; k <= kills; k++ {
 		w.waitAtLeast(int64(n*k/(kills+1)), 3*time.Minute, a)
-		b.mustRun(t, "kill")
-		killed := time.Now()
-		b.mustRun(t, "resume")
-		ready := time.Now()
-		downs = append(downs, ready.Sub(killed))
-		var before int64 = -1
-		waitFor(t, time.Minute, 10*time.Millisecond, func() bool { before = w.get(); return before >= 0 },
-			func() string { return "the resumed broker does not answer" })
+		ready, down, before := b.killAndResume(t, w)
+		downs = append(downs, down)
 		if before >= int64(n) {
 			t.Logf("kill %d: the agent had sent everything before the kill", k)
 			continue
@@ -81,17 +106,15 @@ func TestBrokerKilled(t *testing.T) {
 				k, stuck, num(c.distinct), num(int64(n)))
 			t.Fatalf("kill %d: no new record within %v of the broker being ready; the agent is stuck; log:\n%s", k, stuck, a.logTail())
 		}
-		recs = append(recs, acked.Sub(ready))
+		f.recs = append(f.recs, acked.Sub(ready))
 		t.Logf("kill %d: broker down %v, agent's next record %v after the broker was ready", k,
-			ready.Sub(killed).Round(time.Millisecond), acked.Sub(ready).Round(time.Millisecond))
+			down.Round(time.Millisecond), acked.Sub(ready).Round(time.Millisecond))
 	}
 	// Everything acknowledged: the checkpoint covers the whole file.
-	waitCheckpointed(t, state, path, n, a)
-	a.stop(time.Minute)
-	a.checkNoPanic()
+	f.finish(t, a)
 	c := rd.countLines(t, topic, n)
 	rep.counts(int64(n), c)
-	rep.Recovery = recoveries(recs)
+	rep.Recovery = recoveries(f.recs)
 	rep.note("broker down %s (kill to ready)", recoveries(downs))
 	if c.lost != 0 || c.dup != 0 {
 		t.Fatalf("%d lost, %d duplicated", c.lost, c.dup)
@@ -107,19 +130,12 @@ func TestAgentKilled(t *testing.T) {
 	n := size(1_000_000, 200_000)
 	const kills = 5
 	rep := report(t, fmt.Sprintf("2. agent kill -9 + restart ×%d during a %s-line file", kills, num(int64(n))))
-	topic := b.newTopic(t, 3)
-	dir := t.TempDir()
-	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
-	lf := newLineFile(t, path)
-	lf.write(n)
-	lf.close()
-	rd := b.reader()
-	w := rd.watch(t, topic)
+	f := newFileScenario(t, b, n)
+	topic, path, state, rd, w := f.topic, f.path, f.state, f.rd, f.w
 	args := tailArgs(b.bootstrap(), topic, path, state)
 
 	a := startAgent(t, nil, nil, args...)
 	var bound int64
-	var recs []time.Duration
 	for k := 1; k <= kills; k++ {
 		w.waitAtLeast(int64(n*k/(kills+1)), 3*time.Minute, a)
 		a.kill9()
@@ -128,19 +144,12 @@ func TestAgentKilled(t *testing.T) {
 		bound += inKafka - cp
 		t.Logf("kill %d: %d records in Kafka, checkpoint at line %d: up to %d duplicates", k, inKafka, cp, inKafka-cp)
 		a.checkNoPanic()
-		a = startAgent(t, nil, nil, args...)
-		started := time.Now()
-		if cp < int64(n) {
-			acked := w.waitAtLeast(inKafka+1, 2*time.Minute, a)
-			recs = append(recs, acked.Sub(started))
-		}
+		a = f.restart(t, args, cp, inKafka)
 	}
-	waitCheckpointed(t, state, path, n, a)
-	a.stop(time.Minute)
-	a.checkNoPanic()
+	f.finish(t, a)
 	c := rd.countLines(t, topic, n)
 	rep.counts(int64(n), c)
-	rep.Recovery = recoveries(recs)
+	rep.Recovery = recoveries(f.recs)
 	rep.note("duplicates bounded by %s (records past the checkpoint at the crashes)", num(bound))
 	if c.lost != 0 {
 		t.Fatalf("%d lines lost", c.lost)
@@ -165,7 +174,7 @@ func TestStopUnderBackpressure(t *testing.T) {
 	dir := t.TempDir()
 	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
 	lf := newLineFile(t, path)
-	lf.write(1000)
+	lf.Write(1000)
 	rd := b.reader()
 	// --max-in-flight-bytes above buffer.memory: the producer's buffer, not the file read-ahead
 	// (whose default stops reading at 2 MiB here), is what fills while the broker is cut off.
@@ -175,8 +184,8 @@ func TestStopUnderBackpressure(t *testing.T) {
 	rd.watch(t, topic).waitAtLeast(1000, time.Minute, a) // flowing before the cut
 	b.addToxic(t, `{"name":"bh_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
 	b.addToxic(t, `{"name":"bh_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
-	lf.write(n - 1000) // far more than buffer.memory holds
-	lf.close()
+	lf.Write(n - 1000) // far more than buffer.memory holds
+	lf.Close()
 	removed := false
 	defer func() {
 		if !removed {

@@ -1,9 +1,7 @@
 package reliability
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,35 +36,8 @@ const endOfTest = "end-of-test"
 // transaction markers are invisible at that level; a line seen twice is a duplicate.
 func (k kafkaAccess) countCommittedLines(t *testing.T, topic string, partitions int32, n int) lineCount {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	prod := k.client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	defer prod.Close()
-	want := map[int32]bool{}
-	for p := int32(0); p < partitions; p++ {
-		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(endOfTest)}).FirstErr(); err != nil {
-			t.Fatalf("sentinel to %s/%d: %v", topic, p, err)
-		}
-		want[p] = true
-	}
-	cl := k.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	defer cl.Close()
 	tl := newTally(n)
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s back at read_committed: %v (%d partitions not read to their sentinel)", topic, ctx.Err(), len(want))
-		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == endOfTest {
-				delete(want, r.Partition)
-				return
-			}
-			tl.add(t, r.Value)
-		})
-	}
+	consumeCommitted(t, k, topic, int(partitions), func(r *kgo.Record) { tl.add(t, r.Value) })
 	return tl.result()
 }
 
@@ -79,18 +50,11 @@ func TestExactlyOnceAgentKilled(t *testing.T) {
 	n := size(1_000_000, 200_000)
 	const kills = 5
 	rep := report(t, fmt.Sprintf("10. exactly-once: agent kill -9 + restart ×%d during a %s-line file (commit every %s or %s lines; read_committed)", kills, num(int64(n)), eosCommitInterval, num(eosCommitMaxLines)))
-	topic := b.newTopic(t, 3)
-	dir := t.TempDir()
-	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
-	lf := newLineFile(t, path)
-	lf.write(n)
-	lf.close()
-	rd := b.reader()
-	w := rd.watch(t, topic)
+	f := newFileScenario(t, b, n)
+	topic, path, state, rd, w := f.topic, f.path, f.state, f.rd, f.w
 	args := eosArgs(b, topic, path, state)
 
 	a := startAgent(t, nil, nil, args...)
-	var recs []time.Duration
 	var uncommitted int64
 	for k := 1; k <= kills; k++ {
 		// Killed right after a commit took the position past k/6 of the file: the agent is
@@ -109,21 +73,14 @@ func TestExactlyOnceAgentKilled(t *testing.T) {
 		written := w.settle(30 * time.Second)
 		t.Logf("kill %d: last commit at line %d; %d records in Kafka (committed, aborted and open ones, and markers)", k, cp, written)
 		uncommitted += max(0, written-cp)
-		a = startAgent(t, nil, nil, args...)
-		started := time.Now()
-		if cp < int64(n) {
-			acked := w.waitAtLeast(written+1, 2*time.Minute, a)
-			recs = append(recs, acked.Sub(started))
-		}
+		a = f.restart(t, args, cp, written)
 	}
-	waitCheckpointed(t, state, path, n, a)
-	a.stop(time.Minute)
-	a.checkNoPanic()
+	f.finish(t, a)
 	total := w.get()
 	t.Logf("%d records past the last commit at the kills (upper bound, markers included)", uncommitted)
 	c := rd.countCommittedLines(t, topic, 3, n)
 	rep.counts(int64(n), c)
-	rep.Recovery = recoveries(recs)
+	rep.Recovery = recoveries(f.recs)
 	rep.note("%s records written in all, markers and the killed agents' open transactions included; read_committed sees each line once",
 		num(total))
 	if c.lost != 0 || c.dup != 0 || c.torn != 0 || c.spliced != 0 {
@@ -139,27 +96,15 @@ func TestExactlyOnceBrokerKilled(t *testing.T) {
 	n := size(1_000_000, 100_000)
 	kills := size(5, 1) // a broker restart takes about 14 s here
 	rep := report(t, fmt.Sprintf("10. exactly-once: broker kill -9 + resume ×%d during a %s-line file (commit every %s or %s lines; read_committed)", kills, num(int64(n)), eosCommitInterval, num(eosCommitMaxLines)))
-	topic := b.newTopic(t, 3)
-	dir := t.TempDir()
-	path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
-	lf := newLineFile(t, path)
-	lf.write(n)
-	lf.close()
-	rd := b.reader()
-	w := rd.watch(t, topic)
+	f := newFileScenario(t, b, n)
+	topic, path, state, rd, w := f.topic, f.path, f.state, f.rd, f.w
 	a := startAgent(t, nil, nil, eosArgs(b, topic, path, state)...)
 
-	var recs, downs []time.Duration
+	var downs []time.Duration
 	for k := 1; k <= kills; k++ {
 		w.waitAtLeast(int64(n*k/(kills+1)), 3*time.Minute, a)
-		b.mustRun(t, "kill")
-		killed := time.Now()
-		b.mustRun(t, "resume")
-		ready := time.Now()
-		downs = append(downs, ready.Sub(killed))
-		var before int64 = -1
-		waitFor(t, time.Minute, 10*time.Millisecond, func() bool { before = w.get(); return before >= 0 },
-			func() string { return "the resumed broker does not answer" })
+		ready, down, before := b.killAndResume(t, w)
+		downs = append(downs, down)
 		if checkpointLines(t, state, path) >= int64(n) {
 			t.Logf("kill %d: the agent had committed everything before the kill", k)
 			continue
@@ -174,16 +119,14 @@ func TestExactlyOnceBrokerKilled(t *testing.T) {
 		if !a.running() {
 			t.Fatalf("kill %d: the agent exited; log:\n%s", k, a.logTail())
 		}
-		recs = append(recs, acked.Sub(ready))
+		f.recs = append(f.recs, acked.Sub(ready))
 		t.Logf("kill %d: broker down %v, agent's next record %v after the broker was ready", k,
-			ready.Sub(killed).Round(time.Millisecond), acked.Sub(ready).Round(time.Millisecond))
+			down.Round(time.Millisecond), acked.Sub(ready).Round(time.Millisecond))
 	}
-	waitCheckpointed(t, state, path, n, a)
-	a.stop(time.Minute)
-	a.checkNoPanic()
+	f.finish(t, a)
 	c := rd.countCommittedLines(t, topic, 3, n)
 	rep.counts(int64(n), c)
-	rep.Recovery = recoveries(recs)
+	rep.Recovery = recoveries(f.recs)
 	rep.note("broker down %s (kill to ready)", recoveries(downs))
 	if c.lost != 0 || c.dup != 0 || c.torn != 0 || c.spliced != 0 {
 		t.Fatalf("read_committed: %d lost, %d duplicated, %d torn, %d spliced", c.lost, c.dup, c.torn, c.spliced)

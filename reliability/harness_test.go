@@ -22,6 +22,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------------------------
@@ -92,7 +95,7 @@ func spawn(t *testing.T, logf, bin string, stdin io.Reader, env []string, args .
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Stdin = stdin
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testkit.AgentEnv(), env...)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, err
@@ -108,18 +111,6 @@ func spawn(t *testing.T, logf, bin string, stdin io.Reader, env []string, args .
 	return a, nil
 }
 
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AGENT_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	// No OpenTelemetry collector runs here: without these the exporters retry against
-	// 127.0.0.1:4317, log a warning every 10 s and add about 2 s to every exit.
-	return append(env, "HOME="+os.TempDir(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
-}
-
 // sampleRSS records the agent's peak resident memory every 20 ms while it runs.
 func (a *agentProc) sampleRSS() {
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -129,7 +120,7 @@ func (a *agentProc) sampleRSS() {
 		case <-a.exited:
 			return
 		case <-tick.C:
-			if r := rss(a.cmd.Process.Pid); r > 0 {
+			if r := procstat.RSS(a.cmd.Process.Pid); r > 0 {
 				a.peakMu.Lock()
 				a.peak = max(a.peak, r)
 				a.peakMu.Unlock()
@@ -147,20 +138,6 @@ func (a *agentProc) peakRSS(reset bool) int64 {
 		a.peak = 0
 	}
 	return p
-}
-
-func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
 }
 
 func (a *agentProc) log() string {
@@ -260,80 +237,44 @@ func agentLogLevel() string {
 // numbers, so a checkpoint says how many lines it covers.
 const lineLen = 100
 
-// numberedLine returns line i: "line-<9 digits> " padded with letters to lineLen-1, and "\n".
-func numberedLine(buf []byte, i int) []byte {
-	start := len(buf)
-	buf = fmt.Appendf(buf, "line-%09d ", i)
-	for len(buf)-start < lineLen-1 {
-		buf = append(buf, 'a'+byte((len(buf)-start+i)%26))
-	}
-	return append(buf, '\n')
+// lineFile is the application's log file in every scenario: numbered lines of lineLen bytes.
+type lineFile = testkit.LineFile
+
+func newLineFile(t testing.TB, path string) *lineFile { return testkit.NewLineFile(t, path, lineLen) }
+
+// scenario is how most scenarios start: a topic of 3 partitions; the application's log file at
+// path in dir, open for appending (lf, closed when the test ends), and the agent's state dir
+// beside it; the topic read back outside the proxy (rd) and watched (w). n is the number of lines
+// of a file written before the agent starts (newFileScenario); recs collects recovery times.
+type scenario struct {
+	topic, dir, path, state string
+	lf                      *lineFile
+	rd                      kafkaAccess
+	w                       *offsetWatcher
+	n                       int
+	recs                    []time.Duration
 }
 
-// lineFile appends numbered lines to a file as an application logging would.
-type lineFile struct {
-	t    testing.TB
-	path string
-	f    *os.File
-	next int
-	buf  []byte
+func newScenario(t *testing.T, b *suite) *scenario {
+	t.Helper()
+	f := &scenario{topic: b.newTopic(t, 3), dir: t.TempDir()}
+	f.path, f.state = filepath.Join(f.dir, "app.log"), filepath.Join(f.dir, "state")
+	f.lf = newLineFile(t, f.path)
+	t.Cleanup(f.lf.Close)
+	f.rd = b.reader()
+	f.w = f.rd.watch(t, f.topic)
+	return f
 }
 
-func newLineFile(t testing.TB, path string) *lineFile {
-	lf := &lineFile{t: t, path: path}
-	lf.open()
-	return lf
+// newFileScenario is newScenario with a file of n lines, written and closed.
+func newFileScenario(t *testing.T, b *suite, n int) *scenario {
+	t.Helper()
+	f := newScenario(t, b)
+	f.n = n
+	f.lf.Write(n)
+	f.lf.Close()
+	return f
 }
-
-func (lf *lineFile) open() {
-	f, err := os.OpenFile(lf.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		lf.t.Fatal(err)
-	}
-	lf.f = f
-}
-
-// write appends n lines in one write per 64 KiB.
-func (lf *lineFile) write(n int) {
-	for n > 0 {
-		lf.buf = lf.buf[:0]
-		for n > 0 && len(lf.buf) < 64<<10 {
-			lf.buf = numberedLine(lf.buf, lf.next)
-			lf.next++
-			n--
-		}
-		if _, err := lf.f.Write(lf.buf); err != nil {
-			lf.t.Fatal(err)
-		}
-	}
-}
-
-// rotateRename is logrotate's default: rename the file away, create a new one.
-func (lf *lineFile) rotateRename(to string) {
-	lf.f.Close()
-	if err := os.Rename(lf.path, to); err != nil {
-		lf.t.Fatal(err)
-	}
-	lf.open()
-}
-
-// rotateCopyTruncate is logrotate's copytruncate done by the writer itself, so that nothing is
-// written between the copy and the truncation: copy the content away, truncate in place; the
-// writer keeps its descriptor (O_APPEND, so it continues at the new end).
-func (lf *lineFile) rotateCopyTruncate(to string) {
-	data, err := os.ReadFile(lf.path)
-	if err != nil {
-		lf.t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		lf.t.Fatal(err)
-	}
-	if err := os.Truncate(lf.path, 0); err != nil {
-		lf.t.Fatal(err)
-	}
-}
-
-func (lf *lineFile) close() { lf.f.Close() }
 
 // checkpointLines reads the agent's checkpoint file and returns the committed offset of the
 // entry for path (its current name), in lines; 0 if there is none yet.
@@ -534,7 +475,7 @@ func (tl *tally) add(t *testing.T, v []byte) {
 	if err != nil || i < 0 || i >= n {
 		t.Fatalf("unexpected record %.80q (lines 0..%d expected)", v, n-1)
 	}
-	if want := numberedLine(nil, i); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
+	if want := testkit.NumberedLine(nil, i, lineLen); len(v) != lineLen-1 || !bytes.Equal(v, want[:lineLen-1]) {
 		if len(v) < lineLen-1 && bytes.HasPrefix(want, v) {
 			c.torn++
 			if c.torn <= 3 {
@@ -598,22 +539,33 @@ func (k kafkaAccess) consume(t *testing.T, topic string, each func(*kgo.Record))
 	if len(want) == 0 {
 		return
 	}
-	cl := k.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+	k.readBack(t, ctx, topic, "", "end", want, func(r *kgo.Record) bool {
+		end, ok := want[r.Partition]
+		if !ok || r.Offset >= end {
+			return false
+		}
+		each(r)
+		return r.Offset+1 >= end
+	})
+}
+
+// readBack reads topic from the start (opts added) until no partition is left in want: take
+// gets every record and says whether it was its partition's last. At ctx's deadline it fails
+// the test: the topic not read back (how: at which isolation level) to each partition's goal.
+func (k kafkaAccess) readBack(t *testing.T, ctx context.Context, topic, how, goal string, want map[int32]int64,
+	take func(*kgo.Record) (last bool), opts ...kgo.Opt) {
+	t.Helper()
+	cl := k.client(t, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(16 << 20)}, opts...)...)
 	defer cl.Close()
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("reading %s back: %v (%d partitions not read to their end)", topic, ctx.Err(), len(want))
+			t.Fatalf("reading %s back%s: %v (%d partitions not read to their %s)", topic, how, ctx.Err(), len(want), goal)
 		}
 		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			each(r)
-			if r.Offset+1 >= end {
+			if take(r) {
 				delete(want, r.Partition)
 			}
 		})

@@ -10,25 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// produceError answers every partition of a produce request with code.
-func produceError(req *kmsg.ProduceRequest, code func(kmsg.ProduceRequestTopicPartition) int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, t := range req.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.ErrorCode = code(p)
-			rp.BaseOffset = -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
-}
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
+)
 
 // batchRecords returns the record count of a partition's record batch.
 func batchRecords(p kmsg.ProduceRequestTopicPartition) int32 {
@@ -43,7 +28,7 @@ func batchRecords(p kmsg.ProduceRequestTopicPartition) int32 {
 func stdinLines(n int) []byte {
 	var buf []byte
 	for i := 0; i < n; i++ {
-		buf = numberedLine(buf, i)
+		buf = testkit.NumberedLine(buf, i, lineLen)
 	}
 	return buf
 }
@@ -61,7 +46,7 @@ func TestBrokerErrors(t *testing.T) {
 				}
 				c.KeepControl()
 				hits.Add(1)
-				return produceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 { return code }), nil, true
+				return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 { return code }), nil, true
 			})
 		}
 	}
@@ -93,7 +78,7 @@ func TestBrokerErrors(t *testing.T) {
 					}
 					c.KeepControl()
 					hits.Add(1)
-					return produceError(req, func(p kmsg.ProduceRequestTopicPartition) int16 {
+					return kafkatest.ProduceError(req, func(p kmsg.ProduceRequestTopicPartition) int16 {
 						if batchRecords(p) > 1 {
 							return kerr.MessageTooLarge.Code
 						}
@@ -107,7 +92,7 @@ func TestBrokerErrors(t *testing.T) {
 				c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 					c.KeepControl()
 					hits.Add(1)
-					return produceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
+					return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
 						return kerr.TopicAuthorizationFailed.Code
 					}), nil, true
 				})

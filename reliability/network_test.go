@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ func startPaced(lf *lineFile, perSecond int, rotateEvery time.Duration, rotate f
 				due := int(now.Sub(start).Seconds() * float64(perSecond))
 				pw.mu.Lock()
 				if due > written {
-					lf.write(due - written)
+					lf.Write(due - written)
 					written = due
 				}
 				if pw.rotate != nil && !now.Before(nextRotate) {
@@ -58,14 +57,14 @@ func startPaced(lf *lineFile, perSecond int, rotateEvery time.Duration, rotate f
 func (pw *pacedWriter) stop() int {
 	close(pw.stopped)
 	<-pw.done
-	return pw.lf.next
+	return pw.lf.Next
 }
 
 // written returns the lines written so far.
 func (pw *pacedWriter) written() int {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
-	return pw.lf.next
+	return pw.lf.Next
 }
 
 // TestNetworkFaults puts toxics on the proxy that the broker advertises, while an application
@@ -107,15 +106,10 @@ func TestNetworkFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := report(t, "3. network: "+tc.name)
-			topic := b.newTopic(t, 3)
-			dir := t.TempDir()
-			path := filepath.Join(dir, "app.log")
-			lf := newLineFile(t, path)
-			defer lf.close()
-			rd := b.reader()
-			w := rd.watch(t, topic)
+			f := newScenario(t, b)
+			topic, lf, rd, w := f.topic, f.lf, f.rd, f.w
 			const bufferMemory = 8 << 20
-			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state"),
+			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, f.path, f.state,
 				"-X", fmt.Sprintf("buffer.memory=%d", bufferMemory), "-X", "max.block.ms=2000")...)
 			pw := startPaced(lf, tc.rate, 0, nil)
 			defer func() {

@@ -84,6 +84,26 @@ func secs(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
+// byScenario returns a sorted copy of rows: by the text of their scenario before the first '.'
+// (its number or letter, right-aligned so that 10 follows 9), then in the order they started.
+func byScenario[R any](rows []R, key func(R) (scenario string, order int)) []R {
+	sorted := append([]R(nil), rows...)
+	prefix := func(r R) (string, int) {
+		s, order := key(r)
+		n, _, _ := strings.Cut(s, ".")
+		return fmt.Sprintf("%4s", n), order
+	}
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, ai := prefix(sorted[i])
+		b, bi := prefix(sorted[j])
+		if a != b {
+			return a < b
+		}
+		return ai < bi
+	})
+	return sorted
+}
+
 // table renders the rows as a Markdown table, by scenario number.
 func table() string {
 	rowsMu.Lock()
@@ -91,15 +111,7 @@ func table() string {
 	if len(rows) == 0 {
 		return ""
 	}
-	sorted := append([]*row(nil), rows...)
-	// By scenario number (the text before the first '.'), then in the order they started.
-	scenarioNo := func(r *row) string { n, _, _ := strings.Cut(r.Scenario, "."); return fmt.Sprintf("%4s", n) }
-	sort.SliceStable(sorted, func(i, j int) bool {
-		if a, b := scenarioNo(sorted[i]), scenarioNo(sorted[j]); a != b {
-			return a < b
-		}
-		return sorted[i].order < sorted[j].order
-	})
+	sorted := byScenario(rows, func(r *row) (string, int) { return r.Scenario, r.order })
 	var b strings.Builder
 	b.WriteString("| scenario | sent | delivered | lost | duplicated | recovery | result |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---|---|\n")
@@ -200,14 +212,7 @@ func clusterTable() string {
 	if len(crows) == 0 {
 		return ""
 	}
-	sorted := append([]*crow(nil), crows...)
-	letter := func(r *crow) string { l, _, _ := strings.Cut(r.Scenario, "."); return fmt.Sprintf("%4s", l) }
-	sort.SliceStable(sorted, func(i, j int) bool {
-		if a, b := letter(sorted[i]), letter(sorted[j]); a != b {
-			return a < b
-		}
-		return sorted[i].order < sorted[j].order
-	})
+	sorted := byScenario(crows, func(r *crow) (string, int) { return r.Scenario, r.order })
 	var b strings.Builder
 	b.WriteString("\n### Cluster faults (three brokers)\n\n")
 	b.WriteString("The agent beside a Java producer (the control: the Apache Kafka Java client, reliability/javactl/ControlProducer.java)\n" +

@@ -35,23 +35,18 @@ func TestRotationTorture(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := report(t, "4. rotation: "+tc.name)
-			topic := b.newTopic(t, 3)
-			dir := t.TempDir()
-			path := filepath.Join(dir, "app.log")
-			lf := newLineFile(t, path)
-			defer lf.close()
-			rd := b.reader()
-			w := rd.watch(t, topic)
-			lf.write(1000)
-			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, filepath.Join(dir, tc.glob), filepath.Join(dir, "state"))...)
+			f := newScenario(t, b)
+			topic, dir, lf, rd, w := f.topic, f.dir, f.lf, f.rd, f.w
+			lf.Write(1000)
+			a := startAgent(t, nil, nil, tailArgs(b.bootstrap(), topic, filepath.Join(dir, tc.glob), f.state)...)
 			// The agent must know the file before its first rotation.
 			w.waitAtLeast(1000, time.Minute, a)
 			rotate := func(lf *lineFile, n int) {
-				to := fmt.Sprintf("%s.%d", lf.path, n)
+				to := fmt.Sprintf("%s.%d", lf.Path, n)
 				if tc.copy {
-					lf.rotateCopyTruncate(to)
+					lf.RotateCopyTruncate(to)
 				} else {
-					lf.rotateRename(to)
+					lf.RotateRename(to)
 				}
 			}
 			pw := startPaced(lf, rate, 100*time.Millisecond, rotate)

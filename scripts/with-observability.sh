@@ -14,6 +14,8 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/child.sh
+. "$HERE/lib/child.sh"
 [[ $# -ge 1 ]] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 
 "$HERE/tools.sh" build jaeger prometheus || exit 1
@@ -67,25 +69,7 @@ echo "with-observability.sh: Jaeger and Prometheus ready after $((SECONDS - t0))
 eval "$("$HERE/jaeger.sh" env)"
 eval "$("$HERE/prometheus.sh" env)"
 
-child=
-on_signal() {
-  trap - INT TERM
-  if [[ -n $child ]]; then
-    kill -"$1" -- "-$child" 2>/dev/null || true
-    wait "$child" 2>/dev/null || true
-  fi
-  stop
-  exit "$2"
-}
-trap 'on_signal INT 130' INT
-trap 'on_signal TERM 143' TERM
-
-set -m
-"$@" &
-child=$!
-wait "$child"
-rc=$?
-set +m
+run_child "$@"
 if ((rc != 0)); then
   echo "with-observability.sh: command failed (exit $rc); Jaeger log tail ($JAEGER_LOG):" >&2
   tail -n 20 "$JAEGER_LOG" >&2 || true

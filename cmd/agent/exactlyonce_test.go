@@ -66,12 +66,8 @@ func readCommitted(t *testing.T, topic string, partitions int32) []string {
 // the second fences the first, which exits 1 naming the id; the second resumes at the first's
 // last commit and a read_committed consumer sees every line once.
 func TestExactlyOnceFencedAgentStops(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 3)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	lw := newLineWriter(t, path)
-	lw.write(5000)
+	bootstrap, topic, dir, path, lw := tailSetup(t, 3)
+	lw.Write(5000)
 	txnID := topic + "-txn"
 	args := func(state string) []string {
 		return []string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", state,
@@ -99,7 +95,7 @@ func TestExactlyOnceFencedAgentStops(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	lw.write(5000) // for whichever agent is still allowed to send
+	lw.Write(5000) // for whichever agent is still allowed to send
 	select {
 	case <-first.exited:
 	case <-time.After(time.Minute):

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // agentBin is the agent built once for the package's tests: they run it as users do.
@@ -54,7 +55,7 @@ func runAgent(t *testing.T, in io.Reader, timeout time.Duration, env []string, a
 	cmd.Stdin = in
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testkit.AgentEnv(), env...)
 	start := time.Now()
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
@@ -67,18 +68,6 @@ func runAgent(t *testing.T, in io.Reader, timeout time.Duration, env []string, a
 		t.Fatal(err)
 	}
 	return r
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AGENT_") {
-			env = append(env, kv)
-		}
-	}
-	// No telemetry backend runs for these tests; the OTLP exporters are tested in telemetry/
-	// and tools/e2e.
-	return append(env, "HOME="+os.TempDir(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
 }
 
 func tail(s string) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/internal/freeport"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // privateBroker is a broker of this test's own (the shared one must stay up for the other
@@ -25,7 +26,10 @@ type privateBroker struct {
 func startPrivateBroker(t *testing.T) *privateBroker {
 	t.Helper()
 	kafkatest.Bootstrap(t) // the environment make test sets up (jars fetched, Java present)
-	port := freeBasePort(t)
+	port, err := freeport.Base(30000+os.Getpid()%2000*10, 60000, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := &privateBroker{t: t, port: port, state: filepath.Join(os.TempDir(), fmt.Sprintf("kafkatrail-outage-%d", port))}
 	b.env = append(os.Environ(), fmt.Sprintf("KAFKA_PORT=%d", port), "KAFKATRAIL_STATE="+b.state)
 	b.run("start")
@@ -49,26 +53,6 @@ func (b *privateBroker) run(verb string) {
 	}
 }
 
-// freeBasePort finds four consecutive free ports (the broker's listeners) above 30000.
-func freeBasePort(t *testing.T) int {
-	for base := 30000 + os.Getpid()%2000*10; base < 60000; base += 10 {
-		ok := true
-		for p := base; p < base+4 && ok; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free ports")
-	return 0
-}
-
 // TestTailBrokerDown30sLosesNothingAndBoundsMemory stops the broker for 30 s while the
 // application keeps logging: reading pauses when the producer's buffer is full, resident memory
 // stays bounded, and once the broker is back every line arrives.
@@ -82,8 +66,8 @@ func TestTailBrokerDown30sLosesNothingAndBoundsMemory(t *testing.T) {
 	}
 	path := filepath.Join(dir, "app.log")
 	topic := "outage"
-	lw := newLineWriter(t, path)
-	lw.write(20000)
+	lw := testkit.NewLineFile(t, path, lineLen)
+	lw.Write(20000)
 	const bufferMemory = 8 << 20
 	args := append(tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state")),
 		"-X", fmt.Sprintf("buffer.memory=%d", bufferMemory),
@@ -94,19 +78,19 @@ func TestTailBrokerDown30sLosesNothingAndBoundsMemory(t *testing.T) {
 	agentBin = bin
 	a := startAgent(t, nil, args...)
 	agentBin = saved
-	waitForRecords(t, b.bootstrap(), topic, lw.next, time.Minute, a)
+	waitForRecords(t, b.bootstrap(), topic, lw.Next, time.Minute, a)
 
 	b.run("stop")
 	down := time.Now()
 	var peak int64
 	for time.Since(down) < 30*time.Second {
-		lw.write(2000) // about 140 KB: 4.2 MB per second, far more than the buffer holds
+		lw.Write(2000) // about 140 KB: 4.2 MB per second, far more than the buffer holds
 		if r := a.rss(); r > peak {
 			peak = r
 		}
 		time.Sleep(30 * time.Millisecond) // the application's pace, not a wait for the agent
 	}
-	written := lw.next
+	written := lw.Next
 	b.run("resume")
 	back := time.Now()
 	waitForRecords(t, b.bootstrap(), topic, written, 3*time.Minute, a)

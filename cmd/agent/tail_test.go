@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // runningAgent is an agent process started in the background.
@@ -36,7 +37,7 @@ func startAgent(t *testing.T, env []string, args ...string) *runningAgent {
 	}
 	cmd := exec.Command(agentBin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testkit.AgentEnv(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,75 +84,19 @@ func (a *runningAgent) kill9() {
 }
 
 // rss returns the agent's resident memory in bytes.
-func (a *runningAgent) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
+func (a *runningAgent) rss() int64 { return procstat.RSS(a.cmd.Process.Pid) }
 
-// lineWriter appends numbered lines to a file, as an application logging would.
-type lineWriter struct {
-	t    *testing.T
-	path string
-	f    *os.File
-	w    *bufio.Writer
-	next int
-}
+// lineLen is the length of the lines the tests' "application" writes (testkit.LineFile),
+// newline included: about a typical log line.
+const lineLen = 70
 
-func newLineWriter(t *testing.T, path string) *lineWriter {
-	lw := &lineWriter{t: t, path: path}
-	lw.open()
-	return lw
-}
-
-func (lw *lineWriter) open() {
-	f, err := os.OpenFile(lw.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		lw.t.Fatal(err)
-	}
-	lw.f, lw.w = f, bufio.NewWriterSize(f, 64<<10)
-}
-
-func (lw *lineWriter) write(n int) {
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(lw.w, "line-%09d some log text of a plausible length for an application\n", lw.next)
-		lw.next++
-	}
-	if err := lw.w.Flush(); err != nil {
-		lw.t.Fatal(err)
-	}
-}
-
-// rotateRename is logrotate's default: rename the file away, create a new one.
-func (lw *lineWriter) rotateRename(suffix string) {
-	lw.f.Close()
-	if err := os.Rename(lw.path, lw.path+suffix); err != nil {
-		lw.t.Fatal(err)
-	}
-	lw.open()
-}
-
-// rotateCopyTruncate is logrotate's copytruncate: copy the content away, truncate in place;
-// the writer keeps its descriptor (O_APPEND, so it continues at the new end).
-func (lw *lineWriter) rotateCopyTruncate(suffix string) {
-	data, err := os.ReadFile(lw.path)
-	if err != nil {
-		lw.t.Fatal(err)
-	}
-	if err := os.WriteFile(lw.path+suffix, data, 0o644); err != nil {
-		lw.t.Fatal(err)
-	}
-	if err := os.Truncate(lw.path, 0); err != nil {
-		lw.t.Fatal(err)
-	}
+// tailSetup is how the tail tests start: the real broker, a new topic of the given partitions,
+// and the application's log file path (dir/app.log) open for writing (lw).
+func tailSetup(t *testing.T, partitions int) (bootstrap, topic, dir, path string, lw *testkit.LineFile) {
+	t.Helper()
+	bootstrap, topic, dir = kafkatest.Bootstrap(t), kafkatest.NewTopic(t, partitions), t.TempDir()
+	path = filepath.Join(dir, "app.log")
+	return bootstrap, topic, dir, path, testkit.NewLineFile(t, path, lineLen)
 }
 
 // waitForRecords consumes topic until n distinct lines arrived, or fails at the deadline.
@@ -210,13 +155,9 @@ func tailArgs(bootstrap, topic, path, state string) []string {
 }
 
 func TestTailMillionLineFile(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 6)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	bootstrap, topic, dir, path, lw := tailSetup(t, 6)
 	const n = 1_000_000
-	lw := newLineWriter(t, path)
-	lw.write(n)
+	lw.Write(n)
 	start := time.Now()
 	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
 	waitForRecords(t, bootstrap, topic, n, 5*time.Minute, a)
@@ -228,7 +169,7 @@ func TestTailMillionLineFile(t *testing.T) {
 	}
 	// The checkpoint must now point at the end: a restart sends nothing again.
 	b := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
-	lw.write(10)
+	lw.Write(10)
 	waitForRecords(t, bootstrap, topic, n+10, time.Minute, b)
 	b.stop(time.Minute)
 	if lost, dup := countLines(t, bootstrap, topic, n+10); lost != 0 || dup != 0 {
@@ -237,55 +178,47 @@ func TestTailMillionLineFile(t *testing.T) {
 }
 
 func TestTailRotationWhileWriting(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 3)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	lw := newLineWriter(t, path)
-	lw.write(1000)
+	bootstrap, topic, dir, path, lw := tailSetup(t, 3)
+	lw.Write(1000)
 	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, filepath.Join(dir, "state"))...)
 	// The agent must know the file before it is first rotated: a file renamed away before the
 	// agent ever saw it is not at the followed path any more.
-	waitForRecords(t, bootstrap, topic, lw.next, time.Minute, a)
+	waitForRecords(t, bootstrap, topic, lw.Next, time.Minute, a)
 	for round := 0; round < 10; round++ {
-		lw.write(5000)
+		lw.Write(5000)
 		if round%2 == 0 {
-			lw.rotateRename(fmt.Sprintf(".%d", round))
+			lw.RotateRename(fmt.Sprintf("%s.%d", path, round))
 		} else {
 			// copytruncate loses what is written between the copy and the truncation; this
 			// writer writes nothing in between, so every line must arrive exactly once.
-			waitForRecords(t, bootstrap, topic, lw.next, time.Minute, a)
-			lw.rotateCopyTruncate(fmt.Sprintf(".%d", round))
+			waitForRecords(t, bootstrap, topic, lw.Next, time.Minute, a)
+			lw.RotateCopyTruncate(fmt.Sprintf("%s.%d", path, round))
 		}
 	}
-	lw.write(1000)
-	waitForRecords(t, bootstrap, topic, lw.next, 2*time.Minute, a)
+	lw.Write(1000)
+	waitForRecords(t, bootstrap, topic, lw.Next, 2*time.Minute, a)
 	a.stop(time.Minute)
-	if lost, dup := countLines(t, bootstrap, topic, lw.next); lost != 0 || dup != 0 {
-		t.Fatalf("%d of %d lines lost, %d duplicated across rename and copytruncate rotations", lost, lw.next, dup)
+	if lost, dup := countLines(t, bootstrap, topic, lw.Next); lost != 0 || dup != 0 {
+		t.Fatalf("%d of %d lines lost, %d duplicated across rename and copytruncate rotations", lost, lw.Next, dup)
 	}
 }
 
 func TestTailKill9AndRestartLosesNothing(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	topic := kafkatest.NewTopic(t, 3)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "app.log")
+	bootstrap, topic, dir, path, lw := tailSetup(t, 3)
 	state := filepath.Join(dir, "state")
-	lw := newLineWriter(t, path)
 	const rounds, perRound = 5, 40000
 	for round := 0; round < rounds; round++ {
 		a := startAgent(t, nil, tailArgs(bootstrap, topic, path, state)...)
-		lw.write(perRound)
+		lw.Write(perRound)
 		// Let it get part of the way, then crash it mid-stream.
-		waitForRecords(t, bootstrap, topic, lw.next-perRound/2, time.Minute, a)
+		waitForRecords(t, bootstrap, topic, lw.Next-perRound/2, time.Minute, a)
 		a.kill9()
 	}
 	a := startAgent(t, nil, tailArgs(bootstrap, topic, path, state)...)
-	waitForRecords(t, bootstrap, topic, lw.next, 2*time.Minute, a)
+	waitForRecords(t, bootstrap, topic, lw.Next, 2*time.Minute, a)
 	a.stop(time.Minute)
-	lost, dup := countLines(t, bootstrap, topic, lw.next)
-	t.Logf("kill -9 %d times during %d lines: %d lost, %d duplicated", rounds, lw.next, lost, dup)
+	lost, dup := countLines(t, bootstrap, topic, lw.Next)
+	t.Logf("kill -9 %d times during %d lines: %d lost, %d duplicated", rounds, lw.Next, lost, dup)
 	if lost != 0 {
 		t.Fatalf("%d lines lost", lost)
 	}
@@ -314,14 +247,14 @@ func TestSIGHUPReloadsTailPatterns(t *testing.T) {
 	}
 	first, second := filepath.Join(dir, "first.log"), filepath.Join(dir, "second.log")
 	writeCfg(first)
-	lw := newLineWriter(t, first)
-	lw.write(100)
+	lw := testkit.NewLineFile(t, first, lineLen)
+	lw.Write(100)
 	a := startAgent(t, nil, "--config", cfgPath)
 	waitForRecords(t, bootstrap, topic, 100, time.Minute, a)
 
-	lw2 := newLineWriter(t, second)
-	lw2.next = 100 // numbers continue, so every line of both files is distinct
-	lw2.write(100)
+	lw2 := testkit.NewLineFile(t, second, lineLen)
+	lw2.Next = 100 // numbers continue, so every line of both files is distinct
+	lw2.Write(100)
 	writeCfg(first, second)
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)

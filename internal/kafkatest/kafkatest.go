@@ -51,18 +51,12 @@ func mustEnv(t testing.TB, name string) string {
 }
 
 // Bootstrap returns the PLAINTEXT listener address ($KAFKA_BOOTSTRAP).
-func Bootstrap(t testing.TB) string {
-	t.Helper()
-	return mustEnv(t, "KAFKA_BOOTSTRAP")
-}
+func Bootstrap(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_BOOTSTRAP") }
 
 // SASLBootstrap returns the SASL_PLAINTEXT listener address
 // ($KAFKA_SASL_BOOTSTRAP); PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are enabled,
 // see SASLCredentials.
-func SASLBootstrap(t testing.TB) string {
-	t.Helper()
-	return mustEnv(t, "KAFKA_SASL_BOOTSTRAP")
-}
+func SASLBootstrap(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_SASL_BOOTSTRAP") }
 
 // SASLCredentials returns the user and password accepted by every SASL
 // mechanism on the SASL listener ($KAFKA_SASL_USER/$KAFKA_SASL_PASSWORD,
@@ -82,17 +76,11 @@ func SASLCredentials(t testing.TB) (user, password string) {
 
 // SSLBootstrap returns the SSL listener address ($KAFKA_SSL_BOOTSTRAP). Its
 // certificate is signed by CAFile and is valid for 127.0.0.1 and localhost.
-func SSLBootstrap(t testing.TB) string {
-	t.Helper()
-	return mustEnv(t, "KAFKA_SSL_BOOTSTRAP")
-}
+func SSLBootstrap(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_SSL_BOOTSTRAP") }
 
 // CAFile returns the path of the PEM CA certificate that signed the broker's
 // (and the client's) certificate ($KAFKA_CA_FILE).
-func CAFile(t testing.TB) string {
-	t.Helper()
-	return mustEnv(t, "KAFKA_CA_FILE")
-}
+func CAFile(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_CA_FILE") }
 
 // ClientCertFiles returns PEM files of a client certificate and its key,
 // signed by CAFile ($KAFKA_CLIENT_CERT, $KAFKA_CLIENT_KEY). The SSL listener

@@ -27,8 +27,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/kafka/logging.sh
-. "$HERE/logging.sh"
+NAME=broker
 STATE=${KAFKATRAIL_STATE:-/tmp/kafkatrail-kafka}
 PORT=${KAFKA_PORT:-9092}
 CONTROLLER_PORT=$((PORT + 1))
@@ -49,43 +48,11 @@ LOG=$STATE/broker.log
 CONF=$STATE/config
 DATA=$STATE/data
 TLS=$STATE/tls
+# The process behind the PID file must be kafka.Kafka with our config.
+PID_MATCH="kafka.Kafka $CONF/server.properties"
 
-if [[ -n ${JAVA:-} ]]; then :
-elif [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then JAVA=$JAVA_HOME/bin/java
-else JAVA=java
-fi
-
-die() { echo "broker.sh: $*" >&2; exit 1; }
-log() { echo "broker.sh: $*" >&2; }
-
-# The version: start takes KAFKA_VERSION and records it; resume, env and java use the
-# recorded one, so that a broker is never resumed with other jars than its data was written by.
-if [[ ${1:-} != start && -f $STATE/version ]]; then
-  VERSION=$(cat "$STATE/version")
-  if [[ -n ${KAFKA_VERSION:-} && $KAFKA_VERSION != "$VERSION" ]]; then
-    log "KAFKA_VERSION=$KAFKA_VERSION ignored: the broker in $STATE runs $VERSION"
-  fi
-else
-  VERSION=${KAFKA_VERSION:-4.4.0}
-fi
-
-fetch() { KAFKA_VERSION=$VERSION "$HERE/fetch.sh" "$@"; }
-lib_dir() { fetch --print; }
-
-# tcp_open PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
-tcp_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null; }
-
-# running_pid: prints the PID from the pid file if that process is our broker.
-running_pid() {
-  [[ -f $PIDFILE ]] || return 1
-  local pid
-  pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  # Guard against a recycled PID: the process must be kafka.Kafka with our config.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $CONF/server.properties" || return 1
-  echo "$pid"
-}
+# shellcheck source=scripts/kafka/common.sh
+. "$HERE/common.sh"
 
 write_configs() {
   # Kafka 4.x: log4j2 YAML; 3.x: reload4j properties (logging.sh).
@@ -161,18 +128,11 @@ gen_tls() {
   ) >"$STATE/tls.log" 2>&1 || { cat "$STATE/tls.log" >&2; die "TLS material generation failed"; }
 }
 
-# cluster_id: a random Kafka Uuid in its base64url form (what `StorageTool random-uuid` prints),
-# made here to save a JVM start. Kafka rejects IDs starting with '-'.
-cluster_id() {
-  local id
-  while :; do
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-    [[ $id != -* && ${#id} -eq 22 ]] && { echo "$id"; return; }
-  done
-}
+# broker_ready: true once the broker logged its start and its PLAINTEXT port accepts.
+broker_ready() { grep -q 'Kafka Server started' "$LOG" 2>/dev/null && tcp_open "$PORT"; }
 
 cmd_start() {
-  local pid p
+  local pid
   [[ -n $STATE && $STATE != / ]] || die "refusing state dir '$STATE'"
   mkdir -p "$(dirname "$STATE")"
   # One broker per state dir. The lock is taken here and inherited by the
@@ -180,24 +140,13 @@ cmd_start() {
   # the process exits); a second start on the same state dir never wipes the
   # state of a live broker. Exit 75 (busy) tells callers to pick another
   # KAFKATRAIL_STATE/KAFKA_PORT (scripts/kafka/with-broker.sh does).
-  exec {lockfd}>"$STATE.lock"
-  if ! flock -n "$lockfd"; then
-    log "state dir $STATE is in use by another broker (pid $(cat "$PIDFILE" 2>/dev/null || echo '?')) or start;" \
-      "stop it with '$0 stop' or set KAFKATRAIL_STATE and KAFKA_PORT"
-    exit 75
-  fi
+  lock_state "another broker or start" "stop it with '$0 stop' or set KAFKATRAIL_STATE and KAFKA_PORT"
   if pid=$(running_pid); then
     log "already running (pid $pid); stop it with '$0 stop'"
     exit 75
   fi
   rm -f "$PIDFILE"
-  for p in "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT"; do
-    if tcp_open "$p"; then
-      ss -ltnp "( sport = :$p )" >&2 2>/dev/null || true
-      log "port $HOST:$p is already in use (another broker?); set KAFKA_PORT to another base port"
-      exit 75
-    fi
-  done
+  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
   lib=$(fetch)
@@ -231,37 +180,8 @@ cmd_start() {
   local t_format=$SECONDS
   fi
 
-  # New session (setsid) so a Ctrl-C in the caller's terminal does not hit the broker directly:
-  # the caller stops it by PID. The inner shell writes its own PID, then execs java (same PID).
-  # shellcheck disable=SC2086
-  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$PIDFILE" \
-    "$JAVA" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-    -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
-    "$(logging_opt "$VERSION" "$CONF" broker)" \
-    -cp "$lib/*" kafka.Kafka "$CONF/server.properties" \
-    </dev/null >"$LOG" 2>&1 &
-
-  local deadline=$((SECONDS + START_DEADLINE))
-  while :; do
-    if [[ -f $PIDFILE ]] && pid=$(cat "$PIDFILE") && [[ -n $pid ]]; then
-      if ! kill -0 "$pid" 2>/dev/null; then
-        log "broker exited during startup; last log lines:"
-        tail -n 60 "$LOG" >&2 || true
-        rm -f "$PIDFILE"
-        exit 1
-      fi
-      if grep -q 'Kafka Server started' "$LOG" 2>/dev/null && tcp_open "$PORT"; then
-        break
-      fi
-    fi
-    if ((SECONDS >= deadline)); then
-      log "broker not ready after ${START_DEADLINE}s; last log lines:"
-      tail -n 60 "$LOG" >&2 || true
-      cmd_stop || true
-      exit 1
-    fi
-    sleep 0.3
-  done
+  launch_kafka "$PIDFILE" "$LOG" "$lib" "$CONF/server.properties"
+  daemon_wait broker_ready 60
   log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT (log: $LOG)"
 }
 
@@ -274,42 +194,9 @@ cmd_kill() {
   log "killed pid $pid"
 }
 
-cmd_stop() {
-  local pid
-  if ! pid=$(running_pid); then
-    rm -f "$PIDFILE"
-    log "not running"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + STOP_DEADLINE))
-  while kill -0 "$pid" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then
-      log "pid $pid still alive after ${STOP_DEADLINE}s: KILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.2
-  done
-  # Wait for the KILLed process to be gone (it is not our child: poll).
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  rm -f "$PIDFILE"
-  log "stopped pid $pid"
-}
-
-cmd_status() {
-  local pid
-  if pid=$(running_pid); then
-    echo "running pid $pid: PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT"
-    return 0
-  fi
-  echo "not running"
-  return 3
-}
-
 cmd_env() {
   local lib
-  lib=$(lib_dir)
+  lib=$(fetch --print)
   printf 'export %s=%q\n' \
     KAFKA_BOOTSTRAP "$HOST:$PORT" \
     KAFKA_SASL_BOOTSTRAP "$HOST:$SASL_PORT" \
@@ -323,22 +210,13 @@ cmd_env() {
     KAFKA_BROKER_LOG "$LOG"
 }
 
-cmd_java() {
-  [[ $# -ge 1 ]] || die "usage: $0 java CLASS [ARGS...]"
-  local lib
-  lib=$(fetch)
-  mkdir -p "$CONF"
-  have_logging "$VERSION" "$CONF" || write_logging "$VERSION" "$CONF"
-  exec "$JAVA" -Xmx512m -cp "$lib/*" "$(logging_opt "$VERSION" "$CONF" tools)" "$@"
-}
-
 case ${1:-} in
   start) cmd_start ;;
   resume) cmd_start keep ;;
-  stop) cmd_stop ;;
+  stop) daemon_stop ;;
   kill) cmd_kill ;;
-  status) cmd_status ;;
+  status) daemon_status "PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT" ;;
   env) cmd_env ;;
-  java) shift; cmd_java "$@" ;;
+  java) shift; kafka_java -Xmx512m "$@" ;;
   *) echo "usage: $0 start|stop|status|env|java CLASS [ARGS...]" >&2; exit 2 ;;
 esac

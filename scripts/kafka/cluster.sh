@@ -36,9 +36,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/kafka/logging.sh
-. "$HERE/logging.sh"
-
+NAME=cluster
 STATE=${KAFKATRAIL_CLUSTER_STATE:-/tmp/kafkatrail-cluster}
 BASE=${KAFKA_CLUSTER_PORT:-29092}
 HOST=127.0.0.1
@@ -48,25 +46,8 @@ STOP_DEADLINE=30
 NODES=(1 2 3)
 CONF=$STATE/config
 
-if [[ -n ${JAVA:-} ]]; then :
-elif [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then JAVA=$JAVA_HOME/bin/java
-else JAVA=java
-fi
-
-die() { echo "cluster.sh: $*" >&2; exit 1; }
-log() { echo "cluster.sh: $*" >&2; }
-
-# The version: start takes KAFKA_VERSION and records it; every later command (restart, env,
-# java) uses the recorded one, so that a node is never restarted with other jars than its
-# data was written by.
-if [[ ${1:-} != start && -f $STATE/version ]]; then
-  VERSION=$(cat "$STATE/version")
-  if [[ -n ${KAFKA_VERSION:-} && $KAFKA_VERSION != "$VERSION" ]]; then
-    log "KAFKA_VERSION=$KAFKA_VERSION ignored: the cluster in $STATE runs $VERSION"
-  fi
-else
-  VERSION=${KAFKA_VERSION:-4.4.0}
-fi
+# shellcheck source=scripts/kafka/common.sh
+. "$HERE/common.sh"
 
 port() { echo $((BASE + 10 * ($1 - 1))); }
 controller_port() { echo $((BASE + 10 * ($1 - 1) + 1)); }
@@ -86,14 +67,9 @@ voters() {
   (IFS=,; echo "${out[*]}")
 }
 
-lib_dir() { KAFKA_VERSION=$VERSION "$HERE/fetch.sh" "$@"; }
-
 check_node() {
   [[ ${1:-} =~ ^[1-3]$ ]] || die "node must be 1, 2 or 3 (got '${1:-}')"
 }
-
-# tcp_open PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
-tcp_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null; }
 
 # kafka_ask PORT REQUEST N: sends REQUEST (a printf format of \x escapes: a whole Kafka
 # request, size first) to 127.0.0.1:PORT and prints the first N bytes of the answer as hex.
@@ -130,18 +106,9 @@ metadata_brokers() {
   echo $((16#${hex:24:8}))
 }
 
-# running_pid N: prints the PID from node N's pid file if that process is still our node.
-running_pid() {
-  local f pid
-  f=$(pidfile "$1")
-  [[ -f $f ]] || return 1
-  pid=$(cat "$f" 2>/dev/null) || return 1
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  # Guard against a recycled PID: the process must be kafka.Kafka with this node's config.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $(node_dir "$1")/server.properties" || return 1
-  echo "$pid"
-}
+# running_pid N: prints the PID from node N's pid file if that process is still our node
+# (kafka.Kafka with this node's config).
+running_pid() { pid_of "$(pidfile "$1")" "kafka.Kafka $(node_dir "$1")/server.properties"; }
 
 # paused PID: true if the process is stopped (SIGSTOP).
 paused() {
@@ -198,15 +165,6 @@ log.cleaner.dedupe.buffer.size=33554432
 EOF
 }
 
-# cluster_id: a random Kafka Uuid in its base64url form, as in broker.sh.
-cluster_id() {
-  local id
-  while :; do
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-    [[ $id != -* && ${#id} -eq 22 ]] && { echo "$id"; return; }
-  done
-}
-
 # launch N LIB: starts node N in its own session (a Ctrl-C in the caller's terminal does not
 # hit it: it is stopped by PID) and returns at once. The inner shell writes its own PID,
 # then execs java (same PID). Its output is appended to the node's log after a marker.
@@ -215,13 +173,7 @@ launch() {
   dir=$(node_dir "$i")
   rm -f "$(pidfile "$i")"
   echo "==== cluster.sh: node $i starting at $(date -Is) ====" >>"$(node_log "$i")"
-  # shellcheck disable=SC2086
-  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$(pidfile "$i")" \
-    "$JAVA" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-    -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
-    "$(logging_opt "$VERSION" "$CONF" broker)" \
-    -cp "$lib/*" kafka.Kafka "$dir/server.properties" \
-    </dev/null >>"$(node_log "$i")" 2>&1 &
+  launch_kafka "$(pidfile "$i")" "$(node_log "$i")" "$lib" "$dir/server.properties"
 }
 
 # log_size N: bytes in node N's log now (readiness looks only at what comes after).
@@ -272,26 +224,8 @@ wait_serving() {
   done
 }
 
-# check_loopback PID: fails if the node listens on anything but 127.0.0.0/8 (Java's sockets
-# show it IPv4-mapped, [::ffff:127.0.0.1]).
-check_loopback() {
-  local addr bad=()
-  command -v ss >/dev/null || return 0
-  while read -r addr; do
-    [[ -z $addr ]] && continue
-    case $addr in
-      127.*:* | \[::ffff:127.*\]:*) ;;
-      *) bad+=("$addr") ;;
-    esac
-  done < <(ss -Hltnp 2>/dev/null | awk -v p="pid=$1," 'index($0, p) { print $4 }')
-  if ((${#bad[@]})); then
-    log "pid $1 listens on non-loopback addresses: ${bad[*]}"
-    return 1
-  fi
-}
-
 cmd_start() {
-  local i p pid
+  local i pid
   [[ -n $STATE && $STATE != / ]] || die "refusing state dir '$STATE'"
   mkdir -p "$(dirname "$STATE")"
   # One cluster per state dir. The lock is taken here and inherited by the three JVMs, so it
@@ -299,30 +233,19 @@ cmd_start() {
   # on the same state dir never wipes a live cluster. A node started later by `restart` gets
   # the lock only if no other node holds it; the running_pid check below covers the rest.
   # Exit 75 (busy) tells callers to pick another KAFKATRAIL_CLUSTER_STATE/KAFKA_CLUSTER_PORT.
-  exec {lockfd}>"$STATE.lock"
-  if ! flock -n "$lockfd"; then
-    log "state dir $STATE is in use by another cluster or start; stop it with '$0 stop'" \
-      "or set KAFKATRAIL_CLUSTER_STATE and KAFKA_CLUSTER_PORT"
-    exit 75
-  fi
+  lock_state "another cluster or start" "stop it with '$0 stop' or set KAFKATRAIL_CLUSTER_STATE and KAFKA_CLUSTER_PORT"
   for i in "${NODES[@]}"; do
     if pid=$(running_pid "$i"); then
       log "node $i already running (pid $pid); stop the cluster with '$0 stop'"
       exit 75
     fi
   done
-  for i in "${NODES[@]}"; do
-    for p in "$(port "$i")" "$(controller_port "$i")"; do
-      if tcp_open "$p"; then
-        ss -ltnp "( sport = :$p )" >&2 2>/dev/null || true
-        log "port $HOST:$p is already in use (another cluster?); set KAFKA_CLUSTER_PORT to another base port"
-        exit 75
-      fi
-    done
-  done
+  local ports=()
+  for i in "${NODES[@]}"; do ports+=("$(port "$i")" "$(controller_port "$i")"); done
+  ports_free "another cluster? set KAFKA_CLUSTER_PORT to another base port" "${ports[@]}"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
-  lib=$(lib_dir)
+  lib=$(fetch)
   local t0=$SECONDS
 
   for i in "${NODES[@]}"; do rm -rf "$(node_dir "$i")"; done
@@ -463,7 +386,7 @@ cmd_restart() {
       tcp_open "$p" && { log "port $HOST:$p is in use: cannot restart node $i"; exit 75; }
     done
   done
-  lib=$(lib_dir)
+  lib=$(fetch)
   mkdir -p "$CONF"
   have_logging "$VERSION" "$CONF" || write_logging "$VERSION" "$CONF"
   # Hold the state dir's lock if no other node does (all were down), so that it keeps
@@ -524,17 +447,8 @@ cmd_env() {
     export_line "KAFKA_CLUSTER_NODE$i" "$HOST:$(port "$i")"
   done
   export_line KAFKA_CLUSTER_STATE "$STATE"
-  export_line KAFKA_LIB "$(lib_dir --print)"
+  export_line KAFKA_LIB "$(fetch --print)"
   export_line KAFKA_CLUSTER_VERSION "$VERSION"
-}
-
-cmd_java() {
-  [[ $# -ge 1 ]] || die "usage: $0 java CLASS [ARGS...]"
-  local lib
-  lib=$(lib_dir)
-  mkdir -p "$CONF"
-  have_logging "$VERSION" "$CONF" || write_logging "$VERSION" "$CONF"
-  exec "$JAVA" -Xmx256m -cp "$lib/*" "$(logging_opt "$VERSION" "$CONF" tools)" "$@"
 }
 
 usage() {
@@ -560,6 +474,6 @@ case $cmd in
     esac
     ;;
   pid) cmd_pid "$@" ;;
-  java) cmd_java "$@" ;;
+  java) kafka_java -Xmx256m "$@" ;;
   *) usage ;;
 esac

@@ -226,6 +226,14 @@ func vars(d *dashboard.DashboardBuilder, n *Names, anchor string) *dashboard.Das
 			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr(n.Const("DefaultServiceName"))}))
 }
 
+// filtered is a new dashboard (newDashboard) with the common variables (vars, anchored on the
+// metric anchor) and one more, name (shown as label), that filters on the values of the label
+// key of anchor.
+func filtered(n *Names, anchor, name, label, key, title, uid, desc string) *dashboard.DashboardBuilder {
+	return vars(newDashboard(title, uid, desc), n, anchor).
+		WithVariable(queryVar(name, label, fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, anchor, key)))
+}
+
 func queryVar(name, label, query string) *dashboard.QueryVariableBuilder {
 	return dashboard.NewQueryVariableBuilder(name).Label(label).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(query)}).Definition(query).

@@ -26,11 +26,10 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 	comprL := n.Label("AttrCompression")
 	m := base(topicL, "$topic")
 
-	d := newDashboard("kafkatrail: Producer overview", "kafkatrail-producer-overview",
+	d := filtered(n, sent, "topic", "Topic", topicL,
+		"kafkatrail: Producer overview", "kafkatrail-producer-overview",
 		"Records acknowledged, end-to-end latency (Send to callback), where the time goes stage by stage, "+
 			"errors and retries. Latency panels show exemplars: a dot opens the record's trace in Jaeger.")
-	d = vars(d, n, sent).
-		WithVariable(queryVar("topic", "Topic", fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, sent, topicL)))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Throughput")).
 		WithPanel(statPanel("Records acknowledged / s", "messaging.client.sent.messages: records a broker acknowledged.", "ops",
@@ -116,11 +115,10 @@ func networkInflight(n *Names) *dashboard.DashboardBuilder {
 	m := base(nodeL, "$node")
 	b := base()
 
-	d := newDashboard("kafkatrail: Network and in-flight", "kafkatrail-network-inflight",
+	d := filtered(n, inflight, "node", "Broker node", nodeL,
+		"kafkatrail: Network and in-flight", "kafkatrail-network-inflight",
 		"Per broker: requests in flight, connection states and churn, request latency by API, bytes; "+
 			"the buffer pool and metadata age.")
-	d = vars(d, n, inflight).
-		WithVariable(queryVar("node", "Broker node", fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, inflight, nodeL)))
 
 	reqLat := ts("Request latency p99 by broker and API", "kafkatrail.request.duration: request queued to response read (Java request-latency). Exemplars link to traces.", "s", 12, 8)
 	reqLat = reqLat.WithTarget(qx(quantile(0.99, reqDur, m, nodeL, apiL), "node "+legend(nodeL)+" "+legend(apiL)))
@@ -181,11 +179,10 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	reasonL := n.Label("AttrDropReason")
 	m := base(fileL, "$file")
 
-	d := newDashboard("kafkatrail: Agent and files", "kafkatrail-agent-files",
+	d := filtered(n, lines, "file", "File", fileL,
+		"kafkatrail: Agent and files", "kafkatrail-agent-files",
 		"The agent's files: lines and bytes read, bytes behind the end of each file (read lag), bytes read "+
 			"but not yet acknowledged (checkpoint lag), and long or dropped lines.")
-	d = vars(d, n, lines).
-		WithVariable(queryVar("file", "File", fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, lines, fileL)))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Reading")).
 		WithPanel(statPanel("Files watched", "kafkatrail.agent.files.watched.", "short", fmt.Sprintf("sum(%s{%s})", watched, base()))).

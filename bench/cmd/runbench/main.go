@@ -269,24 +269,19 @@ func (b *bench) run() error {
 	b.traceFlag = strings.Contains(string(help), "--trace-sample-ratio")
 	b.report.Env["agent_trace_sample_ratio_flag"] = strconv.FormatBool(b.traceFlag)
 
-	if b.has("producers") {
-		if err := b.producers(); err != nil {
-			return err
+	for _, sec := range []struct {
+		name string
+		run  func() error
+	}{
+		{"producers", b.producers},
+		{"file", b.fileSection},
+		{"tracing", b.tracing},
+		{"memory", b.memory}, // last: it stops the broker
+	} {
+		if !b.has(sec.name) {
+			continue
 		}
-	}
-	if b.has("file") {
-		if err := b.fileSection(); err != nil {
-			return err
-		}
-	}
-	if b.has("tracing") {
-		if err := b.tracing(); err != nil {
-			return err
-		}
-	}
-	// Last: it stops the broker.
-	if b.has("memory") {
-		if err := b.memory(); err != nil {
+		if err := sec.run(); err != nil {
 			return err
 		}
 	}

@@ -3,13 +3,15 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkatrail/kafkatrail/internal/freeport"
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
 )
 
 // MemoryResult is one memory run: the agent tails a file that keeps growing while the broker
@@ -46,7 +48,8 @@ func (b *bench) memory() error {
 		line[i] = 'a' + byte(i%26)
 	}
 	line[len(line)-1] = '\n'
-	port, err := freeBase()
+	// Away from the bases with-broker.sh picks (9092, 19092-19282).
+	port, err := freeport.Base(29100+rand.IntN(50)*10, 29900, 4)
 	if err != nil {
 		return fmt.Errorf("memory: no free ports for its broker: %w", err)
 	}
@@ -116,26 +119,6 @@ func brokerEnv(state string, port int) []string {
 		env = append(env, kv)
 	}
 	return append(env, "KAFKATRAIL_STATE="+state, "KAFKA_PORT="+strconv.Itoa(port))
-}
-
-// freeBase finds a base port P on 127.0.0.1 with P..P+3 free (broker.sh's four listeners),
-// away from the bases with-broker.sh picks (9092, 19092-19282).
-func freeBase() (int, error) {
-	for base := 29100 + rand.IntN(50)*10; base < 29900; base += 10 {
-		ok := true
-		for p := base; p < base+4 && ok; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base, nil
-		}
-	}
-	return 0, fmt.Errorf("none in 29100-29900")
 }
 
 func (b *bench) memoryRun(bufMem int64, line []byte, mb *memBroker, adm *admin) (res MemoryResult) {
@@ -216,7 +199,7 @@ func (b *bench) memoryRun(bufMem int64, line []byte, mb *memBroker, adm *admin) 
 		return checkpointOffset(cp, file) > 4<<20 || p.exited(), nil
 	})
 	time.Sleep(2 * time.Second)
-	if kb, err := rssKiB(p.pid()); err == nil {
+	if kb, err := procstat.KiB(p.pid(), "VmRSS:"); err == nil {
 		res.RSSBeforeStopMiB = float64(kb) / 1024
 	}
 	res.CheckpointAtStop = checkpointOffset(cp, file)
@@ -241,7 +224,7 @@ func (b *bench) memoryRun(bufMem int64, line []byte, mb *memBroker, adm *admin) 
 			res.Error = "the agent exited during the measurement: " + res.ExitedEarly
 			break
 		}
-		kb, err := rssKiB(p.pid())
+		kb, err := procstat.KiB(p.pid(), "VmRSS:")
 		if err != nil {
 			continue
 		}

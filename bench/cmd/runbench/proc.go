@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
 )
 
 // tailBuffer keeps the last max bytes written to it (a child's stderr can be long).
@@ -187,23 +188,6 @@ func (p *proc) exitErr() error {
 	return fmt.Errorf("%s: %v: %s", p.name, p.err, lastLines(p.stderr.String()+"\n"+p.stdout.String(), 4))
 }
 
-// rssKiB reads a process's current resident set size (VmRSS) from /proc.
-func rssKiB(pid int) (int64, error) { return statusKiB(pid, "VmRSS:") }
-
-// statusKiB reads a kB field of /proc/PID/status.
-func statusKiB(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		if f := strings.Fields(string(l)); len(f) >= 2 && f[0] == field {
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s", field)
-}
-
 // sampleHWM keeps the highest VmHWM of the process until done closes. getrusage's ru_maxrss
 // cannot be used for a child of this harness: Go starts children with CLONE_VM, and Linux
 // carries the high-water mark of the address space a process exec'd from into its
@@ -214,7 +198,7 @@ func (p *proc) sampleHWM() {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if kb, err := statusKiB(p.pid(), "VmHWM:"); err == nil && kb > p.hwmKiB.Load() {
+		if kb, err := procstat.KiB(p.pid(), "VmHWM:"); err == nil && kb > p.hwmKiB.Load() {
 			p.hwmKiB.Store(kb)
 		}
 		select {

@@ -31,14 +31,20 @@ func kib(n int) string {
 
 // javaProps are the settings every tool gets, by their Java names.
 func (b *bench) javaProps(c cell) []string {
+	return append(sharedProps(c),
+		"max.request.size="+strconv.Itoa(b.prm.MaxRequestBytes),
+		"buffer.memory="+strconv.Itoa(b.prm.BufferMemory),
+	)
+}
+
+// sharedProps are the settings that librdkafka and the Java client name alike.
+func sharedProps(c cell) []string {
 	return []string{
 		"acks=all",
 		"enable.idempotence=true",
 		"linger.ms=5",
 		"batch.size=" + strconv.Itoa(c.Batch),
 		"compression.type=" + c.Comp,
-		"max.request.size=" + strconv.Itoa(b.prm.MaxRequestBytes),
-		"buffer.memory=" + strconv.Itoa(b.prm.BufferMemory),
 	}
 }
 
@@ -47,17 +53,12 @@ func (b *bench) javaProps(c cell) []string {
 // as batch.size; the first is raised out of the way, the second set to max.request.size.
 // buffer.memory becomes queue.buffering.max.kbytes, with the message-count cap raised.
 func (b *bench) rdkafkaProps(c cell) []string {
-	return []string{
-		"acks=all",
-		"enable.idempotence=true",
-		"linger.ms=5",
-		"batch.size=" + strconv.Itoa(c.Batch),
-		"compression.type=" + c.Comp,
-		"message.max.bytes=" + strconv.Itoa(b.prm.MaxRequestBytes),
+	return append(sharedProps(c),
+		"message.max.bytes="+strconv.Itoa(b.prm.MaxRequestBytes),
 		"batch.num.messages=1000000",
-		"queue.buffering.max.kbytes=" + strconv.Itoa(b.prm.BufferMemory>>10),
+		"queue.buffering.max.kbytes="+strconv.Itoa(b.prm.BufferMemory>>10),
 		"queue.buffering.max.messages=10000000",
-	}
+	)
 }
 
 var producerTools = []string{"agent", "kcat", "kgo", "producer-perf"}
@@ -137,36 +138,16 @@ func (r Run) brief() string {
 func (b *bench) producerCommand(tool string, c cell, data, topic string, n int) (*exec.Cmd, error) {
 	switch tool {
 	case "agent":
-		args := []string{"--brokers", b.p.bootstrap, "--topic", topic, "--header-host=", "--header-path=", "--log-level", "warn"}
-		for _, kv := range b.javaProps(c) {
-			args = append(args, "-X", kv)
-		}
-		cmd := exec.Command(b.p.agent, args...)
-		f, err := os.Open(data)
+		cmd, err := stdinCommand(data, b.p.agent, withProps(agentArgs(b.p.bootstrap, topic), b.javaProps(c))...)
 		if err != nil {
 			return nil, err
 		}
-		cmd.Stdin = f
 		cmd.Env = agentEnv()
 		return cmd, nil
 	case "kgo":
-		args := []string{"--brokers", b.p.bootstrap, "--topic", topic, "-q"}
-		for _, kv := range b.javaProps(c) {
-			args = append(args, "-X", kv)
-		}
-		cmd := exec.Command(b.p.kgoprod, args...)
-		f, err := os.Open(data)
-		if err != nil {
-			return nil, err
-		}
-		cmd.Stdin = f
-		return cmd, nil
+		return stdinCommand(data, b.p.kgoprod, withProps([]string{"--brokers", b.p.bootstrap, "--topic", topic, "-q"}, b.javaProps(c))...)
 	case "kcat":
-		args := []string{"-P", "-b", b.p.bootstrap, "-t", topic, "-l", data, "-q"}
-		for _, kv := range b.rdkafkaProps(c) {
-			args = append(args, "-X", kv)
-		}
-		return exec.Command(b.p.kcat, args...), nil
+		return exec.Command(b.p.kcat, withProps([]string{"-P", "-b", b.p.bootstrap, "-t", topic, "-l", data, "-q"}, b.rdkafkaProps(c))...), nil
 	case "producer-perf":
 		args := []string{"java", "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
 			"--num-records", strconv.Itoa(n), "--record-size", strconv.Itoa(c.Size), "--throughput", "-1",
@@ -181,15 +162,10 @@ func (b *bench) producerRun(tool string, c cell, rep int, data string) Run {
 	r := Run{Section: "producers", Tool: tool, Cell: c.ID(), Rep: rep, Records: int64(b.prm.Records),
 		Bytes: int64(b.prm.Records) * int64(c.Size)}
 	r.Topic = b.topicName("p", tool, c.ID(), rep)
-	if err := b.adm.createTopic(b.ctx, r.Topic, b.prm.Partitions); err != nil {
-		r.Error = err.Error()
+	if !b.createTopic(&r) {
 		return r
 	}
-	defer func() {
-		if err := b.adm.deleteTopic(b.ctx, r.Topic); err != nil {
-			logf("delete topic %s: %v", r.Topic, err)
-		}
-	}()
+	defer b.deleteTopic(r.Topic)
 	cmd, err := b.producerCommand(tool, c, data, r.Topic, b.prm.Records)
 	if err != nil {
 		r.Error = err.Error()
@@ -198,19 +174,9 @@ func (b *bench) producerRun(tool string, c cell, rep int, data string) Run {
 	if f, ok := cmd.Stdin.(*os.File); ok {
 		defer f.Close()
 	}
-	cpu0 := b.brokerCPU()
-	p, err := startProc(tool, cmd)
-	if err != nil {
-		r.Error = err.Error()
+	p, ok := b.runToEnd(&r, tool, cmd)
+	if !ok {
 		return r
-	}
-	werr := p.wait(time.Duration(b.prm.RunTimeoutSec) * time.Second)
-	r.BrokerCPUSec = b.brokerCPU() - cpu0
-	r.setUsage(p)
-	if werr != nil {
-		r.Error = werr.Error()
-	} else if err := p.exitErr(); err != nil {
-		r.Error = err.Error()
 	}
 	r.InKafka, err = b.adm.count(b.ctx, r.Topic)
 	if err != nil && r.Error == "" {
@@ -228,6 +194,68 @@ func (b *bench) producerRun(tool string, c cell, rep int, data string) Run {
 	r.OK = r.Error == ""
 	r.rates()
 	return r
+}
+
+// agentArgs are the agent's arguments common to every run: no headers, warnings only.
+func agentArgs(bootstrap, topic string) []string {
+	return []string{"--brokers", bootstrap, "--topic", topic, "--header-host=", "--header-path=", "--log-level", "warn"}
+}
+
+// withProps appends "-X key=value" to args for each of props.
+func withProps(args, props []string) []string {
+	for _, kv := range props {
+		args = append(args, "-X", kv)
+	}
+	return args
+}
+
+// stdinCommand is the command name args with the file data as its standard input (the caller
+// closes it: cmd.Stdin).
+func stdinCommand(data, name string, args ...string) (*exec.Cmd, error) {
+	f, err := os.Open(data)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdin = f
+	return cmd, nil
+}
+
+// createTopic creates r.Topic; on failure it records the error in r and returns false.
+func (b *bench) createTopic(r *Run) bool {
+	if err := b.adm.createTopic(b.ctx, r.Topic, b.prm.Partitions); err != nil {
+		r.Error = err.Error()
+		return false
+	}
+	return true
+}
+
+// deleteTopic deletes a run's topic, logging a failure.
+func (b *bench) deleteTopic(topic string) {
+	if err := b.adm.deleteTopic(b.ctx, topic); err != nil {
+		logf("delete topic %s: %v", topic, err)
+	}
+}
+
+// runToEnd runs cmd (tool names it) until it exits or the run timeout passes, and records in r
+// its resource use, the broker's CPU time meanwhile and its failure, if any. It returns false
+// (the error in r) if cmd did not start.
+func (b *bench) runToEnd(r *Run, tool string, cmd *exec.Cmd) (*proc, bool) {
+	cpu0 := b.brokerCPU()
+	p, err := startProc(tool, cmd)
+	if err != nil {
+		r.Error = err.Error()
+		return nil, false
+	}
+	werr := p.wait(time.Duration(b.prm.RunTimeoutSec) * time.Second)
+	r.BrokerCPUSec = b.brokerCPU() - cpu0
+	r.setUsage(p)
+	if werr != nil {
+		r.Error = werr.Error()
+	} else if err := p.exitErr(); err != nil {
+		r.Error = err.Error()
+	}
+	return p, true
 }
 
 func (r *Run) setUsage(p *proc) {

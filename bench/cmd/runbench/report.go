@@ -146,29 +146,18 @@ func summarize(r *Report) {
 		r.Summaries = append(r.Summaries, s)
 	}
 
-	find := func(section, tool, cell string) *Summary {
-		for i := range r.Summaries {
-			s := &r.Summaries[i]
-			if s.Section == section && s.Tool == tool && s.Cell == cell {
-				return s
-			}
-		}
-		return nil
-	}
-	perRep := func(section, cell, a, b string) []float64 {
+	find := r.summary
+	// perRep pairs the records/s of the runs side picks (0: the numerator, 1: the denominator,
+	// -1: neither) repetition by repetition, and returns the ratios of the repetitions where both
+	// ran.
+	perRep := func(side func(Run) int) []float64 {
 		byRep := map[int][2]float64{}
 		for _, run := range r.Runs {
-			if run.Section != section || run.Cell != cell || !run.OK {
-				continue
+			if i := side(run); run.OK && i >= 0 {
+				v := byRep[run.Rep]
+				v[i] = run.RecordsPerSec
+				byRep[run.Rep] = v
 			}
-			v := byRep[run.Rep]
-			if run.Tool == a {
-				v[0] = run.RecordsPerSec
-			}
-			if run.Tool == b {
-				v[1] = run.RecordsPerSec
-			}
-			byRep[run.Rep] = v
 		}
 		var reps []int
 		for rep := range byRep {
@@ -183,18 +172,32 @@ func summarize(r *Report) {
 		}
 		return out
 	}
-	addRatio := func(section, cell, of, over string, target float64) {
-		a, b := find(section, of, cell), find(section, over, cell)
+	// add appends q, the ratio of summary a over summary b (per repetition: side), with its
+	// target, if both ran.
+	add := func(q Ratio, a, b *Summary, side func(Run) int, target float64) {
 		if a == nil || b == nil || a.OK == 0 || b.OK == 0 {
 			return
 		}
-		q := Ratio{Section: section, Cell: cell, Of: of, Over: over, Ratio: a.RecordsPerSec / b.RecordsPerSec,
-			PerRep: perRep(section, cell, of, over), Target: target}
+		q.Ratio, q.PerRep, q.Target = a.RecordsPerSec/b.RecordsPerSec, perRep(side), target
 		if target > 0 {
 			met := q.Ratio >= target
 			q.Met = &met
 		}
 		r.Ratios = append(r.Ratios, q)
+	}
+	addRatio := func(section, cell, of, over string, target float64) {
+		add(Ratio{Section: section, Cell: cell, Of: of, Over: over}, find(section, of, cell), find(section, over, cell),
+			func(run Run) int {
+				switch {
+				case run.Section != section || run.Cell != cell:
+					return -1
+				case run.Tool == of:
+					return 0
+				case run.Tool == over:
+					return 1
+				}
+				return -1
+			}, target)
 	}
 	seenCell := map[string]bool{}
 	for _, s := range r.Summaries {
@@ -234,39 +237,19 @@ func summarize(r *Report) {
 	}
 	// Tracing: sampled over off (the cost is 1 - ratio).
 	addRatio2 := func(of string, target float64) {
-		a, b := find("tracing", "agent", of), find("tracing", "agent", "tracing off")
-		if a == nil || b == nil || a.OK == 0 || b.OK == 0 {
-			return
-		}
-		byRep := map[int][2]float64{}
-		for _, run := range r.Runs {
-			if run.Section == "tracing" && run.OK {
-				v := byRep[run.Rep]
-				if run.Cell == of {
-					v[0] = run.RecordsPerSec
-				} else if run.Cell == "tracing off" {
-					v[1] = run.RecordsPerSec
+		add(Ratio{Section: "tracing", Cell: of, Of: of, Over: "tracing off"},
+			find("tracing", "agent", of), find("tracing", "agent", "tracing off"),
+			func(run Run) int {
+				switch {
+				case run.Section != "tracing":
+					return -1
+				case run.Cell == of:
+					return 0
+				case run.Cell == "tracing off":
+					return 1
 				}
-				byRep[run.Rep] = v
-			}
-		}
-		var reps []int
-		for rep := range byRep {
-			reps = append(reps, rep)
-		}
-		sort.Ints(reps)
-		var per []float64
-		for _, rep := range reps {
-			if v := byRep[rep]; v[0] > 0 && v[1] > 0 {
-				per = append(per, v[0]/v[1])
-			}
-		}
-		q := Ratio{Section: "tracing", Cell: of, Of: of, Over: "tracing off", Ratio: a.RecordsPerSec / b.RecordsPerSec, PerRep: per, Target: target}
-		if target > 0 {
-			met := q.Ratio >= target
-			q.Met = &met
-		}
-		r.Ratios = append(r.Ratios, q)
+				return -1
+			}, target)
 	}
 	addRatio2("sampled 1 %", 0.97)
 	addRatio2("1 % + slower than p99", 0.97)
@@ -377,24 +360,21 @@ func (r *Report) summary(section, tool, cell string) *Summary {
 }
 
 func (r *Report) cells(section string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, s := range r.Summaries {
-		if s.Section == section && !seen[s.Cell] {
-			seen[s.Cell] = true
-			out = append(out, s.Cell)
-		}
-	}
-	return out
+	return r.distinct(section, func(s Summary) string { return s.Cell })
 }
 
 func (r *Report) tools(section string) []string {
+	return r.distinct(section, func(s Summary) string { return s.Tool })
+}
+
+// distinct returns the values of field over the section's summaries, each once, in order.
+func (r *Report) distinct(section string, field func(Summary) string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, s := range r.Summaries {
-		if s.Section == section && !seen[s.Tool] {
-			seen[s.Tool] = true
-			out = append(out, s.Tool)
+		if v := field(s); s.Section == section && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
 		}
 	}
 	return out

@@ -71,15 +71,10 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 		return r
 	}
 	defer os.RemoveAll(dir)
-	if err := b.adm.createTopic(b.ctx, r.Topic, b.prm.Partitions); err != nil {
-		r.Error = err.Error()
+	if !b.createTopic(&r) {
 		return r
 	}
-	defer func() {
-		if err := b.adm.deleteTopic(b.ctx, r.Topic); err != nil {
-			logf("delete topic %s: %v", r.Topic, err)
-		}
-	}()
+	defer b.deleteTopic(r.Topic)
 
 	var cmd *exec.Cmd
 	selfExit := false
@@ -92,17 +87,10 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 			// A transactional id and state topic of the run's own: the runs share the data file.
 			args = append(args, "--exactly-once", "--transactional-id", r.Topic, "--state-topic", r.Topic+"-state")
 		}
-		for _, kv := range b.javaProps(c) {
-			args = append(args, "-X", kv)
-		}
-		cmd = exec.Command(b.p.agent, args...)
+		cmd = exec.Command(b.p.agent, withProps(args, b.javaProps(c))...)
 		cmd.Env = agentEnv()
 	case "kcat":
-		args := []string{"-P", "-b", b.p.bootstrap, "-t", r.Topic, "-l", data, "-q"}
-		for _, kv := range b.rdkafkaProps(c) {
-			args = append(args, "-X", kv)
-		}
-		cmd = exec.Command(b.p.kcat, args...)
+		cmd = exec.Command(b.p.kcat, withProps([]string{"-P", "-b", b.p.bootstrap, "-t", r.Topic, "-l", data, "-q"}, b.rdkafkaProps(c))...)
 		selfExit = true
 	case "otelcol":
 		conf := filepath.Join(dir, "otelcol.yaml")

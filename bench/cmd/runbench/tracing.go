@@ -102,19 +102,11 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell
 	}
 
 	r.Topic = b.topicName("t", "agent", strings.ReplaceAll(mode, " ", ""), rep)
-	if err := b.adm.createTopic(b.ctx, r.Topic, b.prm.Partitions); err != nil {
-		r.Error = err.Error()
+	if !b.createTopic(&r) {
 		return r
 	}
-	defer func() {
-		if err := b.adm.deleteTopic(b.ctx, r.Topic); err != nil {
-			logf("delete topic %s: %v", r.Topic, err)
-		}
-	}()
-	args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--header-host=", "--header-path=", "--log-level", "warn"}
-	for _, kv := range b.javaProps(c) {
-		args = append(args, "-X", kv)
-	}
+	defer b.deleteTopic(r.Topic)
+	args := withProps(agentArgs(b.p.bootstrap, r.Topic), b.javaProps(c))
 	env := cleanEnv()
 	env = append(env,
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:"+strconv.Itoa(port),
@@ -137,28 +129,15 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell
 	if slowerThan != "" {
 		args = append(args, "--trace-slower-than", slowerThan)
 	}
-	cmd := exec.Command(b.p.agent, args...)
-	f, err := os.Open(data)
+	cmd, err := stdinCommand(data, b.p.agent, args...)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer f.Close()
-	cmd.Stdin = f
+	defer cmd.Stdin.(*os.File).Close()
 	cmd.Env = env
-	cpu0 := b.brokerCPU()
-	p, err := startProc("agent", cmd)
-	if err != nil {
-		r.Error = err.Error()
+	if _, ok := b.runToEnd(&r, "agent", cmd); !ok {
 		return r
-	}
-	werr := p.wait(time.Duration(b.prm.RunTimeoutSec) * time.Second)
-	r.BrokerCPUSec = b.brokerCPU() - cpu0
-	r.setUsage(p)
-	if werr != nil {
-		r.Error = werr.Error()
-	} else if err := p.exitErr(); err != nil {
-		r.Error = err.Error()
 	}
 	r.InKafka, _ = b.adm.count(b.ctx, r.Topic)
 	if r.Error == "" && r.InKafka != r.Records {

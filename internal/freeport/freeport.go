@@ -1,0 +1,35 @@
+// Package freeport finds free TCP ports on 127.0.0.1 for the brokers and servers that tests and
+// the benchmark start beside each other, so that runs sharing a machine do not collide. It is
+// used by the main module's tests and by the bench and reliability modules (Go lets those
+// import it: their module paths lie below this module's).
+package freeport
+
+import (
+	"fmt"
+	"net"
+)
+
+// Base returns the first base port P of from, from+10, ... below to such that P..P+n-1 all
+// accept a listener on 127.0.0.1 now (n = 4 for scripts/kafka/broker.sh's four listeners).
+// Callers spread from (by PID or at random) so that parallel runs try different bases first.
+// A port can still be taken between this check and its use: the scripts then exit 75 (busy).
+func Base(from, to, n int) (int, error) {
+	for base := from; base+n <= to; base += 10 {
+		if free(base, n) {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("freeport: no %d consecutive free ports on 127.0.0.1 in %d-%d", n, from, to)
+}
+
+// free reports whether ports base..base+n-1 can all be listened on.
+func free(base, n int) bool {
+	for p := base; p < base+n; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
+}

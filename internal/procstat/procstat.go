@@ -1,0 +1,36 @@
+// Package procstat reads a process's memory figures from /proc/PID/status (Linux): the agent's
+// resident memory, which the tests bound and the benchmark reports. Shared by the main module's
+// tests, the reliability suite and the benchmark harness.
+package procstat
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// KiB returns the kB figure of field ("VmRSS:", "VmHWM:", ...) in /proc/pid/status.
+func KiB(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if f := strings.Fields(string(l)); len(f) >= 2 && f[0] == field {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// RSS returns the process's resident memory (VmRSS) in bytes, or -1 if it cannot be read (the
+// process is gone).
+func RSS(pid int) int64 {
+	kb, err := KiB(pid, "VmRSS:")
+	if err != nil {
+		return -1
+	}
+	return kb << 10
+}

@@ -73,6 +73,9 @@ type AppendResult struct {
 type ClusterView interface {
 	LeaderFor(tp metadata.TopicPartition) (node int32, ok bool)
 	PartitionsForNode(node int32) []metadata.TopicPartition
+	// LeaderEpochFor is the partition's leader epoch, ok false when unknown: Ready and Drain
+	// use it to tell a retry bound for a new leader (KIP-951).
+	LeaderEpochFor(tp metadata.TopicPartition) (epoch int32, ok bool)
 }
 
 // ReadyResult is what Ready found.
@@ -105,11 +108,12 @@ type SequenceSource interface {
 	// stamped: a partition whose sequences belong to an older producer id or epoch, and that
 	// has nothing unfinished, starts again at sequence 0 under the current ones.
 	MaybeUpdateProducerIDAndEpoch(tp metadata.TopicPartition)
+	InFlightTracker
 }
 
-// InFlightTracker may also be implemented by the SequenceSource. Drain reports every batch it
-// assigns a sequence, and SplitAndReenqueue every batch it creates with one, as the Java
-// accumulator calls TransactionManager.addInFlightBatch.
+// InFlightTracker is the SequenceSource's share that follows batches with sequences: Drain
+// reports every batch it assigns a sequence, and SplitAndReenqueue every batch it creates with
+// one, as the Java accumulator calls TransactionManager.addInFlightBatch.
 type InFlightTracker interface {
 	AddInFlightBatch(b *ProducerBatch)
 }
@@ -346,19 +350,11 @@ func (a *RecordAccumulator) backingOff(b *ProducerBatch, now time.Time) bool {
 	return b.Attempts > 0 && now.Sub(b.LastAttempt) < a.cfg.RetryBackoff && !b.hasLeaderChangedForTheOngoingRetry()
 }
 
-// LeaderEpochs is what Ready and Drain use of a ClusterView, when it has them, to tell a retry
-// bound for a new leader (*metadata.Cluster has them).
-type LeaderEpochs interface {
-	LeaderEpochFor(tp metadata.TopicPartition) (epoch int32, ok bool)
-}
-
 // noteLeaderEpoch tells the deque's first batch the partition's current leader epoch, before
 // its backoff is judged. Called under the deque's lock.
 func noteLeaderEpoch(c ClusterView, tp metadata.TopicPartition, first *ProducerBatch) {
-	if le, ok := c.(LeaderEpochs); ok {
-		if epoch, ok := le.LeaderEpochFor(tp); ok {
-			first.maybeUpdateLeaderEpoch(epoch)
-		}
+	if epoch, ok := c.LeaderEpochFor(tp); ok {
+		first.maybeUpdateLeaderEpoch(epoch)
 	}
 }
 
@@ -530,9 +526,7 @@ func (a *RecordAccumulator) pollDrainable(c ClusterView, tp metadata.TopicPartit
 		a.seq.MaybeUpdateProducerIDAndEpoch(tp)
 		first.SetProducerState(pid, epoch, a.seq.NextSequence(tp))
 		a.seq.IncrementSequence(tp, first.numRecords)
-		if tr, ok := a.seq.(InFlightTracker); ok {
-			tr.AddInFlightBatch(first)
-		}
+		a.seq.AddInFlightBatch(first)
 	}
 	return first, false
 }
@@ -609,14 +603,13 @@ func (a *RecordAccumulator) SplitAndReenqueue(b *ProducerBatch) int {
 		return 0
 	}
 	dq := a.getOrCreateDeque(b.TopicPartition)
-	tracker, _ := a.seq.(InFlightTracker)
 	for i := len(parts) - 1; i >= 0; i-- {
 		nb := parts[i]
 		a.incomplete.add(nb)
 		dq.mu.Lock()
 		if nb.HasSequence() {
-			if tracker != nil {
-				tracker.AddInFlightBatch(nb)
+			if a.seq != nil {
+				a.seq.AddInFlightBatch(nb)
 			}
 			dq.batches = insertInSequenceOrder(dq.batches, nb)
 		} else {

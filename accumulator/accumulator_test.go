@@ -39,6 +39,9 @@ func (c *fakeCluster) LeaderFor(tp metadata.TopicPartition) (int32, bool) {
 
 func (c *fakeCluster) PartitionsForNode(node int32) []metadata.TopicPartition { return c.byNode[node] }
 
+// LeaderEpochFor knows no epochs: the leader-change tests are the sender's (producer/faults_sender_test.go).
+func (c *fakeCluster) LeaderEpochFor(metadata.TopicPartition) (int32, bool) { return 0, false }
+
 func tp(topic string, p int32) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: topic, Partition: p}
 }
@@ -517,7 +520,7 @@ func TestSplitDownToSingleRecords(t *testing.T) {
 	}
 }
 
-// fakeSequences is a SequenceSource and InFlightTracker for drain tests.
+// fakeSequences is a SequenceSource for drain tests.
 type fakeSequences struct {
 	ok       bool
 	next     map[metadata.TopicPartition]int32

@@ -16,10 +16,6 @@ import (
 // Calls come from the goroutine that calls Send (StartSend, Appended) or from the sender
 // goroutine (everything else): implementations must be safe for concurrent use, quick, and
 // must not call back into the producer.
-//
-// An observer that may trace a record only when it completes (a latency threshold) also has a
-// method TracesAtCompletion() bool returning true: the producer then has the accumulator stamp
-// every record's append time and keep every batch's attempts (accumulator.Config.TraceAtCompletion).
 type Observer interface {
 	// Connections, requests and in-flight counts, from the network layer.
 	network.Observer
@@ -39,6 +35,11 @@ type Observer interface {
 	// AttemptDone reports a batch's produce attempt that answered or failed, after the sender
 	// decided what follows; retry is true when the batch was re-enqueued for another attempt.
 	AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool)
+	// TracesAtCompletion reports whether the observer may trace a record only when it
+	// completes (a latency threshold). New asks once: when true, the accumulator stamps every
+	// record's append time and every batch keeps its attempts
+	// (accumulator.Config.TraceAtCompletion), not only the batches holding a sampled record.
+	TracesAtCompletion() bool
 	// ProducerStarted hands the observer the producer's buffer pool (safe for concurrent use),
 	// for its gauges. The producer calls the returned function when it has closed.
 	ProducerStarted(pool *accumulator.BufferPool) (stopped func())

@@ -142,9 +142,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	accCfg := cfg.accumulatorConfig(o.clock)
 	if o.observer != nil {
 		accCfg.Observer = o.observer
-		if c, ok := o.observer.(interface{ TracesAtCompletion() bool }); ok {
-			accCfg.TraceAtCompletion = c.TracesAtCompletion()
-		}
+		accCfg.TraceAtCompletion = o.observer.TracesAtCompletion()
 	}
 	acc := accumulator.New(accCfg)
 	p := &Producer{

@@ -227,35 +227,44 @@ func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partit
 	return dq
 }
 
-// Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
-// waiting for it until maxBlockDeadline (now + max.block.ms, from the caller) or until ctx ends.
-// A zero timestamp means now. Key, value and headers are copied into the batch, so the caller
-// may reuse them. cb runs exactly once, on the sender goroutine, unless Append returns an error,
-// in which case it never runs.
-func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
-	key, value []byte, headers []kmsg.Header, cb Callback, maxBlockDeadline time.Time, now time.Time,
-) (AppendResult, error) {
-	return a.AppendTraced(ctx, tp, timestamp, key, value, headers, cb, 0, nil, maxBlockDeadline, now)
+// AppendRecord is one record for Append, with what travels beside it to its completion.
+type AppendRecord struct {
+	// Timestamp is the record's create time; zero means Now.
+	Timestamp time.Time
+	// Key, Value and Headers are copied into the batch, so the caller may reuse them.
+	Key, Value []byte
+	Headers    []kmsg.Header
+	// Callback (may be nil) runs exactly once, on the goroutine that completes the batch.
+	Callback Callback
+	// Tag is the caller's, handed back to Callback in RecordMetadata.Tag.
+	Tag int64
+	// Trace is a sampled record's token (nil otherwise): it travels with the record in its
+	// batch and is told when the record is appended and when it completes.
+	Trace RecordTrace
+	// MaxBlockDeadline bounds the wait for buffer memory: Send's now plus max.block.ms.
+	MaxBlockDeadline time.Time
+	// Now is when Send was called: linger and delivery.timeout.ms of a batch the record
+	// starts count from it, and the record's end-to-end latency too.
+	Now time.Time
 }
 
-// AppendTraced is Append with the record's tag (handed back to cb in RecordMetadata.Tag) and,
-// for a record sampled for tracing, its trace, which travels with the record in its batch and
-// is told when the record completes. A nil trace and a zero tag is Append. now is taken as the
-// moment Send was called, for the end-to-end latency.
-func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
-	key, value []byte, headers []kmsg.Header, cb Callback, tag int64, trace RecordTrace, maxBlockDeadline time.Time, now time.Time,
-) (AppendResult, error) {
+// Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
+// waiting for it until r.MaxBlockDeadline or until ctx ends. r.Callback runs exactly once, on
+// the sender goroutine, unless Append returns an error, in which case it never runs.
+func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, r AppendRecord) (AppendResult, error) {
 	// Counted so AbortIncompleteBatches can wait out appends that passed the closed check.
 	a.appendsInProgress.Add(1)
 	defer a.appendsInProgress.Add(-1)
 	if a.closed.Load() {
 		return AppendResult{}, ErrClosed
 	}
+	now, key, value, headers, trace := r.Now, r.Key, r.Value, r.Headers, r.Trace
+	timestamp := r.Timestamp
 	if timestamp.IsZero() {
 		timestamp = now
 	}
 	ts := timestamp.UnixMilli()
-	t := thunk{cb: cb, tag: tag, sent: now.UnixNano(), keySize: -1, valueSize: -1}
+	t := thunk{cb: r.Callback, tag: r.Tag, sent: now.UnixNano(), keySize: -1, valueSize: -1}
 	if key != nil {
 		t.keySize = int32(len(key))
 	}
@@ -273,7 +282,7 @@ func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicP
 
 	// No room: allocate outside the deque lock, since this may block for max.block.ms.
 	size := max(a.cfg.BatchSize, EstimateRecordSize(key, value, headers))
-	buf, waited, err := a.pool.allocate(ctx, size, maxBlockDeadline)
+	buf, waited, err := a.pool.allocate(ctx, size, r.MaxBlockDeadline)
 	if err != nil {
 		return AppendResult{}, err
 	}

@@ -212,7 +212,8 @@ func (f *senderFixture) append(partition int32, value string) *outcome {
 	f.t.Helper()
 	o := &outcome{}
 	tp := metadata.TopicPartition{Topic: "t", Partition: partition}
-	if _, err := f.acc.Append(context.Background(), tp, f.now, nil, []byte(value), nil, o.cb, f.now.Add(time.Minute), f.now); err != nil {
+	if _, err := f.acc.Append(context.Background(), tp, accumulator.AppendRecord{Timestamp: f.now,
+		Value: []byte(value), Callback: o.cb, MaxBlockDeadline: f.now.Add(time.Minute), Now: f.now}); err != nil {
 		f.t.Fatal(err)
 	}
 	return o

@@ -65,7 +65,7 @@ type AppendResult struct {
 	Appended time.Time
 	// NewBatchCreated is true when this record started a batch.
 	NewBatchCreated bool
-	// Batch is the batch the record went into, for stage timestamps (telemetry).
+	// Batch is the batch the record went into.
 	Batch *ProducerBatch
 }
 

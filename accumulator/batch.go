@@ -443,7 +443,7 @@ const transactionalAttribute = 0x10
 // timestamp (logAppendTime in ms, or the record's create time when logAppendTime is -1). It
 // returns false, running nothing, if the batch was already completed, failed or split.
 func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
-	return b.complete(stateSucceeded, baseOffset, logAppendTime, nil, nil)
+	return b.complete(baseOffset, logAppendTime, nil, nil)
 }
 
 // CompleteExceptionally fails every record: with recordErrs[i] when the broker named an error
@@ -453,7 +453,7 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 	if topErr == nil {
 		panic("accumulator: CompleteExceptionally with a nil error")
 	}
-	return b.complete(stateFailed, -1, -1, topErr, recordErrs)
+	return b.complete(-1, -1, topErr, recordErrs)
 }
 
 // complete is the one way a batch's records complete, success (topErr nil) or failure. Its
@@ -465,13 +465,15 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 //  3. the accumulator Observer's BatchDone, while the thunks it reads (Records, SentNanos)
 //     are still there;
 //  4. done closes: a flush waiting on the batch returns, and Deallocate may recycle the thunks.
-func (b *ProducerBatch) complete(final int32, baseOffset, logAppendTime int64, topErr error, recordErrs map[int]error) bool {
+func (b *ProducerBatch) complete(baseOffset, logAppendTime int64, topErr error, recordErrs map[int]error) bool {
+	final := stateSucceeded
+	if topErr != nil {
+		final = stateFailed
+	}
 	if !b.state.CompareAndSwap(stateOpen, final) {
 		return false
 	}
-	if topErr == nil {
-		b.baseOffset = baseOffset
-	}
+	b.baseOffset = baseOffset // -1 on failure: Records then reports no offsets
 	var start time.Time
 	if b.obs != nil || b.traced {
 		start = time.Now()

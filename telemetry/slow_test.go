@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -83,18 +82,6 @@ func sendSpans(h *harness) int {
 		}
 	}
 	return n
-}
-
-// sendOrder sends one record to topic "orders" of c through a producer with h's observer, and
-// returns the record's send span once its trace has ended.
-func sendOrder(t *testing.T, h *harness, c *kfake.Cluster) sdktrace.ReadOnlySpan {
-	t.Helper()
-	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
-	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
-		t.Fatal(o.err)
-	}
-	parent, _ := recordTraceOf(t, h, "send orders")
-	return parent
 }
 
 // A head-sampled record says so.

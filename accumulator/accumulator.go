@@ -258,30 +258,28 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	if a.closed.Load() {
 		return AppendResult{}, ErrClosed
 	}
-	now, key, value, headers, trace := r.Now, r.Key, r.Value, r.Headers, r.Trace
-	timestamp := r.Timestamp
-	if timestamp.IsZero() {
-		timestamp = now
+	if r.Timestamp.IsZero() {
+		r.Timestamp = r.Now
 	}
-	ts := timestamp.UnixMilli()
-	t := thunk{cb: r.Callback, tag: r.Tag, sent: now.UnixNano(), keySize: -1, valueSize: -1}
-	if key != nil {
-		t.keySize = int32(len(key))
+	ts := r.Timestamp.UnixMilli()
+	t := thunk{cb: r.Callback, tag: r.Tag, sent: r.Now.UnixNano(), keySize: -1, valueSize: -1}
+	if r.Key != nil {
+		t.keySize = int32(len(r.Key))
 	}
-	if value != nil {
-		t.valueSize = int32(len(value))
+	if r.Value != nil {
+		t.valueSize = int32(len(r.Value))
 	}
 
 	dq := a.getOrCreateDeque(tp)
 	dq.mu.Lock()
-	res, ok, err := a.tryAppendLocked(dq, ts, key, value, headers, t, trace, now)
+	res, ok, err := a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
 	dq.mu.Unlock()
 	if ok || err != nil {
 		return res, err
 	}
 
 	// No room: allocate outside the deque lock, since this may block for max.block.ms.
-	size := max(a.cfg.BatchSize, EstimateRecordSize(key, value, headers))
+	size := max(a.cfg.BatchSize, EstimateRecordSize(r.Key, r.Value, r.Headers))
 	buf, waited, err := a.pool.allocate(ctx, size, r.MaxBlockDeadline)
 	if err != nil {
 		return AppendResult{}, err
@@ -289,22 +287,22 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	if waited {
 		// The caller's now is stale after blocking; linger and delivery.timeout.ms should
 		// count from when the batch really starts.
-		now = a.cfg.Now()
+		r.Now = a.cfg.Now()
 	}
 
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	res, ok, err = a.tryAppendLocked(dq, ts, key, value, headers, t, trace, now)
+	res, ok, err = a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
 	if ok || err != nil {
 		// Another goroutine started a batch while we waited for memory: use it, return ours.
 		a.pool.Deallocate(buf)
 		return res, err
 	}
-	b := newBatch(tp, buf, a.cfg.Compression, now)
+	b := newBatch(tp, buf, a.cfg.Compression, r.Now)
 	b.obs = a.cfg.Observer
 	b.keepAttempts = a.cfg.TraceAtCompletion
-	b.tryAppend(ts, key, value, headers, t, trace, now) // a fresh batch always takes its first record
-	appended := a.stampAppend(b, trace)
+	b.tryAppend(ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now) // a fresh batch always takes its first record
+	appended := a.stampAppend(b, r.Trace)
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
 	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b, Appended: appended}, nil

@@ -71,7 +71,7 @@ type AppendResult struct {
 	Appended time.Time
 	// NewBatchCreated is true when this record started a batch.
 	NewBatchCreated bool
-	// Batch is the batch the record went into, for stage timestamps (telemetry).
+	// Batch is the batch the record went into.
 	Batch *ProducerBatch
 }
 
@@ -79,6 +79,9 @@ type AppendResult struct {
 type ClusterView interface {
 	LeaderFor(tp metadata.TopicPartition) (node int32, ok bool)
 	PartitionsForNode(node int32) []metadata.TopicPartition
+	// LeaderEpochFor is the partition's leader epoch, ok false when unknown: Ready and Drain
+	// use it to tell a retry bound for a new leader (KIP-951).
+	LeaderEpochFor(tp metadata.TopicPartition) (epoch int32, ok bool)
 }
 
 // ReadyResult is what Ready found.
@@ -111,11 +114,12 @@ type SequenceSource interface {
 	// stamped: a partition whose sequences belong to an older producer id or epoch, and that
 	// has nothing unfinished, starts again at sequence 0 under the current ones.
 	MaybeUpdateProducerIDAndEpoch(tp metadata.TopicPartition)
+	InFlightTracker
 }
 
-// InFlightTracker may also be implemented by the SequenceSource. Drain reports every batch it
-// assigns a sequence, and SplitAndReenqueue every batch it creates with one, as the Java
-// accumulator calls TransactionManager.addInFlightBatch.
+// InFlightTracker is the SequenceSource's share that follows batches with sequences: Drain
+// reports every batch it assigns a sequence, and SplitAndReenqueue every batch it creates with
+// one, as the Java accumulator calls TransactionManager.addInFlightBatch.
 type InFlightTracker interface {
 	AddInFlightBatch(b *ProducerBatch)
 }
@@ -229,75 +233,82 @@ func (a *RecordAccumulator) getOrCreateDeque(tp metadata.TopicPartition) *partit
 	return dq
 }
 
-// Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
-// waiting for it until maxBlockDeadline (now + max.block.ms, from the caller) or until ctx ends.
-// A zero timestamp means now. Key, value and headers are copied into the batch, so the caller
-// may reuse them. cb runs exactly once, on the sender goroutine, unless Append returns an error,
-// in which case it never runs.
-func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
-	key, value []byte, headers []kmsg.Header, cb Callback, maxBlockDeadline time.Time, now time.Time,
-) (AppendResult, error) {
-	return a.AppendTraced(ctx, tp, timestamp, key, value, headers, cb, 0, nil, maxBlockDeadline, now)
+// AppendRecord is one record for Append, with what travels beside it to its completion.
+type AppendRecord struct {
+	// Timestamp is the record's create time; zero means Now.
+	Timestamp time.Time
+	// Key, Value and Headers are copied into the batch, so the caller may reuse them.
+	Key, Value []byte
+	Headers    []kmsg.Header
+	// Callback (may be nil) runs exactly once, on the goroutine that completes the batch.
+	Callback Callback
+	// Tag is the caller's, handed back to Callback in RecordMetadata.Tag.
+	Tag int64
+	// Trace is a sampled record's token (nil otherwise): it travels with the record in its
+	// batch and is told when the record is appended and when it completes.
+	Trace RecordTrace
+	// MaxBlockDeadline bounds the wait for buffer memory: Send's now plus max.block.ms.
+	MaxBlockDeadline time.Time
+	// Now is when Send was called: linger and delivery.timeout.ms of a batch the record
+	// starts count from it, and the record's end-to-end latency too.
+	Now time.Time
 }
 
-// AppendTraced is Append with the record's tag (handed back to cb in RecordMetadata.Tag) and,
-// for a record sampled for tracing, its trace, which travels with the record in its batch and
-// is told when the record completes. A nil trace and a zero tag is Append. now is taken as the
-// moment Send was called, for the end-to-end latency.
-func (a *RecordAccumulator) AppendTraced(ctx context.Context, tp metadata.TopicPartition, timestamp time.Time,
-	key, value []byte, headers []kmsg.Header, cb Callback, tag int64, trace RecordTrace, maxBlockDeadline time.Time, now time.Time,
-) (AppendResult, error) {
+// Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
+// waiting for it until r.MaxBlockDeadline or until ctx ends. r.Callback runs exactly once, on
+// the sender goroutine, unless Append returns an error, in which case it never runs.
+func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartition, r AppendRecord) (AppendResult, error) {
 	// Counted so AbortIncompleteBatches can wait out appends that passed the closed check.
 	a.appendsInProgress.Add(1)
 	defer a.appendsInProgress.Add(-1)
 	if a.closed.Load() {
 		return AppendResult{}, ErrClosed
 	}
-	if timestamp.IsZero() {
-		timestamp = now
+	if r.Timestamp.IsZero() {
+		r.Timestamp = r.Now
 	}
-	ts := timestamp.UnixMilli()
-	t := thunk{cb: cb, tag: tag, sent: now.UnixNano(), keySize: -1, valueSize: -1}
-	if key != nil {
-		t.keySize = int32(len(key))
+	ts := r.Timestamp.UnixMilli()
+	t := thunk{cb: r.Callback, tag: r.Tag, sent: r.Now.UnixNano(), keySize: -1, valueSize: -1}
+	if r.Key != nil {
+		t.keySize = int32(len(r.Key))
 	}
-	if value != nil {
-		t.valueSize = int32(len(value))
+	if r.Value != nil {
+		t.valueSize = int32(len(r.Value))
 	}
 
 	dq := a.getOrCreateDeque(tp)
 	dq.mu.Lock()
-	res, ok, err := a.tryAppendLocked(dq, ts, key, value, headers, t, trace, now)
+	res, ok, err := a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
 	dq.mu.Unlock()
 	if ok || err != nil {
 		return res, err
 	}
 
 	// No room: allocate outside the deque lock, since this may block for max.block.ms.
-	size := max(a.cfg.BatchSize, EstimateRecordSize(key, value, headers))
-	buf, waited, err := a.pool.allocate(ctx, size, maxBlockDeadline)
+	size := max(a.cfg.BatchSize, EstimateRecordSize(r.Key, r.Value, r.Headers))
+	buf, waited, err := a.pool.allocate(ctx, size, r.MaxBlockDeadline)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	if waited {
 		// The caller's now is stale after blocking; linger and delivery.timeout.ms should
 		// count from when the batch really starts.
-		now = a.cfg.Now()
+		r.Now = a.cfg.Now()
 	}
 
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	res, ok, err = a.tryAppendLocked(dq, ts, key, value, headers, t, trace, now)
+	res, ok, err = a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
 	if ok || err != nil {
 		// Another goroutine started a batch while we waited for memory: use it, return ours.
 		a.pool.Deallocate(buf)
 		return res, err
 	}
-	b := newBatch(tp, buf, a.cfg.Compression, now)
+	b := newBatch(tp, buf, a.cfg.Compression, r.Now)
 	b.obs = a.cfg.Observer
 	b.keepAttempts = a.cfg.TraceAtCompletion
-	b.tryAppend(ts, key, value, headers, t, trace, now) // a fresh batch always takes its first record
-	appended := a.stampAppend(b, trace)
+	b.tryAppend(ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now) // a fresh batch always takes its first record
+	appended := a.stampAppend(b, r.Trace)
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
 	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b, Appended: appended}, nil
@@ -352,19 +363,11 @@ func (a *RecordAccumulator) backingOff(b *ProducerBatch, now time.Time) bool {
 	return b.Attempts > 0 && now.Sub(b.LastAttempt) < a.cfg.RetryBackoff && !b.hasLeaderChangedForTheOngoingRetry()
 }
 
-// LeaderEpochs is what Ready and Drain use of a ClusterView, when it has them, to tell a retry
-// bound for a new leader (*metadata.Cluster has them).
-type LeaderEpochs interface {
-	LeaderEpochFor(tp metadata.TopicPartition) (epoch int32, ok bool)
-}
-
 // noteLeaderEpoch tells the deque's first batch the partition's current leader epoch, before
 // its backoff is judged. Called under the deque's lock.
 func noteLeaderEpoch(c ClusterView, tp metadata.TopicPartition, first *ProducerBatch) {
-	if le, ok := c.(LeaderEpochs); ok {
-		if epoch, ok := le.LeaderEpochFor(tp); ok {
-			first.maybeUpdateLeaderEpoch(epoch)
-		}
+	if epoch, ok := c.LeaderEpochFor(tp); ok {
+		first.maybeUpdateLeaderEpoch(epoch)
 	}
 }
 
@@ -536,9 +539,7 @@ func (a *RecordAccumulator) pollDrainable(c ClusterView, tp metadata.TopicPartit
 		a.seq.MaybeUpdateProducerIDAndEpoch(tp)
 		first.SetProducerState(pid, epoch, a.seq.NextSequence(tp))
 		a.seq.IncrementSequence(tp, first.numRecords)
-		if tr, ok := a.seq.(InFlightTracker); ok {
-			tr.AddInFlightBatch(first)
-		}
+		a.seq.AddInFlightBatch(first)
 	}
 	return first, false
 }
@@ -615,14 +616,13 @@ func (a *RecordAccumulator) SplitAndReenqueue(b *ProducerBatch) int {
 		return 0
 	}
 	dq := a.getOrCreateDeque(b.TopicPartition)
-	tracker, _ := a.seq.(InFlightTracker)
 	for i := len(parts) - 1; i >= 0; i-- {
 		nb := parts[i]
 		a.incomplete.add(nb)
 		dq.mu.Lock()
 		if nb.HasSequence() {
-			if tracker != nil {
-				tracker.AddInFlightBatch(nb)
+			if a.seq != nil {
+				a.seq.AddInFlightBatch(nb)
 			}
 			dq.batches = insertInSequenceOrder(dq.batches, nb)
 		} else {

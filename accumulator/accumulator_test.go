@@ -39,6 +39,9 @@ func (c *fakeCluster) LeaderFor(tp metadata.TopicPartition) (int32, bool) {
 
 func (c *fakeCluster) PartitionsForNode(node int32) []metadata.TopicPartition { return c.byNode[node] }
 
+// LeaderEpochFor knows no epochs: the leader-change tests are the sender's (producer/faults_sender_test.go).
+func (c *fakeCluster) LeaderEpochFor(metadata.TopicPartition) (int32, bool) { return 0, false }
+
 func tp(topic string, p int32) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: topic, Partition: p}
 }
@@ -71,7 +74,7 @@ func newTestAccumulator(cfg Config) *RecordAccumulator {
 
 func mustAppend(t *testing.T, a *RecordAccumulator, tp metadata.TopicPartition, v []byte, cb Callback, now time.Time) AppendResult {
 	t.Helper()
-	res, err := a.Append(context.Background(), tp, now, nil, v, nil, cb, time.Time{}, now)
+	res, err := a.Append(context.Background(), tp, AppendRecord{Timestamp: now, Value: v, Callback: cb, Now: now})
 	if err != nil {
 		t.Fatalf("Append to %s: %v", tp, err)
 	}
@@ -139,7 +142,7 @@ func TestAppendOversizeRecord(t *testing.T) {
 	if next := mustAppend(t, a, p0, value, nil, t0); next.Batch == res.Batch || !next.BatchIsFull {
 		t.Fatal("a record after the oversize one should start a batch, leaving the big one full")
 	}
-	_, err := a.Append(context.Background(), p0, t0, nil, bytes.Repeat([]byte("h"), 5000), nil, nil, time.Time{}, t0)
+	_, err := a.Append(context.Background(), p0, AppendRecord{Timestamp: t0, Value: bytes.Repeat([]byte("h"), 5000), Now: t0})
 	if !errors.Is(err, ErrExceedsBufferMemory) {
 		t.Fatalf("err = %v, want ErrExceedsBufferMemory", err)
 	}
@@ -517,7 +520,7 @@ func TestSplitDownToSingleRecords(t *testing.T) {
 	}
 }
 
-// fakeSequences is a SequenceSource and InFlightTracker for drain tests.
+// fakeSequences is a SequenceSource for drain tests.
 type fakeSequences struct {
 	ok       bool
 	next     map[metadata.TopicPartition]int32
@@ -671,7 +674,7 @@ func TestAbortIncompleteBatches(t *testing.T) {
 	mustAppend(t, a, p1, value, cb, t0)
 
 	a.Close()
-	if _, err := a.Append(context.Background(), p0, t0, nil, value, nil, cb, time.Time{}, t0); !errors.Is(err, ErrClosed) {
+	if _, err := a.Append(context.Background(), p0, AppendRecord{Timestamp: t0, Value: value, Callback: cb, Now: t0}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Append after Close: %v", err)
 	}
 	a.AbortIncompleteBatches(errClosing)
@@ -728,13 +731,13 @@ func TestAbortRacesAppends(t *testing.T) {
 			defer wg.Done()
 			<-start
 			for range perProducer {
-				_, err := a.Append(context.Background(), parts4[g%4], time.Now(), nil, value,
-					nil, func(_ RecordMetadata, err error) {
+				_, err := a.Append(context.Background(), parts4[g%4], AppendRecord{Timestamp: time.Now(), Value: value,
+					Callback: func(_ RecordMetadata, err error) {
 						if err != errAbort {
 							t.Errorf("callback error %v", err)
 						}
 						called.Add(1)
-					}, time.Now().Add(10*time.Second), time.Now())
+					}, MaxBlockDeadline: time.Now().Add(10 * time.Second), Now: time.Now()})
 				switch {
 				case err == nil:
 					accepted.Add(1)
@@ -767,7 +770,7 @@ func TestAppendWaitsForMemory(t *testing.T) {
 
 	t.Run("deadline", func(t *testing.T) {
 		// The deadline is on the accumulator's clock, like the now the producer passes.
-		_, err := a.Append(context.Background(), p2, t0, nil, value, nil, nil, later.Add(10*time.Millisecond), t0)
+		_, err := a.Append(context.Background(), p2, AppendRecord{Timestamp: t0, Value: value, MaxBlockDeadline: later.Add(10 * time.Millisecond), Now: t0})
 		if !errors.Is(err, ErrBufferExhausted) {
 			t.Fatalf("err = %v, want ErrBufferExhausted", err)
 		}
@@ -779,7 +782,7 @@ func TestAppendWaitsForMemory(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			res, err := a.Append(context.Background(), p2, t0, nil, value, nil, nil, time.Time{}, t0)
+			res, err := a.Append(context.Background(), p2, AppendRecord{Timestamp: t0, Value: value, Now: t0})
 			done <- result{res, err}
 		}()
 		eventually(t, "append to wait", func() bool { return a.BufferPool().QueuedWaiters() == 1 })
@@ -801,7 +804,7 @@ func TestAppendWaitsForMemory(t *testing.T) {
 	t.Run("close wakes the waiter", func(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
-			_, err := a.Append(context.Background(), p0, t0, nil, bytes.Repeat([]byte("z"), 1500), nil, nil, time.Time{}, t0)
+			_, err := a.Append(context.Background(), p0, AppendRecord{Timestamp: t0, Value: bytes.Repeat([]byte("z"), 1500), Now: t0})
 			done <- err
 		}()
 		eventually(t, "append to wait", func() bool { return a.BufferPool().QueuedWaiters() == 1 })
@@ -846,7 +849,7 @@ func TestConcurrentAppendAndDrain(t *testing.T) {
 				}
 				// Each producer writes to one partition so its order there is checkable.
 				v := fmt.Appendf(nil, "%d-%d", g, i)
-				if _, err := a.Append(context.Background(), parts[g%len(parts)], time.Now(), nil, v, nil, cb, time.Time{}, time.Now()); err != nil {
+				if _, err := a.Append(context.Background(), parts[g%len(parts)], AppendRecord{Timestamp: time.Now(), Value: v, Callback: cb, Now: time.Now()}); err != nil {
 					t.Errorf("append: %v", err)
 					return
 				}
@@ -927,7 +930,7 @@ func BenchmarkAppend(b *testing.B) {
 			runtime.ReadMemStats(&before)
 			batches := 0
 			for b.Loop() {
-				res, err := a.Append(ctx, p0, now, nil, v, nil, cb, time.Time{}, now)
+				res, err := a.Append(ctx, p0, AppendRecord{Timestamp: now, Value: v, Callback: cb, Now: now})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -992,7 +995,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			now := time.Now()
-			if _, err := a.Append(ctx, p, now, nil, v, nil, cb, time.Time{}, now); err != nil {
+			if _, err := a.Append(ctx, p, AppendRecord{Timestamp: now, Value: v, Callback: cb, Now: now}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -443,47 +443,7 @@ const transactionalAttribute = 0x10
 // timestamp (logAppendTime in ms, or the record's create time when logAppendTime is -1). It
 // returns false, running nothing, if the batch was already completed, failed or split.
 func (b *ProducerBatch) Complete(baseOffset int64, logAppendTime int64) bool {
-	if !b.state.CompareAndSwap(stateOpen, stateSucceeded) {
-		return false
-	}
-	b.baseOffset = baseOffset
-	var start time.Time
-	if b.obs != nil || b.traced {
-		start = time.Now()
-	}
-	traces := traceCursor(b.traces)
-	for i := range b.thunks {
-		t := &b.thunks[i]
-		trace := traces.at(i)
-		if t.cb == nil && trace == nil {
-			continue
-		}
-		md := RecordMetadata{
-			Topic:               b.TopicPartition.Topic,
-			Partition:           b.TopicPartition.Partition,
-			Offset:              -1,
-			Tag:                 t.tag,
-			SerializedKeySize:   int(t.keySize),
-			SerializedValueSize: int(t.valueSize),
-		}
-		if baseOffset >= 0 {
-			md.Offset = baseOffset + int64(i)
-		}
-		if logAppendTime >= 0 {
-			md.Timestamp = time.UnixMilli(logAppendTime)
-		} else {
-			md.Timestamp = time.UnixMilli(b.timestampAt(i))
-		}
-		if t.cb != nil {
-			t.cb(md, nil)
-		}
-		if trace != nil {
-			trace.RecordDone(b, md, nil, start, time.Now())
-		}
-	}
-	b.observeDone(nil, start)
-	close(b.done)
-	return true
+	return b.complete(baseOffset, logAppendTime, nil, nil)
 }
 
 // CompleteExceptionally fails every record: with recordErrs[i] when the broker named an error
@@ -493,9 +453,27 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 	if topErr == nil {
 		panic("accumulator: CompleteExceptionally with a nil error")
 	}
-	if !b.state.CompareAndSwap(stateOpen, stateFailed) {
+	return b.complete(-1, -1, topErr, recordErrs)
+}
+
+// complete is the one way a batch's records complete, success (topErr nil) or failure. Its
+// steps go in this order because each needs the one before:
+//  1. the compare-and-swap out of stateOpen, so that of a success, a failure and a split
+//     racing for the batch exactly one runs the records' callbacks;
+//  2. per record, its callback, then its RecordTrace's RecordDone, so that the record's trace
+//     ends with the callback it measured;
+//  3. the accumulator Observer's BatchDone, while the thunks it reads (Records, SentNanos)
+//     are still there;
+//  4. done closes: a flush waiting on the batch returns, and Deallocate may recycle the thunks.
+func (b *ProducerBatch) complete(baseOffset, logAppendTime int64, topErr error, recordErrs map[int]error) bool {
+	final := stateSucceeded
+	if topErr != nil {
+		final = stateFailed
+	}
+	if !b.state.CompareAndSwap(stateOpen, final) {
 		return false
 	}
+	b.baseOffset = baseOffset // -1 on failure: Records then reports no offsets
 	var start time.Time
 	if b.obs != nil || b.traced {
 		start = time.Now()
@@ -507,10 +485,6 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 		if t.cb == nil && trace == nil {
 			continue
 		}
-		err := topErr
-		if e, ok := recordErrs[i]; ok && e != nil {
-			err = e
-		}
 		md := RecordMetadata{
 			Topic:               b.TopicPartition.Topic,
 			Partition:           b.TopicPartition.Partition,
@@ -518,6 +492,20 @@ func (b *ProducerBatch) CompleteExceptionally(topErr error, recordErrs map[int]e
 			Tag:                 t.tag,
 			SerializedKeySize:   int(t.keySize),
 			SerializedValueSize: int(t.valueSize),
+		}
+		err := topErr
+		switch {
+		case err != nil:
+			if e, ok := recordErrs[i]; ok && e != nil {
+				err = e
+			}
+		case logAppendTime >= 0:
+			md.Timestamp = time.UnixMilli(logAppendTime)
+		default:
+			md.Timestamp = time.UnixMilli(b.timestampAt(i))
+		}
+		if baseOffset >= 0 { // -1 on failure
+			md.Offset = baseOffset + int64(i)
 		}
 		if t.cb != nil {
 			t.cb(md, err)

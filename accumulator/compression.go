@@ -2,6 +2,7 @@ package accumulator
 
 import (
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -106,14 +107,8 @@ func compress(codec Codec, w *sliceWriter, src []byte) ([]byte, error) {
 	w.b = w.b[:0]
 	switch codec {
 	case CodecGzip:
-		gz := gzipPool.Get().(*gzip.Writer)
-		defer gzipPool.Put(gz)
-		gz.Reset(w)
-		if _, err := gz.Write(src); err != nil {
-			return nil, fmt.Errorf("accumulator: gzip: %w", err)
-		}
-		if err := gz.Close(); err != nil {
-			return nil, fmt.Errorf("accumulator: gzip: %w", err)
+		if err := compressStream[*gzip.Writer](&gzipPool, "gzip", w, src); err != nil {
+			return nil, err
 		}
 	case CodecSnappy:
 		n := s2.MaxEncodedLen(len(src))
@@ -125,17 +120,9 @@ func compress(codec Codec, w *sliceWriter, src []byte) ([]byte, error) {
 		}
 		w.b = s2.EncodeSnappy(w.b[:n], src)
 	case CodecLz4:
-		lw := lz4Pool.Get().(*lz4.Writer)
-		defer lz4Pool.Put(lw)
-		lw.Reset(w)
-		if _, err := lw.Write(src); err != nil {
-			return nil, fmt.Errorf("accumulator: lz4: %w", err)
+		if err := compressStream[*lz4.Writer](&lz4Pool, "lz4", w, src); err != nil {
+			return nil, err
 		}
-		if err := lw.Close(); err != nil {
-			return nil, fmt.Errorf("accumulator: lz4: %w", err)
-		}
-		// Drop the writer's reference to w so a pooled encoder does not pin a batch's output.
-		lw.Reset(nil)
 	case CodecZstd:
 		enc := zstdPool.Get().(*zstd.Encoder)
 		defer zstdPool.Put(enc)
@@ -144,4 +131,27 @@ func compress(codec Codec, w *sliceWriter, src []byte) ([]byte, error) {
 		return nil, fmt.Errorf("accumulator: cannot compress with %v", codec)
 	}
 	return w.b, nil
+}
+
+// streamEncoder is a pooled streaming encoder: gzip's and lz4's writers.
+type streamEncoder interface {
+	io.WriteCloser
+	Reset(w io.Writer)
+}
+
+// compressStream writes src into w through an encoder from pool, closed at the end, which
+// flushes its last frame.
+func compressStream[E streamEncoder](pool *sync.Pool, codec string, w *sliceWriter, src []byte) error {
+	enc := pool.Get().(E)
+	defer pool.Put(enc)
+	enc.Reset(w)
+	// Drop the encoder's reference to w so a pooled encoder does not pin a batch's output.
+	defer enc.Reset(nil)
+	if _, err := enc.Write(src); err != nil {
+		return fmt.Errorf("accumulator: %s: %w", codec, err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("accumulator: %s: %w", codec, err)
+	}
+	return nil
 }

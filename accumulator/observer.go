@@ -77,7 +77,7 @@ func (b *ProducerBatch) AttemptHistory() []Attempt { return b.attempts }
 
 // RecordTiming is one record's timestamps in its batch, for an Observer's BatchDone.
 type RecordTiming struct {
-	// Sent is when Send handed the record over (the now given to Append).
+	// Sent is when Send handed the record over (AppendRecord.Now).
 	Sent time.Time
 	// Appended is when it went into the batch; zero unless stamped (Config.TraceAtCompletion,
 	// or a traced record).
@@ -108,8 +108,8 @@ func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 	}
 }
 
-// SentNanos yields, for each record of the batch in order, when Send handed it over (the now
-// given to Append, Unix ns) and whether the record is traced (its RecordTrace then reports
+// SentNanos yields, for each record of the batch in order, when Send handed it over
+// (AppendRecord.Now, Unix ns) and whether the record is traced (its RecordTrace then reports
 // it): Records without the time.Time conversions, for a per-record latency. Valid until the
 // batch is deallocated; an Observer's BatchDone may use it.
 func (b *ProducerBatch) SentNanos() iter.Seq2[int64, bool] {

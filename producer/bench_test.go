@@ -44,31 +44,10 @@ func BenchmarkSendToAck(b *testing.B) {
 		if err := p.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		var failed error
-		var mu sync.Mutex
-		cb := func(_ RecordMetadata, err error) {
-			if err != nil {
-				mu.Lock()
-				failed = err
-				mu.Unlock()
-			}
-			wg.Done()
-		}
+		var acks benchAcks
+		cb := func(_ RecordMetadata, err error) { acks.done(err) }
 		rec := &Record{Topic: topic, Partition: PartitionAny, Value: value}
-		b.SetBytes(int64(len(value)))
-		b.ReportAllocs()
-		b.ResetTimer()
-		start := time.Now()
-		wg.Add(b.N)
-		for i := 0; i < b.N; i++ {
-			_ = p.Send(ctx, rec, cb)
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
-		if failed != nil {
-			b.Fatal(failed)
-		}
+		acks.run(b, len(value), func() { _ = p.Send(ctx, rec, cb) })
 	})
 
 	b.Run("kgo", func(b *testing.B) {
@@ -85,30 +64,46 @@ func BenchmarkSendToAck(b *testing.B) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
 			b.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		var failed error
-		var mu sync.Mutex
-		cb := func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				failed = err
-				mu.Unlock()
-			}
-			wg.Done()
-		}
-		b.SetBytes(int64(len(value)))
-		b.ReportAllocs()
-		b.ResetTimer()
-		start := time.Now()
-		wg.Add(b.N)
-		for i := 0; i < b.N; i++ {
-			// kgo takes ownership of the record until its promise runs: one per Send.
-			cl.Produce(ctx, &kgo.Record{Value: value}, cb)
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
-		if failed != nil {
-			b.Fatal(failed)
-		}
+		var acks benchAcks
+		cb := func(_ *kgo.Record, err error) { acks.done(err) }
+		// kgo takes ownership of the record until its promise runs: one per Send.
+		acks.run(b, len(value), func() { cl.Produce(ctx, &kgo.Record{Value: value}, cb) })
 	})
+}
+
+// benchAcks waits for a benchmark's b.N acknowledgements and keeps the last failure.
+type benchAcks struct {
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	failed error
+}
+
+// done is a record's callback: the record is acknowledged, or failed with err.
+func (a *benchAcks) done(err error) {
+	if err != nil {
+		a.mu.Lock()
+		a.failed = err
+		a.mu.Unlock()
+	}
+	a.wg.Done()
+}
+
+// run times b.N sends of size-byte records up to their last acknowledgement, reports the
+// records per second, and fails the benchmark if any record failed.
+func (a *benchAcks) run(b *testing.B, size int, send func()) {
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	a.wg.Add(b.N)
+	for i := 0; i < b.N; i++ {
+		send()
+	}
+	a.wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		b.Fatal(a.failed)
+	}
 }

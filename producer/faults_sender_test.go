@@ -59,6 +59,62 @@ func (f *senderFixture) pendingBatch(i int, partition int32) kmsg.RecordBatch {
 	return batchOf(f.t, req, partition)
 }
 
+// sendTwo appends two records to partition 0 and runs the sender twice: once per request it
+// may send.
+func (f *senderFixture) sendTwo(first, second string) (*outcome, *outcome) {
+	f.t.Helper()
+	a, b := f.append(0, first), f.append(0, second)
+	f.runOnce()
+	f.runOnce()
+	return a, b
+}
+
+// twoInFlight appends two records that make a batch each (at batch.size 100) and sends them,
+// which an idempotent producer does only once their partition has an acknowledged batch.
+func (f *senderFixture) twoInFlight(first, second string) (*outcome, *outcome) {
+	f.t.Helper()
+	a, b := f.sendTwo(first, second)
+	if n := len(f.client.pending); n != 2 {
+		f.t.Fatalf("%d requests in flight, want 2 once the partition has an ack", n)
+	}
+	return a, b
+}
+
+// deliversUnder checks that the first pending request carries partition 0's batch under epoch
+// and sequence, answers it, and checks that o, the batch's record, was delivered.
+func (f *senderFixture) deliversUnder(what string, o *outcome, epoch int16, sequence int32) {
+	f.t.Helper()
+	b := f.pendingBatch(0, 0)
+	if b.ProducerEpoch != epoch || b.FirstSequence != sequence {
+		f.t.Fatalf("%s sent with epoch %d sequence %d, want epoch %d sequence %d", what, b.ProducerEpoch, b.FirstSequence, epoch, sequence)
+	}
+	f.client.respond(f.t, produceAnswer(0, 1))
+	f.runOnce()
+	if o.calls != 1 || o.err != nil {
+		f.t.Fatalf("%s: calls=%d err=%v, want delivered once", what, o.calls, o.err)
+	}
+}
+
+// pendingFor returns partition's batch from the produce requests in flight (from the latest
+// that carries one); ok is false when none does.
+func (f *senderFixture) pendingFor(partition int32) (b kmsg.RecordBatch, ok bool) {
+	f.t.Helper()
+	for _, r := range f.client.pending {
+		req, isProduce := r.Body.(*kmsg.ProduceRequest)
+		if !isProduce {
+			continue
+		}
+		for _, tt := range req.Topics {
+			for _, p := range tt.Partitions {
+				if p.Partition == partition {
+					b, ok = batchOf(f.t, req, partition), true
+				}
+			}
+		}
+	}
+	return b, ok
+}
+
 // settle answers every produce request with success until nothing is pending, up to n rounds.
 func (f *senderFixture) settle(n int) {
 	for ; n > 0; n-- {
@@ -88,13 +144,7 @@ func TestIdempotentGapAfterRefusedRecordIsRepaired(t *testing.T) {
 	f.runOnce()
 	f.client.respond(t, produceAnswer(0, 0))
 	f.runOnce()
-	tooLarge := f.append(0, record('b')) // sequence 1
-	behind := f.append(0, record('c'))   // sequence 2
-	f.runOnce()
-	f.runOnce()
-	if n := len(f.client.pending); n != 2 {
-		t.Fatalf("%d requests in flight, want 2", n)
-	}
+	tooLarge, behind := f.twoInFlight(record('b'), record('c')) // sequences 1 and 2
 	f.client.respond(t, produceAnswer(kerr.MessageTooLarge.Code, -1))
 	f.client.respond(t, produceAnswer(kerr.OutOfOrderSequenceNumber.Code, -1))
 	f.runOnce()
@@ -106,15 +156,7 @@ func TestIdempotentGapAfterRefusedRecordIsRepaired(t *testing.T) {
 	}
 	f.now = f.now.Add(200 * time.Millisecond)
 	f.runOnce()
-	b := f.pendingBatch(0, 0)
-	if b.ProducerEpoch != 1 || b.FirstSequence != 0 {
-		t.Fatalf("record behind the gap resent with epoch %d sequence %d, want epoch 1 sequence 0", b.ProducerEpoch, b.FirstSequence)
-	}
-	f.client.respond(t, produceAnswer(0, 1))
-	f.runOnce()
-	if behind.calls != 1 || behind.err != nil {
-		t.Fatalf("record behind the gap: calls=%d err=%v, want delivered", behind.calls, behind.err)
-	}
+	f.deliversUnder("record behind the gap", behind, 1, 0)
 	later := f.append(0, record('d'))
 	f.runOnce()
 	if b := f.pendingBatch(0, 0); b.ProducerEpoch != 1 || b.FirstSequence != 1 {
@@ -150,15 +192,7 @@ func TestIdempotentExpiredBatchGapIsResolvedByBump(t *testing.T) {
 	next := f.append(0, record('c'))
 	f.runOnce()
 	f.runOnce()
-	b := f.pendingBatch(0, 0)
-	if b.ProducerEpoch != 1 || b.FirstSequence != 0 {
-		t.Fatalf("batch after the expired one: epoch %d sequence %d, want epoch 1 sequence 0", b.ProducerEpoch, b.FirstSequence)
-	}
-	f.client.respond(t, produceAnswer(0, 1))
-	f.runOnce()
-	if next.calls != 1 || next.err != nil {
-		t.Fatalf("record after the expiry: calls=%d err=%v", next.calls, next.err)
-	}
+	f.deliversUnder("record after the expiry", next, 1, 0)
 }
 
 // An epoch bump for one partition must not touch another partition's queued retry: its first
@@ -191,22 +225,8 @@ func TestIdempotentBumpLeavesOtherPartitionsRetriesAlone(t *testing.T) {
 			f.runOnce()
 		}
 	}
-	var retry *kmsg.RecordBatch
-	for i := range f.client.pending {
-		req, ok := f.client.pending[i].Body.(*kmsg.ProduceRequest)
-		if !ok {
-			continue
-		}
-		for _, tt := range req.Topics {
-			for _, p := range tt.Partitions {
-				if p.Partition == 1 {
-					b := batchOf(t, req, 1)
-					retry = &b
-				}
-			}
-		}
-	}
-	if retry == nil {
+	retry, ok := f.pendingFor(1)
+	if !ok {
 		t.Fatal("partition 1's retry was not sent")
 	}
 	if retry.ProducerEpoch != 0 || retry.FirstSequence != 1 {
@@ -277,19 +297,7 @@ func TestIdempotentBumpDoesNotStopOtherPartitions(t *testing.T) {
 	o := f.append(2, record('b'))
 	f.now = f.now.Add(200 * time.Millisecond)
 	f.runOnce()
-	found := false
-	for i := range f.client.pending {
-		req, ok := f.client.pending[i].Body.(*kmsg.ProduceRequest)
-		if !ok {
-			continue
-		}
-		for _, tt := range req.Topics {
-			for _, p := range tt.Partitions {
-				found = found || p.Partition == 2
-			}
-		}
-	}
-	if !found {
+	if _, found := f.pendingFor(2); !found {
 		t.Fatal("partition 2's new batch waited for another partition's request in flight")
 	}
 	f.settle(5)
@@ -371,18 +379,9 @@ func metadataTP(topic string, partition int32) metadata.TopicPartition {
 // counts such a leader as unknown and requests an update).
 func TestSenderRequestsMetadataForLeaderMissingFromBrokers(t *testing.T) {
 	f := newSenderFixture(t, 1, func(*Config) {})
-	resp := kmsg.NewPtrMetadataResponse()
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 9092
-	resp.Brokers = append(resp.Brokers, b)
-	topic := kmsg.NewMetadataResponseTopic()
-	name := "t"
-	topic.Topic = &name
 	p := kmsg.NewMetadataResponseTopicPartition()
 	p.Leader, p.LeaderEpoch = 3, 1 // node 3 is not in Brokers
-	topic.Partitions = append(topic.Partitions, p)
-	resp.Topics = append(resp.Topics, topic)
-	f.meta.Update(resp, f.now)
+	f.meta.Update(topicMetadata(p), f.now)
 	if f.meta.UpdateRequested() {
 		t.Fatal("fixture: an update is already requested")
 	}

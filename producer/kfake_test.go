@@ -32,14 +32,16 @@ func newKfake(t *testing.T, partitions int32, opts ...kfake.Opt) *kfake.Cluster 
 	return c
 }
 
-func newTestProducer(t *testing.T, bootstrap []string, mutate func(*Config)) *Producer {
+// newTestProducer is a producer for bootstrap with the default configuration as mutate (may be
+// nil) changes it and opts, closed when the test ends.
+func newTestProducer(t *testing.T, bootstrap []string, mutate func(*Config), opts ...Option) *Producer {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.BootstrapServers = bootstrap
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	p, err := New(cfg, testLogger(t))
+	p, err := New(cfg, append([]Option{testLogger(t)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +162,16 @@ func produceAll(t *testing.T, p *Producer, topic string, recs []testRecord, wait
 	return res
 }
 
+// mustProduceAll is produceAll where every record must be acknowledged.
+func mustProduceAll(t *testing.T, p *Producer, topic string, recs []testRecord, wait time.Duration) *results {
+	t.Helper()
+	res := produceAll(t, p, topic, recs, wait)
+	if err := res.firstError(); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // consumeAll reads n records of topic from the start with franz-go's kgo consumer.
 func consumeAll(t *testing.T, bootstrap []string, topic string, n int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
@@ -223,10 +235,7 @@ func TestKfakeRoundTripEveryCodec(t *testing.T) {
 			c := newKfake(t, 3)
 			p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) { cfg.CompressionType = codec })
 			recs := makeRecords(5000, 100)
-			res := produceAll(t, p, "t", recs, 30*time.Second)
-			if err := res.firstError(); err != nil {
-				t.Fatal(err)
-			}
+			mustProduceAll(t, p, "t", recs, 30*time.Second)
 			checkRoundTrip(t, recs, consumeAll(t, c.ListenAddrs(), "t", len(recs), 30*time.Second), 3)
 		})
 	}
@@ -252,10 +261,7 @@ func TestKfakeRoundTripEveryAcks(t *testing.T) {
 				cfg.EnableIdempotence = acks == "all"
 			})
 			recs := makeRecords(3000, 50)
-			res := produceAll(t, p, "t", recs, 30*time.Second)
-			if err := res.firstError(); err != nil {
-				t.Fatal(err)
-			}
+			res := mustProduceAll(t, p, "t", recs, 30*time.Second)
 			for i, m := range res.metas {
 				if acks == "0" && m.Offset != -1 {
 					t.Fatalf("acks=0 record %d reports offset %d; the broker sends none", i, m.Offset)
@@ -301,10 +307,7 @@ func TestKfakeRetriesInjectedErrorsWithoutDuplicates(t *testing.T) {
 			})
 			p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) { cfg.RetryBackoffMs = 10 })
 			recs := makeRecords(2000, 50)
-			res := produceAll(t, p, "t", recs, 30*time.Second)
-			if err := res.firstError(); err != nil {
-				t.Fatal(err)
-			}
+			mustProduceAll(t, p, "t", recs, 30*time.Second)
 			if injected.Load() < 3 {
 				t.Fatalf("only %d produce requests reached the fault", injected.Load())
 			}
@@ -338,10 +341,7 @@ func TestKfakeSlowResponseTimesOutAndRetries(t *testing.T) {
 		cfg.LingerMs = 0
 	})
 	recs := makeRecords(10, 10)
-	res := produceAll(t, p, "t", recs, 20*time.Second)
-	if err := res.firstError(); err != nil {
-		t.Fatal(err)
-	}
+	mustProduceAll(t, p, "t", recs, 20*time.Second)
 	checkRoundTrip(t, recs, consumeAll(t, c.ListenAddrs(), "t", len(recs), 10*time.Second), 1)
 }
 

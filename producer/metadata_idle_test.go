@@ -39,19 +39,28 @@ func idleTestProducer(t *testing.T, idle time.Duration) (*Producer, *atomic.Poin
 	var clock atomic.Pointer[time.Time]
 	start := time.Unix(1_700_000_000, 0)
 	clock.Store(&start)
-	cfg := DefaultConfig()
-	cfg.BootstrapServers = []string{"127.0.0.1:1"}
-	cfg.MetadataMaxIdleMs = int(idle.Milliseconds())
-	p, err := New(cfg, testLogger(t), withClock(func() time.Time { return *clock.Load() }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Close(ctx)
-	})
+	p := newTestProducer(t, []string{"127.0.0.1:1"}, func(c *Config) { c.MetadataMaxIdleMs = int(idle.Milliseconds()) },
+		withClock(func() time.Time { return *clock.Load() }))
 	return p, &clock
+}
+
+// busyTopicProducer is idleTestProducer with topic "busy" (3 partitions) in its metadata, added
+// and updated at the clock's start, which it returns.
+func busyTopicProducer(t *testing.T, idle time.Duration) (*Producer, *atomic.Pointer[time.Time], time.Time) {
+	t.Helper()
+	p, clock := idleTestProducer(t, idle)
+	now := *clock.Load()
+	p.meta.Add("busy", now)
+	p.meta.Update(metadataWithTopic("busy", 3), now)
+	return p, clock, now
+}
+
+// viewAt sets the producer's clock to now and takes the busy topic's view at now, as Send does.
+func viewAt(p *Producer, clock *atomic.Pointer[time.Time], now time.Time) error {
+	tick := now
+	clock.Store(&tick) // a copy: the sender goroutine reads the stored time while the caller moves now
+	_, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second))
+	return err
 }
 
 // TestBusyTopicStaysInMetadata pins the fix of an actively used topic falling out of metadata:
@@ -60,17 +69,12 @@ func idleTestProducer(t *testing.T, idle time.Duration) (*Producer, *atomic.Poin
 // Java's KafkaProducer.waitOnMetadata calls metadata.add(topic, nowMs) on every send.
 func TestBusyTopicStaysInMetadata(t *testing.T) {
 	const idle = 5 * time.Second
-	p, clock := idleTestProducer(t, idle)
-	now := *clock.Load()
-	p.meta.Add("busy", now)
-	p.meta.Update(metadataWithTopic("busy", 3), now)
+	p, clock, now := busyTopicProducer(t, idle)
 	// One view per 100 ms for twice the idle time, with a refresh every second (as
 	// metadata.max.age.ms or any other topic's arrival would cause).
 	for step := range 100 {
 		now = now.Add(100 * time.Millisecond)
-		tick := now
-		clock.Store(&tick) // a copy: the sender goroutine reads the stored time while the loop moves now
-		if _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second)); err != nil {
+		if err := viewAt(p, clock, now); err != nil {
 			t.Fatalf("after %v: %v", time.Duration(step+1)*100*time.Millisecond, err)
 		}
 		if step%10 == 9 {
@@ -94,15 +98,10 @@ func TestBusyTopicStaysInMetadata(t *testing.T) {
 // an unchanged snapshot, must keep the topic too.
 func TestBusyTopicStaysInMetadataWithoutRefreshes(t *testing.T) {
 	const idle = 5 * time.Second
-	p, clock := idleTestProducer(t, idle)
-	now := *clock.Load()
-	p.meta.Add("busy", now)
-	p.meta.Update(metadataWithTopic("busy", 3), now)
+	p, clock, now := busyTopicProducer(t, idle)
 	for range 70 {
 		now = now.Add(100 * time.Millisecond)
-		tick := now
-		clock.Store(&tick) // a copy: the sender goroutine reads the stored time while the loop moves now
-		if _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second)); err != nil {
+		if err := viewAt(p, clock, now); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,13 +13,10 @@ import (
 // time.Time values and tells the observer at a few points; without an observer (the default)
 // none of these calls happen.
 //
-// Calls come from the goroutine that calls Send (StartSend, Appended) or from the sender
-// goroutine (everything else): implementations must be safe for concurrent use, quick, and
+// Calls come from the goroutine that calls Send (StartSend, Appended), from New
+// (TracesAtCompletion, ProducerStarted) or from the sender goroutine (everything else), in the
+// order Sender.handleProduceResponse tells for a produce response: implementations must be safe for concurrent use, quick, and
 // must not call back into the producer.
-//
-// An observer that may trace a record only when it completes (a latency threshold) also has a
-// method TracesAtCompletion() bool returning true: the producer then has the accumulator stamp
-// every record's append time and keep every batch's attempts (accumulator.Config.TraceAtCompletion).
 type Observer interface {
 	// Connections, requests and in-flight counts, from the network layer.
 	network.Observer
@@ -37,8 +34,14 @@ type Observer interface {
 	// StartSend returned (nil for an untraced record).
 	Appended(topic string, trace accumulator.RecordTrace, start, end time.Time, err error)
 	// AttemptDone reports a batch's produce attempt that answered or failed, after the sender
-	// decided what follows; retry is true when the batch was re-enqueued for another attempt.
+	// decided what follows and the batch's callbacks and BatchDone ran, if it completed; retry
+	// is true when the batch was re-enqueued for another attempt.
 	AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool)
+	// TracesAtCompletion reports whether the observer may trace a record only when it
+	// completes (a latency threshold). New asks once: when true, the accumulator stamps every
+	// record's append time and every batch keeps its attempts
+	// (accumulator.Config.TraceAtCompletion), not only the batches holding a sampled record.
+	TracesAtCompletion() bool
 	// ProducerStarted hands the observer the producer's buffer pool (safe for concurrent use),
 	// for its gauges. The producer calls the returned function when it has closed.
 	ProducerStarted(pool *accumulator.BufferPool) (stopped func())

@@ -142,9 +142,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	accCfg := cfg.accumulatorConfig(o.clock)
 	if o.observer != nil {
 		accCfg.Observer = o.observer
-		if c, ok := o.observer.(interface{ TracesAtCompletion() bool }); ok {
-			accCfg.TraceAtCompletion = c.TracesAtCompletion()
-		}
+		accCfg.TraceAtCompletion = o.observer.TracesAtCompletion()
 	}
 	acc := accumulator.New(accCfg)
 	p := &Producer{
@@ -383,16 +381,13 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	default:
 		partition = p.sticky.partitionOf(view.sticky, size, view.available, n)
 	}
-	ts := r.Timestamp
-	if ts.IsZero() {
-		ts = now
-	}
 	tp := metadata.TopicPartition{Topic: r.Topic, Partition: partition}
 	// A transactional producer sends only inside a transaction, to partitions it adds to it.
 	if err := p.sender.txn.maybeAddPartition(tp); err != nil {
 		return time.Time{}, err
 	}
-	res, err := p.acc.AppendTraced(ctx, tp, ts, r.Key, r.Value, headers, cb, r.Tag, trace, deadline, now)
+	res, err := p.acc.Append(ctx, tp, accumulator.AppendRecord{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value,
+		Headers: headers, Callback: cb, Tag: r.Tag, Trace: trace, MaxBlockDeadline: deadline, Now: now})
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -27,9 +27,7 @@ func TestRealBrokerSASL(t *testing.T) {
 				c.SASLPassword = password
 			})
 			recs := makeRecords(200, 50)
-			if err := produceAll(t, p, topic, recs, 30*time.Second).firstError(); err != nil {
-				t.Fatal(err)
-			}
+			mustProduceAll(t, p, topic, recs, 30*time.Second)
 			checkRoundTrip(t, recs, consumeAll(t, []string{kafkatest.Bootstrap(t)}, topic, len(recs), 30*time.Second), 2)
 		})
 	}
@@ -86,9 +84,7 @@ func TestRealBrokerTLS(t *testing.T) {
 				}
 			})
 			recs := makeRecords(100, 50)
-			if err := produceAll(t, p, topic, recs, 30*time.Second).firstError(); err != nil {
-				t.Fatal(err)
-			}
+			mustProduceAll(t, p, topic, recs, 30*time.Second)
 			checkRoundTrip(t, recs, consumeAll(t, []string{kafkatest.Bootstrap(t)}, topic, len(recs), 30*time.Second), 1)
 		})
 	}

@@ -203,19 +203,9 @@ func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bo
 	body := t.buildRequest(r)
 	s.log.Debug("transactional request", "request", r.kind.String(), "node", node.ID, "transactional_id", t.transactionalID)
 	t.txnInFlight = true
-	s.client.Send(&network.ClientRequest{
-		Destination:    node.ID,
-		Body:           body,
-		ExpectResponse: true,
-		Created:        now,
-		Timeout:        s.requestTimeout,
-		Callback: func(resp *inflight.Response) {
-			s.handleTransactionalResponse(r, resp)
-		},
-	}, now)
-	if s.onRequest != nil {
-		s.onRequest()
-	}
+	s.sendRequest(node.ID, body, true, now, func(resp *inflight.Response) {
+		s.handleTransactionalResponse(r, resp)
+	})
 	s.client.Poll(s.retryBackoff, now)
 	return true, 0
 }
@@ -393,16 +383,9 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 		bufs = append(bufs, buf)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	s.client.Send(&network.ClientRequest{
-		Destination:    node,
-		Body:           req,
-		ExpectResponse: s.acks != 0,
-		Created:        now,
-		Timeout:        s.requestTimeout,
-		Callback: func(resp *inflight.Response) {
-			s.handleProduceResponse(resp, byTP)
-		},
-	}, now)
+	s.sendRequest(node, req, s.acks != 0, now, func(resp *inflight.Response) {
+		s.handleProduceResponse(resp, byTP)
+	})
 	// The client framed the request (records copied into the frame) or refused it; either way
 	// the encoded batches are no longer read. Drop the references so nothing sees reused bytes.
 	for _, t := range req.Topics {
@@ -413,6 +396,21 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 	for _, buf := range bufs {
 		recordsPool.Put(buf)
 	}
+}
+
+// sendRequest hands a request the sender built to the client, for node, with request.timeout.ms;
+// cb gets the outcome from a later Poll (Java's client.send). The produce and transactional
+// paths send through it; their callers note the request in flight (inFlightBatches, txnInFlight)
+// first, and the network client reports it to the observer.
+func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool, now time.Time, cb func(*inflight.Response)) {
+	s.client.Send(&network.ClientRequest{
+		Destination:    node,
+		Body:           body,
+		ExpectResponse: expectResponse,
+		Created:        now,
+		Timeout:        s.requestTimeout,
+		Callback:       cb,
+	}, now)
 	if s.onRequest != nil {
 		s.onRequest()
 	}
@@ -433,6 +431,25 @@ func failedResult(err error) partitionResult {
 
 // handleProduceResponse is Sender.handleProduceResponse: every batch of the request is completed,
 // retried, split or failed.
+//
+// The way back from the broker starts here, on the sender goroutine, called from client.Poll
+// with the response (or the disconnection or timeout that stands for it). Each batch of the
+// request then goes through these steps, in this order:
+//  1. here: its partition's result (error, base offset); NOT_LEADER answers that name the new
+//     leader (KIP-951) update metadata once the whole response is read;
+//  2. finishAttempt: with an observer, the attempt's timestamps go on a traced batch first, so
+//     the traces built in step 4 include this attempt;
+//  3. completeBatch decides: succeed, split, retry or fail. The transaction manager hears of
+//     the outcome before the records' callbacks run (handleCompletedBatch; produceFailed,
+//     which picks the error the callbacks get), so a callback sees the producer's state
+//     already moved on; handleFailedBatch follows only the completion that won the batch;
+//  4. ProducerBatch.Complete or CompleteExceptionally (accumulator/batch.go, complete): each
+//     record's callback, then its trace's RecordDone, then the accumulator Observer's
+//     BatchDone, then Flush's waiters;
+//  5. Deallocate: the buffer goes back to the pool only after the callbacks, which read the
+//     batch's thunks;
+//  6. finishAttempt tells the observer (AttemptDone) last, because what it reports is the
+//     decision of step 3 (a retry is a batch still open).
 func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
 	now := resp.Received
 	if now.IsZero() {
@@ -523,10 +540,11 @@ func brokerError(err error, msg *string, recordErrs []kmsg.ProduceResponseTopicP
 	return fmt.Errorf("%w (broker says: %s)", err, extra)
 }
 
-// finishAttempt is completeBatch for a batch of the produce request resp answered (or failed).
-// With an observer it first keeps the attempt's stage timestamps on a traced batch, so the
-// records' traces (built when their callbacks ran inside completeBatch) show it, and then
-// reports the attempt with what completeBatch decided.
+// finishAttempt is completeBatch for a batch of the produce request resp answered (or failed):
+// steps 2 and 6 of the way back (see handleProduceResponse) around it. With an observer it first
+// keeps the attempt's stage timestamps on a traced batch, so the records' traces (built when
+// their callbacks ran inside completeBatch) show it, and then reports the attempt with what
+// completeBatch decided.
 func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Response, r partitionResult, now time.Time) {
 	if s.obs == nil {
 		s.completeBatch(b, r, now)
@@ -557,7 +575,8 @@ func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Resp
 	s.obs.AttemptDone(b, a, !b.IsDone())
 }
 
-// completeBatch decides a batch's fate after an attempt: Sender.completeBatch.
+// completeBatch decides a batch's fate after an attempt: Sender.completeBatch. Steps 3 to 5 of
+// the way back (see handleProduceResponse).
 func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, now time.Time) {
 	s.removeInFlightBatch(b)
 	if s.guaranteeMessageOrder {

@@ -170,24 +170,17 @@ func newSenderFixture(t *testing.T, partitions int, mutate func(*Config)) *sende
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := kmsg.NewPtrMetadataResponse()
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 9092
-	resp.Brokers = append(resp.Brokers, b)
-	topic := kmsg.NewMetadataResponseTopic()
-	name := "t"
-	topic.Topic = &name
+	var parts []kmsg.MetadataResponseTopicPartition
 	for i := 0; i < partitions; i++ {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = int32(i)
 		p.Leader = 1
 		p.Replicas = []int32{1}
 		p.ISR = []int32{1}
-		topic.Partitions = append(topic.Partitions, p)
+		parts = append(parts, p)
 	}
-	resp.Topics = append(resp.Topics, topic)
 	meta.Add("t", f.now)
-	meta.Update(resp, f.now)
+	meta.Update(topicMetadata(parts...), f.now)
 	if meta.Fetch().PartitionCount("t") != partitions {
 		t.Fatalf("metadata fixture has %d partitions", meta.Fetch().PartitionCount("t"))
 	}
@@ -197,6 +190,21 @@ func newSenderFixture(t *testing.T, partitions int, mutate func(*Config)) *sende
 	acks, _ := parseAcks(cfg.Acks)
 	f.sender = newSender(cfg, acks, f.client, f.acc, meta, slog.New(slog.DiscardHandler), clock)
 	return f
+}
+
+// topicMetadata is a metadata response naming broker 1 (127.0.0.1:9092) and topic "t" with
+// partitions.
+func topicMetadata(partitions ...kmsg.MetadataResponseTopicPartition) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 9092
+	resp.Brokers = append(resp.Brokers, b)
+	topic := kmsg.NewMetadataResponseTopic()
+	name := "t"
+	topic.Topic = &name
+	topic.Partitions = partitions
+	resp.Topics = append(resp.Topics, topic)
+	return resp
 }
 
 // outcome collects what a record's callback reported.
@@ -212,13 +220,24 @@ func (f *senderFixture) append(partition int32, value string) *outcome {
 	f.t.Helper()
 	o := &outcome{}
 	tp := metadata.TopicPartition{Topic: "t", Partition: partition}
-	if _, err := f.acc.Append(context.Background(), tp, f.now, nil, []byte(value), nil, o.cb, f.now.Add(time.Minute), f.now); err != nil {
+	if _, err := f.acc.Append(context.Background(), tp, accumulator.AppendRecord{Timestamp: f.now,
+		Value: []byte(value), Callback: o.cb, MaxBlockDeadline: f.now.Add(time.Minute), Now: f.now}); err != nil {
 		f.t.Fatal(err)
 	}
 	return o
 }
 
 func (f *senderFixture) runOnce() { f.sender.runOnce(f.now) }
+
+// answeredWith sends one record and has the broker answer its request with code.
+func (f *senderFixture) answeredWith(code int16) *outcome {
+	f.t.Helper()
+	o := f.append(0, "v")
+	f.runOnce()
+	f.client.respond(f.t, produceAnswer(code, -1))
+	f.runOnce()
+	return o
+}
 
 func (f *senderFixture) lastProduce() *kmsg.ProduceRequest {
 	f.t.Helper()
@@ -278,10 +297,7 @@ func TestSenderProducesAndCompletesCallback(t *testing.T) {
 
 func TestSenderRetriesRetriableErrorsAndRefreshesMetadata(t *testing.T) {
 	f := newSenderFixture(t, 1, func(*Config) {})
-	o := f.append(0, "v")
-	f.runOnce()
-	f.client.respond(t, produceAnswer(kerr.NotLeaderForPartition.Code, -1))
-	f.runOnce()
+	o := f.answeredWith(kerr.NotLeaderForPartition.Code)
 	if o.calls != 0 {
 		t.Fatalf("a retriable error reached the callback: %v", o.err)
 	}
@@ -326,10 +342,7 @@ func TestSenderRetriesAfterDisconnect(t *testing.T) {
 
 func TestSenderFailsNonRetriableErrorWithItsName(t *testing.T) {
 	f := newSenderFixture(t, 1, func(*Config) {})
-	o := f.append(0, "v")
-	f.runOnce()
-	f.client.respond(t, produceAnswer(kerr.TopicAuthorizationFailed.Code, -1))
-	f.runOnce()
+	o := f.answeredWith(kerr.TopicAuthorizationFailed.Code)
 	if o.calls != 1 || !errors.Is(o.err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("callback calls=%d err=%v, want TOPIC_AUTHORIZATION_FAILED", o.calls, o.err)
 	}
@@ -453,10 +466,7 @@ func TestSenderAcksZeroCompletesWithoutResponse(t *testing.T) {
 
 func TestSenderMutesPartitionWithOneInFlight(t *testing.T) {
 	f := newSenderFixture(t, 1, func(c *Config) { c.MaxInFlightRequestsPerConnection = 1; c.BatchSize = 100 })
-	f.append(0, strings.Repeat("a", 80))
-	f.append(0, strings.Repeat("b", 80)) // a second batch
-	f.runOnce()
-	f.runOnce()
+	f.sendTwo(strings.Repeat("a", 80), strings.Repeat("b", 80)) // a batch each
 	if n := len(f.client.sent); n != 1 {
 		t.Fatalf("with max.in.flight=1 the partition had %d requests in flight, want 1", n)
 	}
@@ -557,14 +567,8 @@ func TestIdempotentProducerFatalOnClusterAuthorization(t *testing.T) {
 // real-broker round trip found records out of order. Until a partition's first batch is
 // acknowledged, only one batch may be in flight for it.
 func TestIdempotentFirstBatchOfPartitionGoesAlone(t *testing.T) {
-	f := newSenderFixture(t, 1, func(c *Config) { c.EnableIdempotence = true; c.BatchSize = 100 })
-	f.runOnce()
-	f.client.respond(t, initProducerIDAnswer(7, 0))
-	f.runOnce()
-	f.append(0, strings.Repeat("a", 60))
-	f.append(0, strings.Repeat("b", 60)) // a second batch
-	f.runOnce()
-	f.runOnce()
+	f := idempotentFixture(t, 1, nil)
+	f.sendTwo(strings.Repeat("a", 60), strings.Repeat("b", 60)) // a batch each
 	if n := len(f.client.pending); n != 1 {
 		t.Fatalf("%d produce requests in flight before the partition's first ack, want 1", n)
 	}
@@ -586,10 +590,7 @@ func TestIdempotentFirstBatchOfPartitionGoesAlone(t *testing.T) {
 // An OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next expected one only means an
 // earlier batch has not landed yet: it is retried without an epoch bump (Java's canRetry).
 func TestIdempotentOutOfOrderBehindAGapRetriesWithoutBump(t *testing.T) {
-	f := newSenderFixture(t, 1, func(c *Config) { c.EnableIdempotence = true; c.BatchSize = 100 })
-	f.runOnce()
-	f.client.respond(t, initProducerIDAnswer(7, 0))
-	f.runOnce()
+	f := idempotentFixture(t, 1, nil)
 	first := f.append(0, strings.Repeat("a", 60))
 	f.runOnce()
 	f.client.respond(t, produceAnswer(0, 0))
@@ -597,13 +598,7 @@ func TestIdempotentOutOfOrderBehindAGapRetriesWithoutBump(t *testing.T) {
 	if first.calls != 1 || first.err != nil {
 		t.Fatalf("first record: calls=%d err=%v", first.calls, first.err)
 	}
-	f.append(0, strings.Repeat("b", 60)) // sequence 1
-	f.append(0, strings.Repeat("c", 60)) // sequence 2
-	f.runOnce()
-	f.runOnce()
-	if n := len(f.client.pending); n != 2 {
-		t.Fatalf("%d requests in flight, want 2 once the partition has an ack", n)
-	}
+	f.twoInFlight(strings.Repeat("b", 60), strings.Repeat("c", 60)) // sequences 1 and 2
 	f.client.respond(t, produceAnswer(kerr.NotLeaderForPartition.Code, -1))
 	f.client.respond(t, produceAnswer(kerr.OutOfOrderSequenceNumber.Code, -1))
 	f.runOnce()

@@ -170,3 +170,15 @@ func producesTo(r kmsg.Request, topic string) bool {
 	}
 	return false
 }
+
+// sendOrder sends one record to topic "orders" of c through a producer with h's observer, and
+// returns the record's send span once its trace has ended.
+func sendOrder(t *testing.T, h *harness, c *kfake.Cluster) sdktrace.ReadOnlySpan {
+	t.Helper()
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	parent, _ := recordTraceOf(t, h, "send orders")
+	return parent
+}

@@ -51,21 +51,15 @@ func newInstruments(m metric.Meter, o *ProducerObserver, own *Histograms) (*inst
 		}
 	}
 	hist := func(name, unit, desc string, buckets []float64) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
-			metric.WithExplicitBucketBoundaries(buckets...))
-		check(err)
-		return h
+		return instrument(check, m.Float64Histogram, name, unit, desc,
+			[]metric.Float64HistogramOption{metric.WithExplicitBucketBoundaries(buckets...)}...)
 	}
 	intHist := func(name, unit, desc string, buckets []float64) metric.Int64Histogram {
-		h, err := m.Int64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
-			metric.WithExplicitBucketBoundaries(buckets...))
-		check(err)
-		return h
+		return instrument(check, m.Int64Histogram, name, unit, desc,
+			[]metric.Int64HistogramOption{metric.WithExplicitBucketBoundaries(buckets...)}...)
 	}
 	counter := func(name, unit, desc string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		check(err)
-		return c
+		return instrument(check, m.Int64Counter, name, unit, desc)
 	}
 	const (
 		opDurationDesc = "Duration of a send: Send called to the record's callback returned."
@@ -99,26 +93,18 @@ func newInstruments(m metric.Meter, o *ProducerObserver, own *Histograms) (*inst
 	}
 
 	// Observable instruments read state that other goroutines own, when a reader collects.
-	bufTotal, err := m.Int64ObservableGauge(MetricBufferTotal, metric.WithUnit("By"), metric.WithDescription("buffer.memory."))
-	check(err)
-	bufAvail, err := m.Int64ObservableGauge(MetricBufferAvailable, metric.WithUnit("By"), metric.WithDescription("Buffer memory not held by batches."))
-	check(err)
-	bufWaiting, err := m.Int64ObservableGauge(MetricBufferWaiting, metric.WithUnit("{waiter}"), metric.WithDescription("Sends blocked waiting for buffer memory."))
-	check(err)
-	bufWait, err := m.Float64ObservableCounter(MetricBufferWaitTime, metric.WithUnit("s"), metric.WithDescription("Total time Sends spent blocked on buffer memory."))
-	check(err)
-	bufExhausted, err := m.Int64ObservableCounter(MetricBufferExhausted, metric.WithUnit("{allocation}"), metric.WithDescription("Sends that failed after max.block.ms without buffer memory."))
-	check(err)
-	metaAge, err := m.Float64ObservableGauge(MetricMetadataAge, metric.WithUnit("s"), metric.WithDescription("Time since the last successful metadata response."))
-	check(err)
-	inFlight, err := m.Int64ObservableGauge(MetricInFlightRequests, metric.WithUnit("{request}"), metric.WithDescription("Requests sent to the broker and not answered."))
-	check(err)
-	connCount, err := m.Int64ObservableGauge(MetricConnectionCount, metric.WithUnit("{connection}"), metric.WithDescription("1 per known broker node, in its current connection state."))
-	check(err)
+	bufTotal := instrument(check, m.Int64ObservableGauge, MetricBufferTotal, "By", "buffer.memory.")
+	bufAvail := instrument(check, m.Int64ObservableGauge, MetricBufferAvailable, "By", "Buffer memory not held by batches.")
+	bufWaiting := instrument(check, m.Int64ObservableGauge, MetricBufferWaiting, "{waiter}", "Sends blocked waiting for buffer memory.")
+	bufWait := instrument(check, m.Float64ObservableCounter, MetricBufferWaitTime, "s", "Total time Sends spent blocked on buffer memory.")
+	bufExhausted := instrument(check, m.Int64ObservableCounter, MetricBufferExhausted, "{allocation}", "Sends that failed after max.block.ms without buffer memory.")
+	metaAge := instrument(check, m.Float64ObservableGauge, MetricMetadataAge, "s", "Time since the last successful metadata response.")
+	inFlight := instrument(check, m.Int64ObservableGauge, MetricInFlightRequests, "{request}", "Requests sent to the broker and not answered.")
+	connCount := instrument(check, m.Int64ObservableGauge, MetricConnectionCount, "{connection}", "1 per known broker node, in its current connection state.")
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	_, err = m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+	_, err := m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		o.poolsMu.Lock()
 		var total, avail, waiting, exhausted int64
 		var wait time.Duration
@@ -157,4 +143,14 @@ func newInstruments(m metric.Meter, o *ProducerObserver, own *Histograms) (*inst
 		return nil, err
 	}
 	return in, nil
+}
+
+// instrument makes one instrument with newInstrument (a metric.Meter method), with its unit,
+// description and more options, and hands its error to check. Every option the metric package
+// makes for a unit or description fits every instrument's option type.
+func instrument[I, O any](check func(error), newInstrument func(string, ...O) (I, error), name, unit, desc string, more ...O) I {
+	opts := append([]O{any(metric.WithUnit(unit)).(O), any(metric.WithDescription(desc)).(O)}, more...)
+	in, err := newInstrument(name, opts...)
+	check(err)
+	return in
 }

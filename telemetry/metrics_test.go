@@ -56,37 +56,43 @@ func kindOf(m metricdata.Metrics) string {
 	return "unknown"
 }
 
-// attrSets returns the attribute sets of a metric's data points.
+// attrSets returns the attribute sets of a metric's data points, whatever its kind.
 func attrSets(m metricdata.Metrics) []attribute.Set {
-	var out []attribute.Set
-	switch d := m.Data.(type) {
-	case metricdata.Histogram[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
+	for _, sets := range []func(metricdata.Aggregation) ([]attribute.Set, bool){
+		histogramSets[float64], histogramSets[int64], sumSets[int64], sumSets[float64], gaugeSets[int64], gaugeSets[float64],
+	} {
+		if out, ok := sets(m.Data); ok {
+			return out
 		}
-	case metricdata.Histogram[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Sum[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Gauge[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Gauge[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
+	}
+	return nil
+}
+
+func histogramSets[N int64 | float64](a metricdata.Aggregation) ([]attribute.Set, bool) {
+	d, ok := a.(metricdata.Histogram[N])
+	return attrsOf(d.DataPoints, func(p *metricdata.HistogramDataPoint[N]) attribute.Set { return p.Attributes }), ok
+}
+
+func sumSets[N int64 | float64](a metricdata.Aggregation) ([]attribute.Set, bool) {
+	d, ok := a.(metricdata.Sum[N])
+	return attrsOf(d.DataPoints, pointAttrs[N]), ok
+}
+
+func gaugeSets[N int64 | float64](a metricdata.Aggregation) ([]attribute.Set, bool) {
+	d, ok := a.(metricdata.Gauge[N])
+	return attrsOf(d.DataPoints, pointAttrs[N]), ok
+}
+
+// attrsOf returns the attribute sets of points, as attrs reads one.
+func attrsOf[P any](points []P, attrs func(*P) attribute.Set) []attribute.Set {
+	out := make([]attribute.Set, 0, len(points))
+	for i := range points {
+		out = append(out, attrs(&points[i]))
 	}
 	return out
 }
+
+func pointAttrs[N int64 | float64](p *metricdata.DataPoint[N]) attribute.Set { return p.Attributes }
 
 // sumOf adds up an int64 counter's points whose attributes include every one of want.
 func sumOf(m metricdata.Metrics, want ...attribute.KeyValue) int64 {

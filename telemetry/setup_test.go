@@ -29,13 +29,21 @@ type fakeCollector struct {
 
 func startCollector(t *testing.T) *fakeCollector {
 	t.Helper()
+	c := &fakeCollector{metrics: map[string]bool{}}
+	c.addr = serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, c) })
+	return c
+}
+
+// serveGRPC serves a gRPC server with the services register adds on a new 127.0.0.1 port until
+// the test ends, and returns its address.
+func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &fakeCollector{metrics: map[string]bool{}, addr: l.Addr().String()}
 	srv := grpc.NewServer()
-	colltrace.RegisterTraceServiceServer(srv, c)
+	register(srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -45,7 +53,7 @@ func startCollector(t *testing.T) *fakeCollector {
 		srv.Stop()
 		<-done
 	})
-	return c
+	return l.Addr().String()
 }
 
 func (c *fakeCollector) Export(_ context.Context, req *colltrace.ExportTraceServiceRequest) (*colltrace.ExportTraceServiceResponse, error) {
@@ -149,22 +157,7 @@ func TestSetupExportsOverOTLPgRPCByDefault(t *testing.T) {
 
 func startMetricsOnly(t *testing.T, c *fakeCollector) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return l.Addr().String()
+	return serveGRPC(t, func(srv *grpc.Server) { collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c}) })
 }
 
 // TestShutdownIsBoundedWhenTheBackendIsDown: an exporter pointed at nothing must not hold the

@@ -88,11 +88,7 @@ func sendSpans(h *harness) int {
 func TestSampledRecordHasReason(t *testing.T) {
 	h := newHarness(t, sdktrace.AlwaysSample())
 	c := newKfake(t, "orders")
-	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
-	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
-		t.Fatal(o.err)
-	}
-	parent, _ := recordTraceOf(t, h, "send orders")
+	parent := sendOrder(t, h, c)
 	wantAttr(t, parent, AttrTraceReason, TraceReasonSampled)
 }
 
@@ -205,11 +201,7 @@ func TestLatencyExemplarsLinkToTraces(t *testing.T) {
 	t.Run("sampled", func(t *testing.T) {
 		h := newHarness(t, sdktrace.AlwaysSample())
 		c := newKfake(t, "orders")
-		p := newProducer(t, c.ListenAddrs(), h.obs, nil)
-		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
-			t.Fatal(o.err)
-		}
-		parent, _ := recordTraceOf(t, h, "send orders")
+		parent := sendOrder(t, h, c)
 		id := parent.SpanContext().TraceID().String()
 		// The sender reports the attempt's stages right after completing the batch, which
 		// may be after Flush returned: wait for them.
@@ -238,11 +230,7 @@ func TestLatencyExemplarsLinkToTraces(t *testing.T) {
 			c.SleepControl(func() { time.Sleep(100 * time.Millisecond) })
 			return nil, nil, false
 		})
-		p := newProducer(t, c.ListenAddrs(), h.obs, nil)
-		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
-			t.Fatal(o.err)
-		}
-		parent, _ := recordTraceOf(t, h, "send orders")
+		parent := sendOrder(t, h, c)
 		id := parent.SpanContext().TraceID().String()
 		if ex := exemplarTraceIDs(t, h); !slices.Contains(ex["e2e"], id) {
 			t.Fatalf("end-to-end exemplar trace ids %v, want the slow record's %s", ex["e2e"], id)

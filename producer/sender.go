@@ -61,11 +61,10 @@ type Sender struct {
 	// none: the poll must not sleep past it.
 	nextExpiry time.Time
 
-	running   atomic.Bool
-	forced    atomic.Bool
-	clock     func() time.Time
-	onRequest func()   // test hook: called after every request handed to the client
-	obs       Observer // nil: no telemetry
+	running atomic.Bool
+	forced  atomic.Bool
+	clock   func() time.Time
+	obs     Observer // nil: no telemetry
 }
 
 // run is the sender goroutine's body. It returns when Close is done: after a graceful close has
@@ -411,9 +410,6 @@ func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool,
 		Timeout:        s.requestTimeout,
 		Callback:       cb,
 	}, now)
-	if s.onRequest != nil {
-		s.onRequest()
-	}
 }
 
 // partitionResult is one partition's answer in a produce response, or the error that stands

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/metadata"
-	"github.com/kafkatrail/kafkatrail/network"
 )
 
 // This file is the requests of the Java TransactionManager and their handlers: the queue of
@@ -438,17 +437,7 @@ func (s *Sender) maybeInitProducerID(now time.Time) {
 		req.ProducerEpoch = t.producerEpoch
 	}
 	t.initInFlight = true
-	s.client.Send(&network.ClientRequest{
-		Destination:    node.ID,
-		Body:           req,
-		ExpectResponse: true,
-		Created:        now,
-		Timeout:        s.requestTimeout,
-		Callback:       s.handleIdempotentInitProducerID,
-	}, now)
-	if s.onRequest != nil {
-		s.onRequest()
-	}
+	s.sendRequest(node.ID, req, true, now, s.handleIdempotentInitProducerID)
 }
 
 // handleIdempotentInitProducerID installs the producer id, or retries after retry.backoff.ms

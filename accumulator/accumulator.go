@@ -26,8 +26,6 @@ const (
 	DefaultBufferMemory = 32 << 20
 	// DefaultDeliveryTimeout is delivery.timeout.ms's default.
 	DefaultDeliveryTimeout = 120 * time.Second
-
-	defaultBatchSize, defaultBufferMemory, defaultDeliveryTimeout = DefaultBatchSize, DefaultBufferMemory, DefaultDeliveryTimeout
 )
 
 // Config is the accumulator's share of the producer configuration.
@@ -172,13 +170,13 @@ type dequeTable struct {
 // New returns an accumulator with its own BufferPool of cfg.BufferMemory bytes.
 func New(cfg Config) *RecordAccumulator {
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = defaultBatchSize
+		cfg.BatchSize = DefaultBatchSize
 	}
 	if cfg.BufferMemory <= 0 {
-		cfg.BufferMemory = defaultBufferMemory
+		cfg.BufferMemory = DefaultBufferMemory
 	}
 	if cfg.DeliveryTimeout <= 0 {
-		cfg.DeliveryTimeout = defaultDeliveryTimeout
+		cfg.DeliveryTimeout = DefaultDeliveryTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -35,10 +35,7 @@ type partitionSequences struct {
 	inFlight []*accumulator.ProducerBatch
 }
 
-var (
-	_ accumulator.SequenceSource  = (*transactionManager)(nil)
-	_ accumulator.InFlightTracker = (*transactionManager)(nil)
-)
+var _ accumulator.SequenceSource = (*transactionManager)(nil) // and so its InFlightTracker
 
 // partition returns tp's entry, creating it under the current producer id and epoch.
 func (t *transactionManager) partition(tp metadata.TopicPartition) *partitionSequences {

@@ -36,18 +36,9 @@ func (c *Client) EnsureCompactedTopic(ctx context.Context, topic string) (create
 		cfg.Name, cfg.Value = "cleanup.policy", kmsg.StringPtr("compact")
 		rt.Configs = append(rt.Configs, cfg)
 		req.Topics = append(req.Topics, rt)
-		resp, err := c.roundTrip(ctx, anyNode, req)
-		if err != nil {
-			return err
-		}
-		topics := resp.(*kmsg.CreateTopicsResponse).Topics
-		if len(topics) != 1 {
-			return fmt.Errorf("CreateTopics %s: %d topics in the response", topic, len(topics))
-		}
-		if err := kerr.ErrorForCode(topics[0].ErrorCode); err != nil {
-			if msg := topics[0].ErrorMessage; msg != nil && *msg != "" {
-				return fmt.Errorf("%w: %s", err, *msg)
-			}
+		if _, err := onlyEntry(ctx, c, req, "CreateTopics "+topic, "topics",
+			func(r kmsg.Response) []kmsg.CreateTopicsResponseTopic { return r.(*kmsg.CreateTopicsResponse).Topics },
+			func(t kmsg.CreateTopicsResponseTopic) (int16, *string) { return t.ErrorCode, t.ErrorMessage }); err != nil {
 			return err
 		}
 		created = true
@@ -79,18 +70,15 @@ func (c *Client) cleanupPolicy(ctx context.Context, topic string) (string, error
 		r.ResourceName = topic
 		r.ConfigNames = []string{"cleanup.policy"}
 		req.Resources = append(req.Resources, r)
-		resp, err := c.roundTrip(ctx, anyNode, req)
+		res, err := onlyEntry(ctx, c, req, "DescribeConfigs "+topic, "resources",
+			func(r kmsg.Response) []kmsg.DescribeConfigsResponseResource {
+				return r.(*kmsg.DescribeConfigsResponse).Resources
+			},
+			func(r kmsg.DescribeConfigsResponseResource) (int16, *string) { return r.ErrorCode, nil })
 		if err != nil {
 			return err
 		}
-		res := resp.(*kmsg.DescribeConfigsResponse).Resources
-		if len(res) != 1 {
-			return fmt.Errorf("DescribeConfigs %s: %d resources in the response", topic, len(res))
-		}
-		if err := kerr.ErrorForCode(res[0].ErrorCode); err != nil {
-			return err
-		}
-		for _, cfg := range res[0].Configs {
+		for _, cfg := range res.Configs {
 			if cfg.Name == "cleanup.policy" && cfg.Value != nil {
 				policy = *cfg.Value
 				return nil
@@ -102,4 +90,29 @@ func (c *Client) cleanupPolicy(ctx context.Context, topic string) (string, error
 		return "", fmt.Errorf("topic %q: reading cleanup.policy: %w", topic, err)
 	}
 	return policy, nil
+}
+
+// onlyEntry sends req, a request about one topic, to any node and returns the one entry of the
+// response that entries lists, or an error: the round trip's; one that names the request (what)
+// and counts its entries (noun) when the response holds another number of them; or the error of
+// the entry's code (from errorOf), with the broker's message when errorOf gives one.
+func onlyEntry[E any](ctx context.Context, c *Client, req kmsg.Request, what, noun string,
+	entries func(kmsg.Response) []E, errorOf func(E) (code int16, message *string)) (E, error) {
+	var none E
+	resp, err := c.roundTrip(ctx, anyNode, req)
+	if err != nil {
+		return none, err
+	}
+	es := entries(resp)
+	if len(es) != 1 {
+		return none, fmt.Errorf("%s: %d %s in the response", what, len(es), noun)
+	}
+	code, msg := errorOf(es[0])
+	if err := kerr.ErrorForCode(code); err != nil {
+		if msg != nil && *msg != "" {
+			return none, fmt.Errorf("%w: %s", err, *msg)
+		}
+		return none, err
+	}
+	return es[0], nil
 }

@@ -33,6 +33,17 @@ func newKfake(t *testing.T) []string {
 	return c.ListenAddrs()
 }
 
+// kfakeWithTopic starts a kfake cluster (newKfake) with topic created in it, of partitions
+// partitions, and returns its bootstrap addresses.
+func kfakeWithTopic(t *testing.T, ctx context.Context, topic string, partitions int32) []string {
+	t.Helper()
+	bootstrap := newKfake(t)
+	if _, err := kadm.NewClient(kgoClient(t, bootstrap)).CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	return bootstrap
+}
+
 func newTestClient(t *testing.T, bootstrap []string) *Client {
 	t.Helper()
 	c, err := NewClient(bootstrap, network.Config{ClientID: "consumer-test"})
@@ -136,11 +147,8 @@ func checkReadCommitted(t *testing.T, ctx context.Context, c *Client, topic stri
 // exactly the committed and plain ones, in offset order.
 func TestReadCommittedKfake(t *testing.T) {
 	ctx := testCtx(t)
-	bootstrap := newKfake(t)
 	topic := "rc"
-	if _, err := kadm.NewClient(kgoClient(t, bootstrap)).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	bootstrap := kfakeWithTopic(t, ctx, topic, 3)
 	want := produceTransactions(t, ctx, bootstrap, topic)
 	checkReadCommitted(t, ctx, newTestClient(t, bootstrap), topic, want)
 }
@@ -149,11 +157,8 @@ func TestReadCommittedKfake(t *testing.T) {
 // last stable offset, and so are the committed records after them: not read.
 func TestReadCommittedStopsAtOpenTransaction(t *testing.T) {
 	ctx := testCtx(t)
-	bootstrap := newKfake(t)
 	topic := "open"
-	if _, err := kadm.NewClient(kgoClient(t, bootstrap)).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	bootstrap := kfakeWithTopic(t, ctx, topic, 1)
 	plain := kgoClient(t, bootstrap, kgo.DefaultProduceTopic(topic))
 	open := kgoClient(t, bootstrap, kgo.TransactionalID("open-txn"), kgo.DefaultProduceTopic(topic))
 	produce := func(cl *kgo.Client, v string) {

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -54,17 +55,31 @@ func TestExponentialBackoffWithoutRoom(t *testing.T) {
 	}
 }
 
-func newTestStates() *ClusterConnectionStates {
-	return NewClusterConnectionStates(100*time.Millisecond, 10*time.Second, 10*time.Second, 30*time.Second, rand.New(rand.NewPCG(3, 4)))
+// newTestStates returns connection states with a fixed jitter source, and the time the test
+// starts at: the tests move that clock by hand, so what they assert does not hang on the wall
+// clock.
+func newTestStates() (*ClusterConnectionStates, time.Time) {
+	return NewClusterConnectionStates(100*time.Millisecond, 10*time.Second, 10*time.Second, 30*time.Second, rand.New(rand.NewPCG(3, 4))), time.Unix(100, 0)
 }
 
-func within(d, center time.Duration) bool {
-	return d >= time.Duration(float64(center)*0.8) && d <= time.Duration(float64(center)*1.2)
+// connecting returns new states (newTestStates) with node's first connection attempt begun.
+func connecting(node int32) (*ClusterConnectionStates, time.Time) {
+	s, now := newTestStates()
+	s.Connecting(node, now, "b:9092")
+	return s, now
+}
+
+// checkWithin fails the test unless d, what the states said of what, is within 20 % of center:
+// the jitter they apply to backoffs and setup timeouts.
+func checkWithin(t *testing.T, what string, d, center time.Duration) {
+	t.Helper()
+	if d < time.Duration(float64(center)*0.8) || d > time.Duration(float64(center)*1.2) {
+		t.Fatalf("%s %v, want %v ± 20%%", what, d, center)
+	}
 }
 
 func TestConnectionStatesLifecycle(t *testing.T) {
-	s := newTestStates()
-	now := time.Unix(100, 0)
+	s, now := newTestStates()
 	const node = 1
 	if !s.CanConnect(node, now) || s.IsDisconnected(node) || s.ConnectionDelay(node, now) != 0 {
 		t.Fatal("an unknown node must be connectable and not count as failed")
@@ -91,47 +106,34 @@ func TestConnectionStatesLifecycle(t *testing.T) {
 	if s.State(node) != Disconnected || !s.IsDisconnected(node) || !s.IsBlackedOut(node, now) {
 		t.Fatal("not disconnected")
 	}
-	if d := s.ConnectionDelay(node, now); !within(d, 100*time.Millisecond) {
-		t.Fatalf("first backoff %v, want 100ms ± 20%%", d)
-	}
-	if d := s.ConnectionDelay(node, now.Add(50*time.Millisecond)); !within(d+50*time.Millisecond, 100*time.Millisecond) {
-		t.Fatalf("remaining backoff %v", d)
-	}
+	checkWithin(t, "first backoff", s.ConnectionDelay(node, now), 100*time.Millisecond)
+	checkWithin(t, "remaining backoff + 50ms", s.ConnectionDelay(node, now.Add(50*time.Millisecond))+50*time.Millisecond, 100*time.Millisecond)
 	if !s.CanConnect(node, now.Add(120*time.Millisecond)) {
 		t.Fatal("still blacked out after the longest jittered backoff")
 	}
 }
 
 func TestConnectionStatesBackoffGrowsAndResets(t *testing.T) {
-	s := newTestStates()
-	now := time.Unix(100, 0)
+	s, now := newTestStates()
 	const node = 2
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
 	for i, w := range want {
 		s.Connecting(node, now, "b:9092")
 		s.Disconnected(node, now)
-		if d := s.ReconnectBackoff(node); !within(d, w) {
-			t.Fatalf("failure %d: backoff %v, want %v ± 20%%", i+1, d, w)
-		}
+		checkWithin(t, fmt.Sprintf("failure %d: backoff", i+1), s.ReconnectBackoff(node), w)
 	}
 	// Reaching READY resets the failure count.
 	s.Connecting(node, now, "b:9092")
 	s.CheckingAPIVersions(node)
 	s.Ready(node)
 	s.Disconnected(node, now)
-	if d := s.ReconnectBackoff(node); !within(d, 100*time.Millisecond) {
-		t.Fatalf("backoff after READY %v, want reset to 100ms", d)
-	}
+	checkWithin(t, "backoff after READY (reset)", s.ReconnectBackoff(node), 100*time.Millisecond)
 }
 
 func TestConnectionStatesSetupTimeout(t *testing.T) {
-	s := newTestStates()
-	now := time.Unix(100, 0)
 	const node = 3
-	s.Connecting(node, now, "b:9092")
-	if d := s.ConnectionSetupTimeout(node); !within(d, 10*time.Second) {
-		t.Fatalf("setup timeout %v", d)
-	}
+	s, now := connecting(node)
+	checkWithin(t, "setup timeout", s.ConnectionSetupTimeout(node), 10*time.Second)
 	if s.IsConnectionSetupTimeout(node, now.Add(7*time.Second)) {
 		t.Fatal("timed out before the shortest jittered setup timeout")
 	}
@@ -140,9 +142,7 @@ func TestConnectionStatesSetupTimeout(t *testing.T) {
 	}
 	// A failed attempt doubles the setup timeout, up to the max.
 	s.Disconnected(node, now)
-	if d := s.ConnectionSetupTimeout(node); !within(d, 20*time.Second) {
-		t.Fatalf("setup timeout after a failure %v, want 20s ± 20%%", d)
-	}
+	checkWithin(t, "setup timeout after a failure", s.ConnectionSetupTimeout(node), 20*time.Second)
 	s.Connecting(node, now, "b:9092")
 	s.Disconnected(node, now)
 	if d := s.ConnectionSetupTimeout(node); d > 30*time.Second || d < 24*time.Second {
@@ -151,25 +151,19 @@ func TestConnectionStatesSetupTimeout(t *testing.T) {
 	// Connected resets it.
 	s.Connecting(node, now, "b:9092")
 	s.CheckingAPIVersions(node)
-	if d := s.ConnectionSetupTimeout(node); !within(d, 10*time.Second) {
-		t.Fatalf("setup timeout after connecting %v", d)
-	}
+	checkWithin(t, "setup timeout after connecting", s.ConnectionSetupTimeout(node), 10*time.Second)
 }
 
 func TestConnectionStatesAuthenticationFailed(t *testing.T) {
-	s := newTestStates()
-	now := time.Unix(100, 0)
 	const node = 4
-	s.Connecting(node, now, "b:9092")
+	s, now := connecting(node)
 	s.Disconnected(node, now)
 	s.AuthenticationFailed(node, now, errTest)
 	if s.State(node) != AuthenticationFailed || !s.IsDisconnected(node) || s.AuthenticationError(node) != errTest {
 		t.Fatalf("state %v, err %v", s.State(node), s.AuthenticationError(node))
 	}
 	// Two failures' worth of backoff, as in the Java client.
-	if d := s.ConnectionDelay(node, now); !within(d, 200*time.Millisecond) {
-		t.Fatalf("backoff after authentication failure %v, want 200ms ± 20%%", d)
-	}
+	checkWithin(t, "backoff after authentication failure", s.ConnectionDelay(node, now), 200*time.Millisecond)
 	s.Connecting(node, now.Add(time.Second), "b:9092")
 	if s.AuthenticationError(node) != nil {
 		t.Fatal("authentication error outlived a new attempt")
@@ -177,17 +171,14 @@ func TestConnectionStatesAuthenticationFailed(t *testing.T) {
 }
 
 func TestConnectionStatesAddressChangeResets(t *testing.T) {
-	s := newTestStates()
-	now := time.Unix(100, 0)
+	s, now := newTestStates()
 	for range 4 {
 		s.Connecting(5, now, "old:9092")
 		s.Disconnected(5, now)
 	}
 	s.Connecting(5, now, "new:9092")
 	s.Disconnected(5, now)
-	if d := s.ReconnectBackoff(5); !within(d, 100*time.Millisecond) {
-		t.Fatalf("backoff %v for a new address, want the initial one", d)
-	}
+	checkWithin(t, "backoff for a new address (the initial one)", s.ReconnectBackoff(5), 100*time.Millisecond)
 }
 
 func TestConnectionStateString(t *testing.T) {

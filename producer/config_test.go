@@ -42,12 +42,7 @@ func TestDefaultConfigMatchesJavaClient(t *testing.T) {
 }
 
 func TestValidateNamesTheKey(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		mutate func(*Config)
-		key    string
-		text   string
-	}{
+	checkValidateNamesTheKey(t, nil, []validateCase{
 		{"no bootstrap", func(c *Config) { c.BootstrapServers = nil }, "bootstrap.servers", "required"},
 		{"bad bootstrap", func(c *Config) { c.BootstrapServers = []string{"nohost"} }, "bootstrap.servers", "host:port"},
 		{"idempotence needs acks=all", func(c *Config) { c.Acks = "1" }, "enable.idempotence", "enable.idempotence=true requires acks=all"},
@@ -67,24 +62,43 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"cert without key", func(c *Config) { c.SSLCertificateLocation = "/c.pem" }, "ssl.certificate.location", "together"},
 		// ProducerConfig: define(METADATA_MAX_IDLE_CONFIG, ..., atLeast(5000), ...)
 		{"metadata idle", func(c *Config) { c.MetadataMaxIdleMs = 4999 }, "metadata.max.idle.ms", "at least 5000, got 4999"},
-	} {
+	})
+}
+
+// validateCase is one broken config for checkValidateNamesTheKey: mutate breaks it, and
+// Validate must return an error on key whose reason contains text.
+type validateCase struct {
+	name   string
+	mutate func(*Config)
+	key    string
+	text   string
+}
+
+// checkValidateNamesTheKey runs each case as a subtest on a valid config (the defaults with a
+// bootstrap server, then base when not nil) broken by the case's mutate.
+func checkValidateNamesTheKey(t *testing.T, base func(*Config), cases []validateCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
 			c.BootstrapServers = []string{"127.0.0.1:9092"}
+			if base != nil {
+				base(&c)
+			}
 			tc.mutate(&c)
 			err := c.Validate()
 			if err == nil {
 				t.Fatal("Validate accepted a broken config")
 			}
-			var ce *ConfigError
 			found := false
 			for _, e := range unjoin(err) {
-				if errors.As(e, &ce) && ce.Key == tc.key && strings.Contains(ce.Error(), tc.text) {
+				var ce *ConfigError
+				if errors.As(e, &ce) && ce.Key == tc.key && strings.Contains(ce.Reason, tc.text) {
 					found = true
 				}
 			}
 			if !found {
-				t.Fatalf("error %q does not name %s with %q", err, tc.key, tc.text)
+				t.Fatalf("Validate() = %v; want an error on %s saying %q", err, tc.key, tc.text)
 			}
 		})
 	}

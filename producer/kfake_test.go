@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // newKfake starts an in-process cluster on 127.0.0.1 with topic "t" of partitions partitions.
@@ -45,11 +46,7 @@ func newTestProducer(t *testing.T, bootstrap []string, mutate func(*Config), opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = p.Close(ctx)
-	})
+	testkit.CloseAtCleanup(t, 30*time.Second, p.Close)
 	return p
 }
 

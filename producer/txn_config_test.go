@@ -1,7 +1,6 @@
 package producer
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -28,44 +27,11 @@ func TestTxnConfigDefaultsAndJavaNames(t *testing.T) {
 }
 
 func TestTxnConfigValidateNamesTheKey(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		mutate func(*Config)
-		key    string
-		text   string
-	}{
+	checkValidateNamesTheKey(t, func(c *Config) { c.TransactionalID = "tx" }, []validateCase{
 		{"needs idempotence", func(c *Config) { c.EnableIdempotence = false }, "enable.idempotence",
 			`transactional.id="tx" requires enable.idempotence=true`},
 		{"needs acks=all", func(c *Config) { c.EnableIdempotence = false; c.Acks = "1" }, "acks",
 			`transactional.id="tx" requires acks=all, got "1"`},
 		{"timeout", func(c *Config) { c.TransactionTimeoutMs = 0 }, "transaction.timeout.ms", "positive"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
-			c.BootstrapServers = []string{"127.0.0.1:9092"}
-			c.TransactionalID = "tx"
-			tc.mutate(&c)
-			err := c.Validate()
-			var found bool
-			for _, e := range unwrapJoined(err) {
-				var ce *ConfigError
-				if errors.As(e, &ce) && ce.Key == tc.key && strings.Contains(ce.Reason, tc.text) {
-					found = true
-				}
-			}
-			if !found {
-				t.Fatalf("Validate() = %v; want an error on %s saying %q", err, tc.key, tc.text)
-			}
-		})
-	}
-}
-
-func unwrapJoined(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	if err == nil {
-		return nil
-	}
-	return []error{err}
+	})
 }

@@ -20,8 +20,35 @@ type row struct {
 	Lost      int64
 	Dup       int64
 	Recovery  string
-	Result    string
-	Pass      bool
+	verdict
+}
+
+// verdict is what a report row says of its scenario: whether it passed, and the notes on it.
+type verdict struct {
+	Result string
+	Pass   bool
+}
+
+// note adds a note to the row's result, after the notes before it.
+func (v *verdict) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	if v.Result == "" {
+		v.Result = s
+	} else {
+		v.Result += "; " + s
+	}
+}
+
+// cell renders the verdict as a Markdown table cell: PASS or **FAIL**, then the notes.
+func (v *verdict) cell() string {
+	res := "PASS"
+	if !v.Pass {
+		res = "**FAIL**"
+	}
+	if v.Result != "" {
+		res += ": " + v.Result
+	}
+	return strings.ReplaceAll(res, "|", "\\|")
 }
 
 var (
@@ -51,15 +78,6 @@ func report(t *testing.T, scenario string) *row {
 // counts sets sent, delivered (distinct lines), lost and duplicated.
 func (r *row) counts(sent int64, c lineCount) {
 	r.Sent, r.Delivered, r.Lost, r.Dup = sent, c.distinct, c.lost, c.dup
-}
-
-func (r *row) note(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
-	if r.Result == "" {
-		r.Result = s
-	} else {
-		r.Result += "; " + s
-	}
 }
 
 func num(n int64) string {
@@ -108,24 +126,24 @@ func byScenario[R any](rows []R, key func(R) (scenario string, order int)) []R {
 func table() string {
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
+	return markdownTable(rows, func(r *row) (string, int) { return r.Scenario, r.order },
+		"| scenario | sent | delivered | lost | duplicated | recovery | result |\n|---|---:|---:|---:|---:|---|---|\n",
+		func(r *row) string {
+			return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, num(r.Sent), num(r.Delivered),
+				num(r.Lost), num(r.Dup), r.Recovery, r.cell())
+		})
+}
+
+// markdownTable renders rows sorted byScenario (key) as the lines of a Markdown table under
+// head, line(r) each; empty when there are no rows.
+func markdownTable[R any](rows []R, key func(R) (scenario string, order int), head string, line func(R) string) string {
 	if len(rows) == 0 {
 		return ""
 	}
-	sorted := byScenario(rows, func(r *row) (string, int) { return r.Scenario, r.order })
 	var b strings.Builder
-	b.WriteString("| scenario | sent | delivered | lost | duplicated | recovery | result |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---|---|\n")
-	for _, r := range sorted {
-		status := "PASS"
-		if !r.Pass {
-			status = "**FAIL**"
-		}
-		res := status
-		if r.Result != "" {
-			res += ": " + r.Result
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, num(r.Sent), num(r.Delivered),
-			num(r.Lost), num(r.Dup), r.Recovery, strings.ReplaceAll(res, "|", "\\|"))
+	b.WriteString(head)
+	for _, r := range byScenario(rows, key) {
+		b.WriteString(line(r))
 	}
 	return b.String()
 }
@@ -160,9 +178,8 @@ type crow struct {
 	Reordered int64
 	Exit      string
 	Recovery  string
-	Result    string
-	Pass      bool
-	decided   bool
+	verdict
+	decided bool
 }
 
 var crows []*crow
@@ -195,24 +212,21 @@ func reportCluster(t *testing.T, scenario, client string) *crow {
 	return r
 }
 
-func (r *crow) note(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
-	if r.Result == "" {
-		r.Result = s
-	} else {
-		r.Result += "; " + s
-	}
-}
-
 // clusterTable renders the cluster rows by scenario (the letter before the first '.'), the agent
 // beside Java; empty when no cluster scenario ran.
 func clusterTable() string {
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
-	if len(crows) == 0 {
+	table := markdownTable(crows, func(r *crow) (string, int) { return r.Scenario, r.order },
+		"| scenario | client | sent | delivered | lost | duplicated | reordered | exit | recovery | result |\n"+
+			"|---|---|---:|---:|---:|---:|---:|---:|---|---|\n",
+		func(r *crow) string {
+			return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, r.Client, num(r.Sent),
+				num(r.Delivered), num(r.Lost), num(r.Dup), num(r.Reordered), r.Exit, r.Recovery, r.cell())
+		})
+	if table == "" {
 		return ""
 	}
-	sorted := byScenario(crows, func(r *crow) (string, int) { return r.Scenario, r.order })
 	var b strings.Builder
 	b.WriteString("\n### Cluster faults (three brokers)\n\n")
 	b.WriteString("The agent beside a Java producer (the control: the Apache Kafka Java client, reliability/javactl/ControlProducer.java)\n" +
@@ -223,18 +237,6 @@ func clusterTable() string {
 		"**recovery**: from the topics' append times (LogAppendTime), as each row says. Rule: where Java loses nothing and keeps\n" +
 		"order, the agent must not lose or reorder, nor have more duplicates than Java; a Java row that loses means the\n" +
 		"scenario is wrong.\n\n")
-	b.WriteString("| scenario | client | sent | delivered | lost | duplicated | reordered | exit | recovery | result |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|\n")
-	for _, r := range sorted {
-		res := "PASS"
-		if !r.Pass {
-			res = "**FAIL**"
-		}
-		if r.Result != "" {
-			res += ": " + r.Result
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, r.Client, num(r.Sent),
-			num(r.Delivered), num(r.Lost), num(r.Dup), num(r.Reordered), r.Exit, r.Recovery, strings.ReplaceAll(res, "|", "\\|"))
-	}
+	b.WriteString(table)
 	return b.String()
 }

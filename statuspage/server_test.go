@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
@@ -41,11 +42,7 @@ func newTestServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	testkit.CloseAtCleanup(t, 5*time.Second, s.Shutdown)
 	return s
 }
 

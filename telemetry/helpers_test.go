@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -94,11 +95,7 @@ func newProducer(t testing.TB, bootstrap []string, obs producer.Observer, mutate
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Close(ctx)
-	})
+	testkit.CloseAtCleanup(t, 10*time.Second, p.Close)
 	return p
 }
 

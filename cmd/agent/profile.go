@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -13,34 +14,8 @@ import (
 // CPU profile cannot show); it returns the function that stops them. Without the variables it
 // does nothing.
 func startProfile() func() {
-	stopCPU := func() {}
-	if path := os.Getenv("KAFKATRAIL_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_CPUPROFILE: %v\n", err)
-		} else if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_CPUPROFILE: %v\n", err)
-			f.Close()
-		} else {
-			stopCPU = func() {
-				pprof.StopCPUProfile()
-				f.Close()
-			}
-		}
-	}
-	stopTrace := func() {}
-	if path := os.Getenv("KAFKATRAIL_EXECTRACE"); path != "" {
-		if f, err := os.Create(path); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_EXECTRACE: %v\n", err)
-		} else if err := trace.Start(f); err != nil {
-			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_EXECTRACE: %v\n", err)
-			f.Close()
-		} else {
-			stopTrace = func() {
-				trace.Stop()
-				f.Close()
-			}
-		}
-	}
+	stopCPU := startToFile("KAFKATRAIL_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	stopTrace := startToFile("KAFKATRAIL_EXECTRACE", trace.Start, trace.Stop)
 	mem := os.Getenv("KAFKATRAIL_MEMPROFILE")
 	return func() {
 		stopCPU()
@@ -58,5 +33,31 @@ func startProfile() func() {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "agent: KAFKATRAIL_MEMPROFILE: %v\n", err)
 		}
+	}
+}
+
+// startToFile starts a recording (a CPU profile, an execution trace) into the file named by the
+// environment variable env, and returns the function that stops it and closes the file. Without
+// the variable, or when the file cannot be created or the recording not started (said on
+// stderr), it records nothing and returns a function that does nothing: a profile is an aid,
+// never a reason for the agent not to run.
+func startToFile(env string, start func(io.Writer) error, stop func()) func() {
+	path := os.Getenv(env)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %s: %v\n", env, err)
+		return func() {}
+	}
+	if err := start(f); err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %s: %v\n", env, err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		stop()
+		f.Close()
 	}
 }

@@ -39,10 +39,7 @@ import (
 //     timeouts).
 func TestDashboardQueriesReturnData(t *testing.T) {
 	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
-	jaegerURL := backend(t, "JAEGER_QUERY_URL")
-	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
-	promURL := backend(t, "PROMETHEUS_URL")
-	promOTLP := backend(t, "PROMETHEUS_OTLP_METRICS_ENDPOINT")
+	jaegerURL, jaegerOTLP, promURL, promOTLP := observability(t)
 	ctx := context.Background()
 	const service = "kafkatrail-agent"
 	agentBinary(t) // build before the clock starts

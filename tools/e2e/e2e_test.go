@@ -41,6 +41,14 @@ func backend(t *testing.T, name string) string {
 	return ""
 }
 
+// observability returns the backends' addresses (backend): Jaeger's query URL and OTLP/gRPC
+// endpoint, Prometheus's URL and OTLP metrics endpoint.
+func observability(t *testing.T) (jaegerURL, jaegerOTLP, promURL, promOTLP string) {
+	t.Helper()
+	return backend(t, "JAEGER_QUERY_URL"), backend(t, "JAEGER_OTLP_GRPC_ENDPOINT"),
+		backend(t, "PROMETHEUS_URL"), backend(t, "PROMETHEUS_OTLP_METRICS_ENDPOINT")
+}
+
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
 // getJSON GETs base+path with the query, decodes the JSON answer into v.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"sort"
 	"strings"
@@ -18,34 +19,13 @@ var stageSpans = []string{"append", "drain", "doSend", "completedSend", "complet
 // Jaeger's HTTP API has a trace whose `send {topic}` span has exactly the six stage children,
 // in order, tiling the parent.
 func TestAgentTracesInJaeger(t *testing.T) {
-	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
-	jaegerURL := backend(t, "JAEGER_QUERY_URL")
-	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
-	ctx := context.Background()
-
-	topic := uniqueName("e2e-traces")
 	const service = "kafkatrail-agent"
-	run := startAgent(t, "agent (traces)", []string{"--brokers", bootstrap, "--topic", topic, "--stdin",
-		"--state-dir", t.TempDir(), "--log-format", "text"},
-		map[string]string{
-			"OTEL_SERVICE_NAME":           service,
-			"OTEL_TRACES_EXPORTER":        "otlp",
-			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-			"OTEL_EXPORTER_OTLP_ENDPOINT": jaegerOTLP,
-			"OTEL_TRACES_SAMPLER":         "always_on",
-			"OTEL_METRICS_EXPORTER":       "none",
-		}, true)
 	const lines = 300
-	for i := 0; i < lines; i++ {
-		if _, err := fmt.Fprintf(run.stdin, `{"msg":"e2e trace line %d","n":%d}`+"\n", i, i); err != nil {
-			t.Fatalf("writing to the agent: %v\n%s", err, run.output())
-		}
-	}
-	run.stdin.Close()
-	if code := run.wait(60 * time.Second); code != 0 {
-		t.Fatalf("agent exited %d; its output:\n%s", code, run.output())
-	}
+	topic, jaegerURL := runTracingAgent(t, "agent (traces)", "e2e-traces", service, nil,
+		map[string]string{"OTEL_TRACES_SAMPLER": "always_on"},
+		lines, func(i int) string { return fmt.Sprintf(`{"msg":"e2e trace line %d","n":%d}`, i, i) })
 
+	ctx := context.Background()
 	op := "send " + topic
 	var last []string
 	err := poll(ctx, 30*time.Second, 300*time.Millisecond, func() (bool, error) {
@@ -124,33 +104,13 @@ func checkSendTrace(tr jaegerTrace, op string) string {
 // 1µs, which every record passes: each record's trace is built when its callback ran, marked
 // kafkatrail.trace.reason=slow, and Jaeger must have it with the six stages.
 func TestAgentSlowTracesInJaeger(t *testing.T) {
-	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
-	jaegerURL := backend(t, "JAEGER_QUERY_URL")
-	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
-	ctx := context.Background()
-
-	topic := uniqueName("e2e-slow")
 	const service = "kafkatrail-agent-slow"
-	run := startAgent(t, "agent (slow traces)", []string{"--brokers", bootstrap, "--topic", topic, "--stdin",
-		"--state-dir", t.TempDir(), "--log-format", "text", "--trace-sample-ratio", "0", "--trace-slower-than", "1us"},
-		map[string]string{
-			"OTEL_SERVICE_NAME":           service,
-			"OTEL_TRACES_EXPORTER":        "otlp",
-			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-			"OTEL_EXPORTER_OTLP_ENDPOINT": jaegerOTLP,
-			"OTEL_METRICS_EXPORTER":       "none",
-		}, true)
 	const lines = 50
-	for i := 0; i < lines; i++ {
-		if _, err := fmt.Fprintf(run.stdin, "e2e slow line %d\n", i); err != nil {
-			t.Fatalf("writing to the agent: %v\n%s", err, run.output())
-		}
-	}
-	run.stdin.Close()
-	if code := run.wait(60 * time.Second); code != 0 {
-		t.Fatalf("agent exited %d; its output:\n%s", code, run.output())
-	}
+	topic, jaegerURL := runTracingAgent(t, "agent (slow traces)", "e2e-slow", service,
+		[]string{"--trace-sample-ratio", "0", "--trace-slower-than", "1us"}, nil,
+		lines, func(i int) string { return fmt.Sprintf("e2e slow line %d", i) })
 
+	ctx := context.Background()
 	op := "send " + topic
 	err := poll(ctx, 30*time.Second, 300*time.Millisecond, func() (bool, error) {
 		var r jaegerTraces
@@ -173,4 +133,37 @@ func TestAgentSlowTracesInJaeger(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Jaeger (%s): %v", jaegerURL, err)
 	}
+}
+
+// runTracingAgent runs the agent on lines lines from stdin (line(i) is line i, without its
+// newline) to a new topic named after topicPrefix, which it returns with Jaeger's query URL, its traces exported over OTLP/gRPC to jaegerOTLP as service and its metrics
+// off, with args added to its flags and env to its environment (a key in env wins), and fails
+// the test unless the agent exits 0 within 60 s.
+func runTracingAgent(t *testing.T, name, topicPrefix, service string, args []string,
+	env map[string]string, lines int, line func(i int) string) (topic, jaegerURL string) {
+	t.Helper()
+	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
+	jaegerURL = backend(t, "JAEGER_QUERY_URL")
+	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
+	topic = uniqueName(topicPrefix)
+	agentEnv := map[string]string{
+		"OTEL_SERVICE_NAME":           service,
+		"OTEL_TRACES_EXPORTER":        "otlp",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": jaegerOTLP,
+		"OTEL_METRICS_EXPORTER":       "none",
+	}
+	maps.Copy(agentEnv, env)
+	run := startAgent(t, name, append([]string{"--brokers", bootstrap, "--topic", topic, "--stdin",
+		"--state-dir", t.TempDir(), "--log-format", "text"}, args...), agentEnv, true)
+	for i := 0; i < lines; i++ {
+		if _, err := fmt.Fprintln(run.stdin, line(i)); err != nil {
+			t.Fatalf("writing to the agent: %v\n%s", err, run.output())
+		}
+	}
+	run.stdin.Close()
+	if code := run.wait(60 * time.Second); code != 0 {
+		t.Fatalf("agent exited %d; its output:\n%s", code, run.output())
+	}
+	return topic, jaegerURL
 }

@@ -29,10 +29,7 @@ import (
 // APIs under the names the dashboards expect (counters end in _total, units are suffixes,
 // service.name is the job label).
 func TestPlumbing(t *testing.T) {
-	jaegerURL := backend(t, "JAEGER_QUERY_URL")
-	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
-	promURL := backend(t, "PROMETHEUS_URL")
-	promOTLP := backend(t, "PROMETHEUS_OTLP_METRICS_ENDPOINT")
+	jaegerURL, jaegerOTLP, promURL, promOTLP := observability(t)
 
 	service := uniqueName("kafkatrail-e2e-plumbing")
 	// The signal-specific endpoint is used as is (no /v1/metrics appended), as
@@ -45,10 +42,7 @@ func TestPlumbing(t *testing.T) {
 // OpenTelemetry Collector build that has every component the file uses) between the
 // emitter and the backends: traces must reach Jaeger and metrics Prometheus through it.
 func TestCollectorConfig(t *testing.T) {
-	jaegerURL := backend(t, "JAEGER_QUERY_URL")
-	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
-	promURL := backend(t, "PROMETHEUS_URL")
-	promOTLP := backend(t, "PROMETHEUS_OTLP_METRICS_ENDPOINT")
+	jaegerURL, jaegerOTLP, promURL, promOTLP := observability(t)
 	bin := backend(t, "JAEGER_BIN")
 
 	grpcAddr, httpAddr := closedAddr(t), closedAddr(t)

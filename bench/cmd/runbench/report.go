@@ -397,6 +397,35 @@ func cellTitle(id string) string {
 	return fmt.Sprintf("%sB records, batch.size %s, compression %s", size, batch, parts[2])
 }
 
+// toolRows writes the table row of each tool of section that ran in cell: the tool's name, then
+// failed (the cells between the name and the runs column) when no run succeeded, else cells(its
+// summary), then "ok/runs".
+func (r *Report) toolRows(w func(string, ...any), section, cell, failed string, cells func(*Summary) string) {
+	for _, t := range r.tools(section) {
+		s := r.summary(section, t, cell)
+		if s == nil {
+			continue
+		}
+		if s.OK == 0 {
+			w("| %s | %s | 0/%d |\n", toolName(t), failed, s.Runs)
+			continue
+		}
+		w("| %s | %s | %d/%d |\n", toolName(t), cells(s), s.OK, s.Runs)
+	}
+}
+
+// agentOver writes the line under a cell's table with the agent's rate (what: "records/s")
+// over each of others' that has a ratio in cell.
+func (r *Report) agentOver(w func(string, ...any), section, cell, what string, others []string) {
+	w("\nagent's %s over:", what)
+	for _, other := range others {
+		if q := r.ratio(section, cell, "agent", other); q != nil {
+			w(" %s %s;", toolName(other), ratioText(*q))
+		}
+	}
+	w("\n\n")
+}
+
 func renderMarkdown(r *Report) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -480,26 +509,12 @@ func renderMarkdown(r *Report) string {
 			w("### %s\n\n", cellTitle(c))
 			w("| tool | records/s | MiB/s | p50 ms | p99 ms | p99.9 ms | CPU s | CPU µs/record | peak RSS MiB | broker CPU s | own records/s | runs ok |\n")
 			w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-			for _, t := range r.tools("producers") {
-				s := r.summary("producers", t, c)
-				if s == nil {
-					continue
-				}
-				if s.OK == 0 {
-					w("| %s | failed | | | | | | | | | | 0/%d |\n", toolName(t), s.Runs)
-					continue
-				}
-				w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", toolName(t), fnum(s.RecordsPerSec), fnum(s.MiBPerSec),
+			r.toolRows(w, "producers", c, "failed | | | | | | | | |", func(s *Summary) string {
+				return fmt.Sprintf("%s | %s | %s | %s | %s | %s | %s | %s | %s | %s", fnum(s.RecordsPerSec), fnum(s.MiBPerSec),
 					optNum(s.P50), optNum(s.P99), optNum(s.P999), fnum(s.CPUSec), fnum(s.CPUMicrosPerRec), fnum(s.MaxRSSMiB),
-					fnum(s.BrokerCPUSec), optNum(s.ToolRecordsPerSec), s.OK, s.Runs)
-			}
-			w("\nagent's records/s over:")
-			for _, other := range producerTools[1:] {
-				if q := r.ratio("producers", c, "agent", other); q != nil {
-					w(" %s %s;", toolName(other), ratioText(*q))
-				}
-			}
-			w("\n\n")
+					fnum(s.BrokerCPUSec), optNum(s.ToolRecordsPerSec))
+			})
+			r.agentOver(w, "producers", c, "records/s", producerTools[1:])
 		}
 		w("### All ratios (agent records/s over the other tool's; in brackets the lowest and highest ratio within one repetition)\n\n")
 		w("| cell | over kcat | over kgo | over ProducerPerformance |\n|---|---|---|---|\n")
@@ -523,25 +538,11 @@ func renderMarkdown(r *Report) string {
 			w("## The file path: %s, until every line is in Kafka\n\n", c)
 			w("Each tool reads the same file from its beginning into a new %d-partition topic with acks=all (idempotence on where the tool has it); a run ends when the topic's end offsets add up to the line count (polled every 50 ms; the agent's checkpoint must also reach the file's size), then the tool is stopped by its PID (`kcat -P -l` exits by itself). CPU is getrusage's for the whole process life, peak RSS the highest VmHWM sampled every 10 ms.\n\n", p.Partitions)
 			w("| tool | lines/s | MiB/s | CPU s | CPU µs/line | peak RSS MiB | broker CPU s | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
-			for _, t := range r.tools("file") {
-				s := r.summary("file", t, c)
-				if s == nil {
-					continue
-				}
-				if s.OK == 0 {
-					w("| %s | failed (see below) | | | | | | 0/%d |\n", toolName(t), s.Runs)
-					continue
-				}
-				w("| %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", toolName(t), fnum(s.RecordsPerSec), fnum(s.MiBPerSec), fnum(s.CPUSec),
-					fnum(s.CPUMicrosPerRec), fnum(s.MaxRSSMiB), fnum(s.BrokerCPUSec), s.OK, s.Runs)
-			}
-			w("\nagent's lines/s over:")
-			for _, other := range fileTools[1:] {
-				if q := r.ratio("file", c, "agent", other); q != nil {
-					w(" %s %s;", toolName(other), ratioText(*q))
-				}
-			}
-			w("\n\n")
+			r.toolRows(w, "file", c, "failed (see below) | | | | |", func(s *Summary) string {
+				return fmt.Sprintf("%s | %s | %s | %s | %s | %s", fnum(s.RecordsPerSec), fnum(s.MiBPerSec), fnum(s.CPUSec),
+					fnum(s.CPUMicrosPerRec), fnum(s.MaxRSSMiB), fnum(s.BrokerCPUSec))
+			})
+			r.agentOver(w, "file", c, "lines/s", fileTools[1:])
 			if q := r.ratio("file", c, "agent-eos", "agent"); q != nil {
 				w("Exactly-once (`--exactly-once`, a transaction committed every second) over at-least-once: %s lines/s.\n\n", ratioText(*q))
 			}

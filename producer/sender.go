@@ -398,9 +398,10 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 }
 
 // sendRequest hands a request the sender built to the client, for node, with request.timeout.ms;
-// cb gets the outcome from a later Poll (Java's client.send). The produce and transactional
-// paths send through it; their callers note the request in flight (inFlightBatches, txnInFlight)
-// first, and the network client reports it to the observer.
+// cb gets the outcome from a later Poll (Java's client.send). Every request the sender sends goes
+// through it (produce, transactional, the idempotent InitProducerId); the callers note the request
+// in flight (inFlightBatches, txnInFlight, initInFlight) first, and the network client reports it
+// to the observer.
 func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool, now time.Time, cb func(*inflight.Response)) {
 	s.client.Send(&network.ClientRequest{
 		Destination:    node,

@@ -36,7 +36,7 @@ type Config struct {
 	Tail    []string `koanf:"tail" doc:"file path or glob to follow; repeat for more (re-scanned for new files)"`
 	Stdin   bool     `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
 
-	KeyField string `koanf:"key-field" doc:"record key from this top-level field of a JSON line"`
+	KeyField string `koanf:"key-field" doc:"record key from this field of a JSON line (dotted path for a nested field: a.b)"`
 	KeyRegex string `koanf:"key-regex" doc:"record key from the first capture group of this regular expression"`
 
 	StateDir           string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`

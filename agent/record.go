@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"os"
 	"regexp"
 
@@ -30,6 +29,7 @@ type recordBuilder struct {
 	path      string
 	pathBytes []byte
 
+	fields  lineFields
 	rec     producer.Record
 	headers []producer.Header
 	// lineTrace is the W3C trace context the last built line carried, nil if none.
@@ -70,21 +70,18 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	if b.headerHost != "" && len(b.host) > 0 {
 		b.headers = append(b.headers, producer.Header{Key: b.headerHost, Value: b.host})
 	}
-	var fields map[string]json.RawMessage
-	if len(line) > 0 && line[0] == '{' && (b.keyField != "" || b.mayCarryTrace(line)) {
-		// Only lines that look like JSON objects and mention what we look for are parsed.
-		fields = jsonFields(line)
-	}
+	b.fields.reset(line)
 	switch {
 	case b.keyField != "":
-		r.Key = jsonScalar(fields[b.keyField])
+		r.Key, _ = b.fields.scalar(b.keyField)
 	case b.keyRegex != nil:
 		if m := b.keyRegex.FindSubmatchIndex(line); m != nil && m[2] >= 0 {
 			r.Key = line[m[2]:m[3]]
 		}
 	}
-	if b.traceHeader != "" && fields != nil {
-		if tp := b.traceparent(fields); tp != nil {
+	if b.mayCarryTrace(line) {
+		// Only lines that mention a trace context are parsed for one.
+		if tp := b.traceparent(&b.fields); tp != nil {
 			b.headers = append(b.headers, producer.Header{Key: b.traceHeader, Value: tp})
 			b.lineTrace = tp
 		}
@@ -93,26 +90,18 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	return r
 }
 
-// jsonFields parses a JSON object's top-level fields (nil if line is not one). It is a function
-// of its own because the map that json.Unmarshal fills through a pointer moves to the heap: in
-// build it did for every line, parsed or not.
-func jsonFields(line []byte) map[string]json.RawMessage {
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(line, &fields)
-	return fields
-}
-
 func (b *recordBuilder) mayCarryTrace(line []byte) bool {
 	return b.traceHeader != "" && (bytes.Contains(line, []byte(`"traceparent"`)) || bytes.Contains(line, []byte(`"trace_id"`)))
 }
 
 // traceparent returns the line's W3C trace context: its "traceparent" field when valid, else
 // one built from "trace_id" (32 hex) and "span_id" (16 hex) fields, sampled.
-func (b *recordBuilder) traceparent(fields map[string]json.RawMessage) []byte {
-	if tp := jsonScalar(fields["traceparent"]); validTraceparent(tp) {
+func (b *recordBuilder) traceparent(fields *lineFields) []byte {
+	if tp, _ := fields.scalar("traceparent"); validTraceparent(tp) {
 		return tp
 	}
-	tid, sid := jsonScalar(fields["trace_id"]), jsonScalar(fields["span_id"])
+	tid, _ := fields.scalar("trace_id")
+	sid, _ := fields.scalar("span_id")
 	if len(tid) != 32 || len(sid) != 16 || !isHex(tid) || !isHex(sid) || allZero(tid) || allZero(sid) {
 		return nil
 	}
@@ -146,23 +135,4 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// jsonScalar returns a JSON value as key bytes: a string unquoted, a number or boolean as written,
-// nothing for null, objects and arrays.
-func jsonScalar(raw json.RawMessage) []byte {
-	if len(raw) == 0 {
-		return nil
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return nil
-		}
-		return []byte(s)
-	case '{', '[', 'n':
-		return nil
-	}
-	return raw
 }

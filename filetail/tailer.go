@@ -128,7 +128,15 @@ func (t *Tailer) Run(ctx context.Context) error {
 	t.fatal = cancel
 	defer cancel(nil)
 
-	t.scan(ctx)
+	watch := t.newDirWatcher()
+	defer watch.close()
+	scanNow := func() {
+		t.syncWatches(watch, t.currentGlobs())
+		t.scan(ctx)
+		t.mapFollowers(watch)
+	}
+	scanNow()
+	events, watchErrs := watch.events(), watch.errs()
 	rescan := time.NewTicker(t.cfg.RescanInterval)
 	defer rescan.Stop()
 	save := time.NewTicker(t.cfg.CheckpointInterval)
@@ -173,7 +181,27 @@ func (t *Tailer) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-rescan.C:
-			t.scan(ctx)
+			scanNow()
+		case ev := <-events:
+			// A burst of events (a rotation renames and creates; many files appear at once)
+			// makes one scan: take what is already buffered before scanning.
+			again := watch.onEvent(ev)
+		drain:
+			for range watchBuffer {
+				select {
+				case ev := <-events:
+					again = watch.onEvent(ev) || again
+				default:
+					break drain
+				}
+			}
+			if again {
+				scanNow()
+			}
+		case err := <-watchErrs:
+			if t.onWatchError(watch, err) {
+				scanNow()
+			}
 		case <-save.C:
 			saveNow()
 		case <-idle:

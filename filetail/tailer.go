@@ -182,14 +182,22 @@ func (t *Tailer) Run(ctx context.Context) error {
 			return nil
 		case <-rescan.C:
 			scanNow()
-		case ev := <-events:
+		case ev, ok := <-events:
+			if !ok { // fsnotify's reader stopped: the scans and polls carry on alone
+				t.log.Warn("the directory watch stopped: new files are found by the periodic scan only", "rescan_interval", t.cfg.RescanInterval)
+				events = nil
+				continue
+			}
 			// A burst of events (a rotation renames and creates; many files appear at once)
 			// makes one scan: take what is already buffered before scanning.
 			again := watch.onEvent(ev)
 		drain:
 			for range watchBuffer {
 				select {
-				case ev := <-events:
+				case ev, ok := <-events:
+					if !ok {
+						break drain // seen closed at the next select
+					}
 					again = watch.onEvent(ev) || again
 				default:
 					break drain
@@ -198,7 +206,11 @@ func (t *Tailer) Run(ctx context.Context) error {
 			if again {
 				scanNow()
 			}
-		case err := <-watchErrs:
+		case err, ok := <-watchErrs:
+			if !ok {
+				watchErrs = nil
+				continue
+			}
 			if t.onWatchError(watch, err) {
 				scanNow()
 			}

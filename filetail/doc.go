@@ -20,7 +20,9 @@
 // last scan, at most Config.MaxWatches of them. Run's goroutine receives the events: a name the
 // globs match created, renamed or removed asks for a scan (a burst of events makes one), a write
 // or truncation of a followed file wakes its follower (a non-blocking send on a channel of one),
-// and a lost-events overflow rescans and wakes every follower. Events carry no decision: the
+// and a lost-events overflow rescans and wakes every follower. After each batch Run takes no
+// event for a few milliseconds (watchRest), so that the kernel merges a file's writes into one
+// event. Events carry no decision: the
 // scans and the followers' own stat and reads decide, as without the watch. The periodic scan
 // and the followers' polls stay as the fallback: a filesystem without inotify, a directory that
 // could not be watched (the system's watch limit) or beyond MaxWatches, a directory created

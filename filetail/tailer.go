@@ -137,6 +137,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 	}
 	scanNow()
 	events, watchErrs := watch.events(), watch.errs()
+	resume := time.NewTimer(time.Hour)
+	resume.Stop()
+	defer resume.Stop()
 	rescan := time.NewTicker(t.cfg.RescanInterval)
 	defer rescan.Stop()
 	save := time.NewTicker(t.cfg.CheckpointInterval)
@@ -189,10 +192,10 @@ func (t *Tailer) Run(ctx context.Context) error {
 				continue
 			}
 			// A burst of events (a rotation renames and creates; many files appear at once)
-			// makes one scan: take what is already buffered before scanning.
+			// makes one scan: take what is ready before scanning.
 			again := watch.onEvent(ev)
 		drain:
-			for range watchBuffer {
+			for range watchDrain {
 				select {
 				case ev, ok := <-events:
 					if !ok {
@@ -206,6 +209,13 @@ func (t *Tailer) Run(ctx context.Context) error {
 			if again {
 				scanNow()
 			}
+			// Then stop taking events for a moment: meanwhile the kernel merges the writes to
+			// one file into one event, so a file written line by line costs an event per
+			// watchRest, not one per write (see watch.go).
+			events = nil
+			resume.Reset(watchRest)
+		case <-resume.C:
+			events = watch.events()
 		case err, ok := <-watchErrs:
 			if !ok {
 				watchErrs = nil

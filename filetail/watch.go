@@ -23,11 +23,10 @@ import (
 // After each batch of events, Run's goroutine takes no event for watchRest. fsnotify's reader
 // then blocks on its unbuffered channel and the kernel queues the events meanwhile, merging
 // each run of identical ones (the writes to one file): a file written line by line costs one
-// event, one wake and one read per watchRest rather than per write. Measured with one line
-// per write at about 8,000 writes a second, a buffered channel taken at once cost the tailer
-// twice the CPU of the scans and polls alone; this costs about a third more. A first event
-// after a quiet time is taken at once, so a new file is still seen when it appears; in a
-// storm, at most one scan per watchRest is made for events (and a queue overflow rescans).
+// event, one wake and one read per watchRest rather than per write (an event taken per write
+// costs more than the reads it saves). A first event after a quiet time is taken at once, so
+// a new file is still seen when it appears; in a storm, at most one scan per watchRest is made
+// for events (and a queue overflow rescans).
 const watchRest = 5 * time.Millisecond
 
 // watchDrain bounds the events taken, once one arrived, before acting on them.

@@ -28,8 +28,9 @@ type Agent struct {
 
 	stats Stats
 
-	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
-	readAhead        *readAhead  // file lines read and not yet acknowledged (--max-in-flight-bytes)
+	bufferFullLogged atomic.Bool  // the "buffer full" warning is logged once per run
+	readAhead        *readAhead   // file lines read and not yet acknowledged (--max-in-flight-bytes)
+	limit            *rateLimiter // --max-lines-per-second, --max-bytes-per-second; nil: none
 
 	tailer atomic.Pointer[filetail.Tailer] // set while RunTail runs, for SetTailGlobs and stats
 	txn    atomic.Pointer[txnCommitter]    // set while RunTail runs with --exactly-once
@@ -104,7 +105,8 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	}
 	ra := newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
-	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra}
+	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra,
+		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
 	a.builders.New = func() any { return newRecordBuilder(&a.cfg) }
 	return a, nil
 }

@@ -60,6 +60,10 @@ type Config struct {
 
 	HTTP string `koanf:"http" doc:"HOST:PORT of the agent's own page: / (live status and recent traces), /healthz, /readyz, /metrics (Prometheus), /api/status, /api/traces; empty: off. It has no authentication: keep it on 127.0.0.1 or behind a firewall"`
 
+	// Rate limit: reading slows down to these, across all files and stdin (ratelimit.go).
+	MaxLinesPerSecond int `koanf:"max-lines-per-second" doc:"read at most this many lines a second, across all files and stdin: reading pauses (nothing is dropped), with a burst of a tenth of a second's worth; the time paused is on the status page and in kafkatrail.agent.rate_limit.wait; 0: no limit"`
+	MaxBytesPerSecond int `koanf:"max-bytes-per-second" doc:"read at most this many bytes of lines a second, across all files and stdin, as max-lines-per-second does for lines; 0: no limit"`
+
 	ExactlyOnce     bool          `koanf:"exactly-once" doc:"send the lines of followed files exactly once (only with --tail): lines and file positions are committed together in Kafka transactions, and a restart resumes at the last commit, read from --state-topic; consumers must read with isolation.level=read_committed"`
 	TransactionalID string        `koanf:"transactional-id" doc:"with --exactly-once: the producer's transactional.id, the same across restarts of one agent and different for every agent; default: kafkatrail-HOST-HASH, HASH from --state-topic and the --tail patterns"`
 	StateTopic      string        `koanf:"state-topic" doc:"with --exactly-once: compacted topic of the committed file positions (created with 1 partition if missing; an existing topic must have cleanup.policy=compact)"`
@@ -114,6 +118,9 @@ func DefaultConfig() Config {
 		CommitMaxLines:     100000,
 		LogLevel:           "info",
 		Producer:           map[string]string{},
+		// Rate limit: off.
+		MaxLinesPerSecond: 0,
+		MaxBytesPerSecond: 0,
 	}
 }
 
@@ -226,6 +233,7 @@ func (c *Config) Validate() error {
 			bad("commit-max-lines", "must be positive, got %d", c.CommitMaxLines)
 		}
 	}
+	c.validateRateLimit(bad)
 	if _, err := c.ProducerConfig(); err != nil {
 		errs = append(errs, err)
 	}

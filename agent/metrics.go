@@ -14,6 +14,8 @@ type metricsReporter struct {
 	a     *Agent
 	files map[string]*fileReport // by path
 	stdin *fileReport
+	// paused is the rate limit's paused time already reported.
+	paused time.Duration
 }
 
 type fileReport struct {
@@ -58,6 +60,10 @@ func (a *Agent) reportMetrics(ctx context.Context) {
 
 func (r *metricsReporter) report() {
 	am := r.a.tel.Agent()
+	if p := r.a.limit.pausedTime(); p > r.paused {
+		am.RateLimitWait(p - r.paused)
+		r.paused = p
+	}
 	if t := r.a.tailer.Load(); t != nil {
 		seen := map[string]bool{}
 		for _, f := range t.Stats().Files {

@@ -67,6 +67,9 @@ func (s *stdinSink) Line(l filetail.Line) error {
 	if s.a.stats.LongLines.CountLine(l) {
 		s.a.logLongLine(l.Start)
 	}
+	if err := s.a.limit.wait(s.ctx, len(l.Data)); err != nil {
+		return err
+	}
 	return s.a.sendLine(s.ctx, l.Data, "", 0, s.onDelivery)
 }
 

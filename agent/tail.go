@@ -163,6 +163,9 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
 	var delivered producer.Callback // bound at the first line: only f's follower sends them, with one ctx
 	return func(ctx context.Context, line filetail.Line) error {
+		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
+			return err // the run is ending while the rate limit pauses reading
+		}
 		if err := a.readAhead.take(ctx, int64(len(line.Data))); err != nil {
 			return err // the run is ending: the line stays unread as far as the checkpoint knows
 		}

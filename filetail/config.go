@@ -39,6 +39,7 @@ const (
 	DefaultCheckpointInterval = time.Second
 	DefaultFingerprintBytes   = 1024
 	DefaultReadBufferBytes    = 64 << 10
+	DefaultMaxWatches         = 256
 )
 
 // The long-line limit is derived from the largest request the producer may send: a line of
@@ -75,9 +76,16 @@ type Config struct {
 	// MaxLineBytes is the longest line sent whole; LongLines is the policy for longer ones.
 	MaxLineBytes int
 	LongLines    LongLinePolicy
-	// RescanInterval is how often the globs are matched again.
+	// RescanInterval is how often the globs are matched again. Between scans, the directories
+	// of the globs are watched (inotify): a new, renamed or removed file is noticed at once, and
+	// the scan is the fallback where watching is not possible.
 	RescanInterval time.Duration
-	// PollInterval is how often a file at its end is looked at again.
+	// MaxWatches bounds the directories watched; the others are left to the scans.
+	MaxWatches int
+	// DisableWatch leaves discovery to the scans and the followers to their polls.
+	DisableWatch bool
+	// PollInterval is how often a file at its end is looked at again (sooner when the watch
+	// sees it written).
 	PollInterval time.Duration
 	// PartialLineIdle is how long a last line without a newline waits for more bytes before it
 	// is sent as it is.
@@ -117,6 +125,7 @@ func (c *Config) setDefaults() {
 	c.LongLines = cmp.Or(c.LongLines, DefaultLongLines)
 	c.RescanInterval = cmp.Or(c.RescanInterval, DefaultRescanInterval)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.MaxWatches = cmp.Or(c.MaxWatches, DefaultMaxWatches)
 	c.PartialLineIdle = cmp.Or(c.PartialLineIdle, DefaultPartialLineIdle)
 	c.ReleaseIdle = cmp.Or(c.ReleaseIdle, DefaultReleaseIdle)
 	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, DefaultCheckpointInterval)
@@ -154,6 +163,9 @@ func (c *Config) validate() error {
 	}
 	if c.FingerprintBytes < 1 {
 		errs = append(errs, fmt.Errorf("agent: fingerprint bytes must be positive, got %d", c.FingerprintBytes))
+	}
+	if c.MaxWatches < 1 {
+		errs = append(errs, fmt.Errorf("agent: max watches must be positive, got %d", c.MaxWatches))
 	}
 	if c.ReadBufferBytes < 1 {
 		errs = append(errs, fmt.Errorf("agent: read buffer bytes must be positive, got %d", c.ReadBufferBytes))

@@ -17,16 +17,20 @@ import (
 // match returns the paths the globs match now, sorted and without duplicates.
 func (t *Tailer) match() []string {
 	var paths []string
-	globs := t.cfg.Globs
-	if g := t.globs.Load(); g != nil {
-		globs = *g
-	}
-	for _, g := range globs {
+	for _, g := range t.currentGlobs() {
 		m, _ := filepath.Glob(g) // the patterns were validated: no ErrBadPattern
 		paths = append(paths, m...)
 	}
 	slices.Sort(paths)
 	return slices.Compact(paths)
+}
+
+// currentGlobs are the patterns followed now: the configured ones, or SetGlobs's.
+func (t *Tailer) currentGlobs() []string {
+	if g := t.globs.Load(); g != nil {
+		return *g
+	}
+	return t.cfg.Globs
 }
 
 // warnOnce logs a problem with path once, until the problem changes or goes away.
@@ -97,7 +101,9 @@ func (t *Tailer) scan(ctx context.Context) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, fl := range t.followers {
-		fl.gone.Store(!matched[k])
+		if gone := !matched[k]; fl.gone.Swap(gone) != gone && gone {
+			fl.wakeUp() // it has its end to find: not at its next poll
+		}
 	}
 	for k, e := range t.saved {
 		if !stillAt(e.Path, k) {
@@ -160,6 +166,7 @@ func (t *Tailer) consider(ctx context.Context, names []string, k FileKey, first 
 	// one waits for its own predecessor in turn.
 	if old := t.atPath[path]; old != nil && old.key != fl.key {
 		old.succeeded.Store(true)
+		old.wakeUp() // its end releases this one: find it now, not at its next poll
 		fl.after = old.caughtUp
 	}
 	for _, n := range names {

@@ -14,7 +14,22 @@
 // # Concurrency
 //
 // Tailer.Run owns the discovery goroutine (the scans) and one follower goroutine per followed
-// file, and returns only after every follower exited. A follower owns its descriptor, its
+// file, and returns only after every follower exited. Discovery is told of changes at once by an
+// inotify watch (fsnotify, whose one reader goroutine Run also owns and closes) on the globs'
+// directories: a glob's directory, or the directories a wildcard directory part matches at the
+// last scan, at most Config.MaxWatches of them. Run's goroutine receives the events: a name the
+// globs match created, renamed or removed asks for a scan (a burst of events makes one), a write
+// or truncation of a followed file wakes its follower (a non-blocking send on a channel of one),
+// and a lost-events overflow rescans and wakes every follower. After each batch Run takes no
+// event for a few milliseconds (watchRest), so that the kernel merges a file's writes into one
+// event. Events carry no decision: the
+// scans and the followers' own stat and reads decide, as without the watch. The periodic scan
+// and the followers' polls stay as the fallback: a filesystem without inotify, a directory that
+// could not be watched (the system's watch limit) or beyond MaxWatches, a directory created
+// after the last scan, and a file renamed out of the globs that is still written, are seen at
+// the next scan or poll. The watches are added before each scan, so a file created after the
+// scan makes an event and one created before is seen by it. Only Run's goroutine touches the
+// watch's state; the followers by name it wakes are taken under Tailer.mu after each scan. A follower owns its descriptor, its
 // splitter and its current File; it calls the LineHandler on its own goroutine, so a handler
 // that blocks (backpressure) pauses that file only. Tailer.mu guards the maps of followers and
 // saved checkpoints (scans, releases, Stats, Snapshot); a follower's mu guards its name and

@@ -41,6 +41,10 @@ type follower struct {
 	caughtOnce sync.Once
 	after      <-chan struct{}
 
+	// wake is signalled (never blocking, one pending at most) when the watch saw the file
+	// written or truncated: the follower reads now rather than at the end of its poll.
+	wake chan struct{}
+
 	readPos, size atomic.Int64
 	counts        fileCounters
 	failLogged    atomic.Bool
@@ -52,6 +56,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 		t: t, fd: fd, key: id.Key(), path: path, id: id,
 		log:      t.log,
 		caughtUp: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
 		split:    NewSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
 	}
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
@@ -363,15 +368,25 @@ func (fl *follower) restart(sink followerSink, why string, pos, size int64) erro
 	return nil
 }
 
-// sleep waits d, or until ctx ends (false).
+// sleep waits d, or until the watch wakes the follower, or until ctx ends (false).
 func (fl *follower) sleep(ctx context.Context, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
 		return true
+	case <-fl.wake:
+		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// wakeUp ends the follower's current or next sleep early. Any goroutine; never blocks.
+func (fl *follower) wakeUp() {
+	select {
+	case fl.wake <- struct{}{}:
+	default: // a wake is pending already
 	}
 }
 

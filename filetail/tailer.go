@@ -128,7 +128,18 @@ func (t *Tailer) Run(ctx context.Context) error {
 	t.fatal = cancel
 	defer cancel(nil)
 
-	t.scan(ctx)
+	watch := t.newDirWatcher()
+	defer watch.close()
+	scanNow := func() {
+		t.syncWatches(watch, t.currentGlobs())
+		t.scan(ctx)
+		t.mapFollowers(watch)
+	}
+	scanNow()
+	events, watchErrs := watch.events(), watch.errs()
+	resume := time.NewTimer(time.Hour)
+	resume.Stop()
+	defer resume.Stop()
 	rescan := time.NewTicker(t.cfg.RescanInterval)
 	defer rescan.Stop()
 	save := time.NewTicker(t.cfg.CheckpointInterval)
@@ -173,7 +184,46 @@ func (t *Tailer) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-rescan.C:
-			t.scan(ctx)
+			scanNow()
+		case ev, ok := <-events:
+			if !ok { // fsnotify's reader stopped: the scans and polls carry on alone
+				t.log.Warn("the directory watch stopped: new files are found by the periodic scan only", "rescan_interval", t.cfg.RescanInterval)
+				events = nil
+				continue
+			}
+			// A burst of events (a rotation renames and creates; many files appear at once)
+			// makes one scan: take what is ready before scanning.
+			again := watch.onEvent(ev)
+		drain:
+			for range watchDrain {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						break drain // seen closed at the next select
+					}
+					again = watch.onEvent(ev) || again
+				default:
+					break drain
+				}
+			}
+			if again {
+				scanNow()
+			}
+			// Then stop taking events for a moment: meanwhile the kernel merges the writes to
+			// one file into one event, so a file written line by line costs an event per
+			// watchRest, not one per write (see watch.go).
+			events = nil
+			resume.Reset(watchRest)
+		case <-resume.C:
+			events = watch.events()
+		case err, ok := <-watchErrs:
+			if !ok {
+				watchErrs = nil
+				continue
+			}
+			if t.onWatchError(watch, err) {
+				scanNow()
+			}
 		case <-save.C:
 			saveNow()
 		case <-idle:

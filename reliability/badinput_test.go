@@ -303,6 +303,9 @@ func TestBadInput(t *testing.T) {
 			{"-X of the wrong type", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"-X", "batch.size=big"}, nil, []string{"batch.size"}},
 			{"unknown AGENT_ variable", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_TOPICS=x"}, []string{"AGENT_TOPICS"}},
 			{"bad enum", "brokers: [127.0.0.1:1]\ntopic: t\nstart-at: middle\n", nil, nil, []string{"start-at"}},
+			{"negative rate limit (lines)", "brokers: [127.0.0.1:1]\ntopic: t\nmax-lines-per-second: -1\n", nil, nil, []string{"max-lines-per-second", "negative"}},
+			{"negative rate limit (bytes)", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_MAX_BYTES_PER_SECOND=-100"}, []string{"max-bytes-per-second", "negative"}},
+			{"rate limit of the wrong type", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--max-lines-per-second", "fast"}, nil, []string{"max-lines-per-second"}},
 		}
 		var failed []string
 		for i, tc := range cases {

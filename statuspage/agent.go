@@ -28,6 +28,10 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 			return out
 		},
 	}
+	src.RateLimit = func() RateLimit {
+		rl := a.RateLimit()
+		return RateLimit{LinesPerSecond: rl.LinesPerSecond, BytesPerSecond: rl.BytesPerSecond, PausedSeconds: rl.Paused.Seconds()}
+	}
 	if obs != nil {
 		src.Producer = obs.Status
 	}

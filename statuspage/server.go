@@ -67,6 +67,17 @@ type Sources struct {
 	Counters func() Counters
 	Files    func() []File
 	Producer func() telemetry.ProducerStatus
+	// RateLimit is the agent's --max-lines-per-second / --max-bytes-per-second and the time
+	// reading spent paused by them.
+	RateLimit func() RateLimit
+}
+
+// RateLimit is the agent's rate limit in /api/status; zero limits: none.
+type RateLimit struct {
+	LinesPerSecond int `json:"lines_per_second"`
+	BytesPerSecond int `json:"bytes_per_second"`
+	// PausedSeconds is the total time lines waited for the limit (concurrent waits each count).
+	PausedSeconds float64 `json:"paused_seconds"`
 }
 
 // Counters are the agent's totals since it started.
@@ -353,6 +364,7 @@ type Status struct {
 	Rates         Rates       `json:"rates"`
 	History       []RatePoint `json:"history"` // acknowledged lines per second, oldest first
 	Files         []File      `json:"files"`
+	RateLimit     RateLimit   `json:"rate_limit"`
 	// MetadataAgeSeconds is the time since the last metadata response; -1 before the first.
 	MetadataAgeSeconds float64  `json:"metadata_age_seconds"`
 	Brokers            []Broker `json:"brokers"`
@@ -408,6 +420,9 @@ func (s *Server) StatusNow() Status {
 	s.mu.Unlock()
 	if src.Files != nil {
 		st.Files = append(st.Files, src.Files()...)
+	}
+	if src.RateLimit != nil {
+		st.RateLimit = src.RateLimit()
 	}
 	if src.Producer != nil {
 		ps := src.Producer()

@@ -25,13 +25,15 @@ type fakeAgent struct {
 	counters Counters
 	files    []File
 	producer telemetry.ProducerStatus
+	limit    RateLimit
 }
 
 func (f *fakeAgent) sources() Sources {
 	return Sources{
-		Counters: func() Counters { f.mu.Lock(); defer f.mu.Unlock(); return f.counters },
-		Files:    func() []File { f.mu.Lock(); defer f.mu.Unlock(); return f.files },
-		Producer: func() telemetry.ProducerStatus { f.mu.Lock(); defer f.mu.Unlock(); return f.producer },
+		Counters:  func() Counters { f.mu.Lock(); defer f.mu.Unlock(); return f.counters },
+		Files:     func() []File { f.mu.Lock(); defer f.mu.Unlock(); return f.files },
+		Producer:  func() telemetry.ProducerStatus { f.mu.Lock(); defer f.mu.Unlock(); return f.producer },
+		RateLimit: func() RateLimit { f.mu.Lock(); defer f.mu.Unlock(); return f.limit },
 	}
 }
 
@@ -145,6 +147,7 @@ func TestStatusJSON(t *testing.T) {
 		files: []File{{Path: "/var/log/app.log", Size: 1000, ReadOffset: 900, Committed: 600, Unread: 100, CheckpointLag: 300, InFlight: 7, LinesRead: 90, LinesAcked: 60}},
 	}
 	fa.producer = readyProducer(time.Now())
+	fa.limit = RateLimit{LinesPerSecond: 500, PausedSeconds: 2.5}
 	src := fa.sources()
 	s.src.Store(&src) // as Start does, without its once-a-second sampling: the test samples
 	// Two samples a second apart: 500 lines read and 400 acknowledged in that second.
@@ -184,6 +187,9 @@ func TestStatusJSON(t *testing.T) {
 	if len(st.Brokers) != 2 || st.Brokers[1].InFlight != 3 || st.Brokers[1].State != "READY" {
 		t.Errorf("brokers %+v", st.Brokers)
 	}
+	if st.RateLimit != fa.limit {
+		t.Errorf("rate limit %+v, want %+v", st.RateLimit, fa.limit)
+	}
 	if st.MetadataAgeSeconds < 1.5 || st.MetadataAgeSeconds > 30 {
 		t.Errorf("metadata age %v", st.MetadataAgeSeconds)
 	}
@@ -200,7 +206,8 @@ func TestStatusJSONWithoutSources(t *testing.T) {
 	s := newTestServer(t)
 	_, body, _ := get(t, s.Handler(), "/api/status")
 	// Empty lists, not null: the page iterates them.
-	for _, want := range []string{`"files":[]`, `"brokers":[]`, `"history":[]`, `"ready":false`, `"metadata_age_seconds":-1`} {
+	for _, want := range []string{`"files":[]`, `"brokers":[]`, `"history":[]`, `"ready":false`, `"metadata_age_seconds":-1`,
+		`"rate_limit":{"lines_per_second":0,"bytes_per_second":0,"paused_seconds":0}`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/api/status lacks %s: %s", want, body)
 		}

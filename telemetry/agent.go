@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -18,6 +19,7 @@ const StdinPath = "-"
 // concurrent use.
 type AgentMetrics struct {
 	linesRead, bytesRead, truncated, split, dropped metric.Int64Counter
+	rateLimitWait                                   metric.Float64Counter
 
 	mu    sync.Mutex
 	files map[*FileMetrics]struct{}
@@ -49,6 +51,10 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 	a.truncated = counter(MetricAgentLinesTruncated, "{line}", "Lines cut at the long-line limit.")
 	a.split = counter(MetricAgentLinesSplit, "{line}", "Long lines sent as several records.")
 	a.dropped = counter(MetricAgentLinesDropped, "{line}", "Lines not sent.")
+	var err error
+	a.rateLimitWait, err = meter.Float64Counter(MetricAgentRateLimitWait, metric.WithUnit("s"),
+		metric.WithDescription("Time reading was paused by the rate limit."))
+	errs = append(errs, err)
 	behind, err := meter.Int64ObservableGauge(MetricAgentFileBehind, metric.WithUnit("By"),
 		metric.WithDescription("Bytes between the read offset and the end of the file."))
 	errs = append(errs, err)
@@ -76,6 +82,13 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// RateLimitWait adds d to the time reading was paused by the rate limit.
+func (a *AgentMetrics) RateLimitWait(d time.Duration) {
+	if d > 0 {
+		a.rateLimitWait.Add(context.Background(), d.Seconds())
+	}
 }
 
 // File starts reporting the file at path (StdinPath for standard input). Close it when the

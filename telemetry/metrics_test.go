@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -249,6 +250,8 @@ func TestAgentMetrics(t *testing.T) {
 	f.SetPosition(5000, 1000, 400)
 	in := a.File(StdinPath)
 	in.Read(1, 5)
+	a.RateLimitWait(time.Second)
+	a.RateLimitWait(500 * time.Millisecond)
 
 	got := collect(t, h)
 	for _, d := range Metrics {
@@ -267,6 +270,9 @@ func TestAgentMetrics(t *testing.T) {
 	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
 	if n := sumOf(got[MetricAgentBytesRead], path); n != 1000 {
 		t.Errorf("bytes read %d, want 1000", n)
+	}
+	if w := got[MetricAgentRateLimitWait].Data.(metricdata.Sum[float64]).DataPoints; len(w) != 1 || w[0].Value != 1.5 {
+		t.Errorf("rate limit wait %+v, want one point of 1.5 s", w)
 	}
 	gauge := func(name string) int64 {
 		for _, p := range got[name].Data.(metricdata.Gauge[int64]).DataPoints {

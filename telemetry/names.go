@@ -191,6 +191,7 @@ const (
 	MetricAgentLinesSplit     = "kafkatrail.agent.lines.split"     // counter {line}: long lines sent as several records
 	MetricAgentLinesDropped   = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
 	MetricAgentFilesWatched   = "kafkatrail.agent.files.watched"   // gauge {file}: files being tailed
+	MetricAgentRateLimitWait  = "kafkatrail.agent.rate_limit.wait" // counter s: time reading was paused by the rate limit
 )
 
 // MetricDesc describes one metric: what the README lists and what the metric tests check.
@@ -237,4 +238,5 @@ var Metrics = []MetricDesc{
 	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath}, "long lines sent as several records"},
 	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrDropReason}, "lines not sent"},
 	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
+	{MetricAgentRateLimitWait, "counter", "s", nil, "time lines waited for --max-lines-per-second and --max-bytes-per-second, all files and stdin together"},
 }

@@ -1,0 +1,236 @@
+package filetail
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// The watch: inotify (through fsnotify) on the directories of the globs tells Run's goroutine
+// when a name the globs match is created, renamed or removed (scan now) and when a followed
+// file is written or truncated (wake its follower now). The periodic scan and the followers'
+// polls stay: they are what a filesystem without inotify, a directory that could not be
+// watched, a directory beyond Config.MaxWatches, a directory created after the last scan and a
+// lost event (the kernel's queue overflowed: a rescan and every follower woken) fall back on.
+// An event only makes something happen sooner; no decision is taken from an event's content,
+// so a missed or spurious one costs at most a scan interval or one extra scan.
+
+// After each batch of events, Run's goroutine takes no event for watchRest. fsnotify's reader
+// then blocks on its unbuffered channel and the kernel queues the events meanwhile, merging
+// each run of identical ones (the writes to one file): a file written line by line costs one
+// event, one wake and one read per watchRest rather than per write (an event taken per write
+// costs more than the reads it saves). A first event after a quiet time is taken at once, so
+// a new file is still seen when it appears; in a storm, at most one scan per watchRest is made
+// for events (and a queue overflow rescans).
+const watchRest = 5 * time.Millisecond
+
+// watchDrain bounds the events taken, once one arrived, before acting on them.
+const watchDrain = 64
+
+// dirWatcher is the inotify side of discovery. Run's goroutine only, but for fsnotify's own
+// reader goroutine, which Close stops.
+type dirWatcher struct {
+	w        *fsnotify.Watcher // nil: scans only
+	patterns []string          // the globs, cleaned as fsnotify cleans its event names
+	dirPats  []string          // their directory parts: an event on one of these may be a new or gone directory
+	watched  map[string]bool   // directories watched now
+	failed   map[string]string // directory -> why it is not watched, logged once
+	leftOut  int               // directories beyond the bound at the last sync, logged when it changes
+	lastErr  string            // the last other watch error, logged once until it changes
+	wakeAt   map[string][]*follower
+}
+
+// newDirWatcher opens an inotify instance, or returns a dirWatcher that watches nothing (the
+// scans do all the work) when watching is off or the system refuses one.
+func (t *Tailer) newDirWatcher() *dirWatcher {
+	d := &dirWatcher{watched: make(map[string]bool), failed: make(map[string]string)}
+	if t.cfg.DisableWatch {
+		return d
+	}
+	w, err := fsnotify.NewWatcher() // unbuffered: see watchRest
+	if err != nil {
+		t.log.Warn("cannot watch directories: new files are found by the periodic scan only",
+			"rescan_interval", t.cfg.RescanInterval, "err", err)
+		return d
+	}
+	d.w = w
+	return d
+}
+
+// events and errs are nil channels (never ready) when nothing is watched.
+func (d *dirWatcher) events() chan fsnotify.Event {
+	if d.w == nil {
+		return nil
+	}
+	return d.w.Events
+}
+
+func (d *dirWatcher) errs() chan error {
+	if d.w == nil {
+		return nil
+	}
+	return d.w.Errors
+}
+
+// close stops fsnotify's goroutine and releases the inotify descriptor.
+func (d *dirWatcher) close() {
+	if d.w != nil {
+		_ = d.w.Close()
+	}
+}
+
+// watchDirs returns the directories to watch for globs, sorted, at most limit of them, and how
+// many more there were. A glob whose directory part has no wildcard gives that directory; one
+// with wildcards gives the directories it matches now (a directory created later is found by a
+// scan, and watched from then on).
+func watchDirs(globs []string, limit int) (dirs []string, leftOut int) {
+	for _, g := range globs {
+		dir := filepath.Dir(filepath.Clean(g))
+		if !hasMeta(dir) {
+			dirs = append(dirs, dir)
+			continue
+		}
+		m, _ := filepath.Glob(dir) // validated patterns: no ErrBadPattern
+		for _, p := range m {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				dirs = append(dirs, p)
+			}
+		}
+	}
+	slices.Sort(dirs)
+	dirs = slices.Compact(dirs)
+	if len(dirs) > limit {
+		return dirs[:limit], len(dirs) - limit
+	}
+	return dirs, 0
+}
+
+// hasMeta reports whether path holds a character filepath.Match treats specially.
+func hasMeta(path string) bool { return strings.ContainsAny(path, `*?[\`) }
+
+// syncWatches watches the directories the globs need now and drops the others. Run's
+// goroutine, before each scan: a file created after its directory's watch was added makes an
+// event, one created before is seen by the scan, so none waits for the next scan.
+func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
+	if d.w == nil {
+		return
+	}
+	d.patterns = d.patterns[:0]
+	d.dirPats = d.dirPats[:0]
+	for _, g := range globs {
+		g = filepath.Clean(g)
+		d.patterns = append(d.patterns, g)
+		d.dirPats = append(d.dirPats, filepath.Dir(g))
+	}
+	dirs, leftOut := watchDirs(globs, t.cfg.MaxWatches)
+	if leftOut != d.leftOut {
+		if leftOut > 0 {
+			t.log.Warn("more directories than max watches: the ones left out are found by the periodic scan only",
+				"max_watches", t.cfg.MaxWatches, "left_out", leftOut, "rescan_interval", t.cfg.RescanInterval)
+		}
+		d.leftOut = leftOut
+	}
+	for dir := range d.watched {
+		if _, ok := slices.BinarySearch(dirs, dir); !ok {
+			_ = d.w.Remove(dir) // gone already, or no longer matched
+			delete(d.watched, dir)
+		}
+	}
+	for dir := range d.failed {
+		if _, ok := slices.BinarySearch(dirs, dir); !ok {
+			delete(d.failed, dir) // bounded by the directories the globs need
+		}
+	}
+	for _, dir := range dirs {
+		if d.watched[dir] {
+			continue
+		}
+		if err := d.w.Add(dir); err != nil {
+			// A directory that does not exist yet is the scan's to find; any other reason
+			// (the inotify watch limit, permissions) is logged once.
+			if !errors.Is(err, os.ErrNotExist) && d.failed[dir] != err.Error() {
+				t.log.Warn("cannot watch directory: its new files are found by the periodic scan only",
+					"dir", dir, "rescan_interval", t.cfg.RescanInterval, "err", err)
+			}
+			d.failed[dir] = err.Error()
+			continue
+		}
+		delete(d.failed, dir)
+		d.watched[dir] = true
+	}
+}
+
+// mapFollowers records which followers read each name, so that a write event wakes them. Run's
+// goroutine, after each scan (which is what starts followers and notices renames). The events
+// that arrived meanwhile are handled after it, on the same goroutine.
+func (t *Tailer) mapFollowers(d *dirWatcher) {
+	if d.w == nil {
+		return
+	}
+	t.mu.Lock()
+	fls := make([]*follower, 0, len(t.followers))
+	for _, fl := range t.followers {
+		fls = append(fls, fl)
+	}
+	t.mu.Unlock()
+	clear(d.wakeAt)
+	if d.wakeAt == nil {
+		d.wakeAt = make(map[string][]*follower, len(fls))
+	}
+	for _, fl := range fls {
+		p := filepath.Clean(fl.currentPath())
+		d.wakeAt[p] = append(d.wakeAt[p], fl)
+	}
+}
+
+// onEvent wakes the followers of a written name and reports whether the event asks for a scan:
+// a name the globs match (or a directory their directory parts match) was created, renamed or
+// removed. A followed file released since the last sync is woken for nothing: harmless.
+func (d *dirWatcher) onEvent(ev fsnotify.Event) (scan bool) {
+	if ev.Has(fsnotify.Write) {
+		for _, fl := range d.wakeAt[ev.Name] {
+			fl.wakeUp()
+		}
+	}
+	if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Remove) {
+		return false
+	}
+	for i, g := range d.patterns {
+		if ok, _ := filepath.Match(g, ev.Name); ok {
+			return true
+		}
+		if ok, _ := filepath.Match(d.dirPats[i], ev.Name); ok && (!ev.Has(fsnotify.Create) || isDir(ev.Name)) {
+			return true // a watched directory went away, or one the globs need appeared
+		}
+	}
+	return false
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// onWatchError reports whether a watch error asks for a rescan and a wake of every follower (events
+// were lost), and logs any other error once until it changes.
+func (t *Tailer) onWatchError(d *dirWatcher, err error) (lost bool) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		t.log.Warn("file events lost (inotify queue overflow): rescanning", "err", err)
+		for _, fls := range d.wakeAt {
+			for _, fl := range fls {
+				fl.wakeUp()
+			}
+		}
+		return true
+	}
+	if d.lastErr != err.Error() {
+		t.log.Warn("watching directories", "err", err)
+		d.lastErr = err.Error()
+	}
+	return false
+}

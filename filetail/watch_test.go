@@ -1,0 +1,227 @@
+package filetail
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// watchOnlyConfig is testConfig with scans and polls too rare to matter within a test's
+// deadline: whatever is found or read in time was found or read through the watch.
+func watchOnlyConfig(stateDir string, globs ...string) Config {
+	cfg := testConfig(stateDir, globs...)
+	cfg.RescanInterval = time.Minute
+	cfg.PollInterval = time.Minute
+	return cfg
+}
+
+// waitScanned waits for Run's first scan (the watches are in place before it): a file created
+// after it is new to the Tailer.
+func waitScanned(t *testing.T, rt *running) {
+	t.Helper()
+	waitFor(t, "the first scan", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.scanned
+	})
+}
+
+// A file created and copytruncated between two scans lost everything it held before the
+// truncation: the scan found it only afterwards, at its new, short content. The watch finds it
+// when it is created, so its first content is read before the truncation.
+func TestTailerCreatedAndCopytruncatedBetweenScans(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	cfg := testConfig(filepath.Join(dir, "state"), filepath.Join(dir, "*.log"))
+	cfg.RescanInterval = time.Minute
+	r := &recorder{}
+	rt := startTailer(t, cfg, r)
+	waitScanned(t, rt)
+
+	old := numbered("old", 0, 10000)
+	writeLog(t, path, joinLines(old))
+	waitFor(t, "the lines written before the truncation", func() bool { return r.count() == len(old) })
+
+	// copytruncate: copy (to a name the glob does not match), then truncate in place.
+	content, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, path+".1", string(content))
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	fresh := numbered("new", 0, 100)
+	appendLog(t, path, joinLines(fresh))
+	waitFor(t, "the lines written after the truncation", func() bool { return r.count() == len(old)+len(fresh) })
+	equalLines(t, r.data(), append(old, fresh...))
+	if st := rt.file(t, path); st.Truncations != 1 {
+		t.Fatalf("truncations %d, want 1 (%+v)", st.Truncations, st)
+	}
+	rt.stopOK(t)
+}
+
+// A copytruncate of a followed file (same inode) and a write to it are read when they happen,
+// not at the next poll.
+func TestTailerWatchWakesFollower(t *testing.T) {
+	_, path, state := testPaths(t)
+	writeLog(t, path, "first\n")
+	r := &recorder{}
+	rt := startTailer(t, watchOnlyConfig(state, path), r)
+	waitFor(t, "the first line", func() bool { return r.count() == 1 })
+
+	appendLog(t, path, "second\n")
+	waitFor(t, "the appended line", func() bool { return r.count() == 2 })
+
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendLog(t, path, "after\n")
+	waitFor(t, "the line after the truncation", func() bool { return r.count() == 3 })
+	equalLines(t, r.data(), []string{"first", "second", "after"})
+	if st := rt.file(t, path); st.Truncations != 1 {
+		t.Fatalf("truncations %d, want 1 (%+v)", st.Truncations, st)
+	}
+	rt.stopOK(t)
+}
+
+// A rename rotation is noticed by the watch: the new file at the name is followed, after the
+// old one was read to its end.
+func TestTailerWatchRenameRotation(t *testing.T) {
+	_, path, state := testPaths(t)
+	writeLog(t, path, "one\n")
+	r := &recorder{}
+	rt := startTailer(t, watchOnlyConfig(state, path), r)
+	waitFor(t, "the first line", func() bool { return r.count() == 1 })
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	appendLog(t, path+".1", "two\n") // the writer has not reopened its log yet
+	writeLog(t, path, "three\n")
+	waitFor(t, "the rotated and the new file's lines", func() bool { return r.count() == 3 })
+	equalLines(t, r.data(), []string{"one", "two", "three"})
+	rt.stopOK(t)
+}
+
+// Wildcards in a directory part: the directories that match when the scan runs are watched, so
+// a file created in one is found at once; a directory created later is found by a scan.
+func TestTailerWatchWildcardDirectories(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &recorder{}
+	rt := startTailer(t, watchOnlyConfig(filepath.Join(dir, "state"), filepath.Join(dir, "*", "app.log")), r)
+	waitScanned(t, rt)
+	writeLog(t, filepath.Join(dir, "b", "app.log"), "in b\n")
+	waitFor(t, "the file in a matching directory", func() bool { return r.count() == 1 })
+	equalLines(t, r.data(), []string{"in b"})
+	rt.stopOK(t)
+}
+
+// Without the watch, the scans find new files and the polls read them.
+func TestTailerScanFallback(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(filepath.Join(dir, "state"), filepath.Join(dir, "*.log"))
+	cfg.DisableWatch = true
+	r := &recorder{}
+	rt := startTailer(t, cfg, r)
+	writeLog(t, filepath.Join(dir, "x.log"), "found by a scan\n")
+	waitFor(t, "the line", func() bool { return r.count() == 1 })
+	rt.stopOK(t)
+}
+
+func TestWatchDirs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b", "c"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeLog(t, filepath.Join(dir, "file"), "")
+	j := func(p ...string) string { return filepath.Join(append([]string{dir}, p...)...) }
+	for _, tc := range []struct {
+		name    string
+		globs   []string
+		limit   int
+		want    []string
+		leftOut int
+	}{
+		{"plain path", []string{j("app.log")}, 10, []string{dir}, 0},
+		{"pattern in the name", []string{j("*.log"), j("app.log")}, 10, []string{dir}, 0},
+		{"missing directory", []string{j("missing", "x.log")}, 10, []string{j("missing")}, 0},
+		{"wildcard directory: the directories it matches", []string{j("*", "x.log")}, 10, []string{j("a"), j("b"), j("c")}, 0},
+		{"bounded", []string{j("*", "x.log"), j("y.log")}, 2, []string{dir, j("a")}, 2},
+		{"unclean", []string{dir + "/./a/../b/x.log"}, 10, []string{j("b")}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, left := watchDirs(tc.globs, tc.limit)
+			if !slices.Equal(got, tc.want) || left != tc.leftOut {
+				t.Fatalf("watchDirs = %q, %d; want %q, %d", got, left, tc.want, tc.leftOut)
+			}
+		})
+	}
+}
+
+func TestWatchEvents(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fl := &follower{wake: make(chan struct{}, 1)}
+	d := &dirWatcher{
+		patterns: []string{dir + "/*.log", dir + "/*/app.log"},
+		dirPats:  []string{dir, dir + "/*"},
+		wakeAt:   map[string][]*follower{dir + "/a.log": {fl}},
+	}
+	woken := func() bool {
+		select {
+		case <-fl.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		ev         fsnotify.Event
+		scan, wake bool
+	}{
+		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Write}, false, true},
+		{fsnotify.Event{Name: dir + "/other.log", Op: fsnotify.Write}, false, false},
+		{fsnotify.Event{Name: dir + "/new.log", Op: fsnotify.Create}, true, false},
+		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Rename}, true, false},
+		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Remove}, true, false},
+		{fsnotify.Event{Name: dir + "/a.log.1", Op: fsnotify.Create}, false, false},
+		{fsnotify.Event{Name: dir + "/sub", Op: fsnotify.Create}, true, false}, // a new directory
+		{fsnotify.Event{Name: dir, Op: fsnotify.Remove}, true, false},          // a watched one gone
+		{fsnotify.Event{Name: dir + "/sub/app.log", Op: fsnotify.Create}, true, false},
+		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Chmod}, false, false},
+	} {
+		t.Run(filepath.Base(tc.ev.Name)+" "+tc.ev.Op.String(), func(t *testing.T) {
+			if scan := d.onEvent(tc.ev); scan != tc.scan {
+				t.Errorf("scan = %v, want %v", scan, tc.scan)
+			}
+			if w := woken(); w != tc.wake {
+				t.Errorf("woken = %v, want %v", w, tc.wake)
+			}
+		})
+	}
+
+	// Lost events: everything is looked at again.
+	tl := &Tailer{log: slog.New(slog.DiscardHandler)}
+	if !tl.onWatchError(d, fmt.Errorf("read: %w", fsnotify.ErrEventOverflow)) || !woken() {
+		t.Fatal("an overflow must rescan and wake every follower")
+	}
+	if tl.onWatchError(d, errors.New("some other error")) || woken() {
+		t.Fatal("another error is only logged")
+	}
+}

@@ -67,7 +67,7 @@ func (s *stdinSink) Line(l filetail.Line) error {
 	if s.a.stats.LongLines.CountLine(l) {
 		s.a.logLongLine(l.Start)
 	}
-	return s.a.sendLine(s.ctx, l.Data, "", 0, s.onDelivery)
+	return s.a.sendLine(s.ctx, l, "", 0, nil, s.onDelivery)
 }
 
 // Dropped counts a long line that long-lines=drop skipped.

@@ -29,6 +29,7 @@ type Agent struct {
 	stats Stats
 
 	bufferFullLogged atomic.Bool // the "buffer full" warning is logged once per run
+	timestampWarned  atomic.Bool // so is the first line without a usable --timestamp-field
 	readAhead        *readAhead  // file lines read and not yet acknowledged (--max-in-flight-bytes)
 
 	tailer atomic.Pointer[filetail.Tailer] // set while RunTail runs, for SetTailGlobs and stats
@@ -167,6 +168,7 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 	defer a.builders.Put(b)
 	rec := b.buildLine(line, path)
 	rec.Tag = tag
+	a.maybeWarnTimestamp(b, line, path)
 	if budget != nil {
 		if err := budget.take(ctx, int64(len(rec.Value))); err != nil {
 			return err // the run is ending: the line stays unread as far as the checkpoint knows

@@ -56,6 +56,19 @@ type EncodingStats struct {
 	MessagesCut atomic.Int64
 }
 
+// maybeWarnTimestamp logs the first line of a run whose --timestamp-field was missing or did
+// not parse (the rest are counted, and the count logged at the end: maybeLog), so that a wrong
+// field name or layout shows at once.
+func (a *Agent) maybeWarnTimestamp(b *recordBuilder, l filetail.Line, path string) {
+	if !b.enc.timeFellBack || !a.timestampWarned.CompareAndSwap(false, true) {
+		return
+	}
+	v, _ := b.fields.get(a.cfg.TimestampField)
+	a.log.Warn("line without a usable --timestamp-field: it gets the read time (counted; logged once)",
+		"timestamp_field", a.cfg.TimestampField, "timestamp_layout", a.cfg.TimestampLayout,
+		"value", string(v[:min(len(v), 100)]), "path", path, "offset", l.Start)
+}
+
 // maybeLog reports, at the end of a run, the lines that fell back on something: a wrong
 // --timestamp-field or layout shows here rather than nowhere.
 func (s *EncodingStats) maybeLog(log *slog.Logger, c *Config) {
@@ -82,6 +95,9 @@ type encoder struct {
 	limit    int // the largest envelope value
 	now      func() time.Time
 	stats    *EncodingStats
+
+	// timeFellBack says the last line's --timestamp-field was missing or did not parse.
+	timeFellBack bool
 
 	host     []byte // host.name, JSON-escaped, quoted; nil: no host name
 	path     string // the last source path, and pathJSON its JSON string
@@ -138,7 +154,8 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 				ts = time.Time{}
 			}
 		}
-		if ts.IsZero() {
+		e.timeFellBack = ts.IsZero()
+		if e.timeFellBack {
 			e.stats.TimestampFallbacks.Add(1)
 		}
 	}
@@ -158,7 +175,7 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 	}
 	if e.format == FormatJSONMerge {
 		if fields.object() != nil {
-			r.Value = e.merge(l.Data, fields, ts, l.Start)
+			r.Value = e.merge(l, fields, ts)
 			return
 		}
 		e.stats.MergeFallbacks.Add(1)
@@ -209,7 +226,8 @@ func (e *encoder) envelope(l filetail.Line, ts time.Time, path string) []byte {
 // and a field the line already has (at the same dotted path, nested or as one key) is left
 // alone: the line's own value wins and no key is written twice. The message is the line itself,
 // so there is none.
-func (e *encoder) merge(line []byte, fields *lineFields, ts time.Time, offset int64) []byte {
+func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time) []byte {
+	line := l.Data
 	end := len(line)
 	for end > 0 && isJSONSpace(line[end-1]) {
 		end--
@@ -246,7 +264,10 @@ func (e *encoder) merge(line []byte, fields *lineFields, ts time.Time, offset in
 		b = append(b, `"stdin"`...)
 	}
 	if add(fieldOffset) {
-		b = strconv.AppendInt(b, offset, 10)
+		b = strconv.AppendInt(b, l.Start, 10)
+	}
+	if l.Truncated && add(fieldFlags) {
+		b = append(b, `["truncated"]`...)
 	}
 	b = append(b, line[end:]...)
 	e.buf = b

@@ -303,6 +303,10 @@ func TestBadInput(t *testing.T) {
 			{"-X of the wrong type", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"-X", "batch.size=big"}, nil, []string{"batch.size"}},
 			{"unknown AGENT_ variable", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_TOPICS=x"}, []string{"AGENT_TOPICS"}},
 			{"bad enum", "brokers: [127.0.0.1:1]\ntopic: t\nstart-at: middle\n", nil, nil, []string{"start-at"}},
+			{"bad format", "brokers: [127.0.0.1:1]\ntopic: t\nformat: xml\n", nil, nil, []string{"format", "raw, json or json-merge"}},
+			{"bad --format flag", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--format", "ecs"}, nil, []string{"format", "raw, json or json-merge"}},
+			{"bad timestamp layout", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--timestamp-field", "ts", "--timestamp-layout", "rfc3399"}, nil, []string{"timestamp-layout", "rfc3399"}},
+			{"timestamp layout without a year", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_TIMESTAMP_LAYOUT=15:04:05"}, []string{"timestamp-layout", "no year"}},
 		}
 		var failed []string
 		for i, tc := range cases {

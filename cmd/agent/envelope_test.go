@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+)
+
+// envelopeLines are the lines the encoding tests send: JSON objects with and without a usable
+// "ts", a JSON object with its own @timestamp, an empty object, and plain text with characters
+// to escape and a byte that is not UTF-8.
+var envelopeLines = []string{
+	`{"ts":"2026-11-30T08:15:42.987Z","level":"info","msg":"first"}`,
+	"plain \"text\"\twith a tab and \xff, not UTF-8",
+	`{"ts":"not a time","msg":"bad ts"}`,
+	`{}`,
+	`{"@timestamp":"the line's own","ts":"2026-11-30T08:15:43.5+01:00", "msg" : "spaced" }`,
+}
+
+// envelopeTimes are the times the lines' ts fields hold (zero: none usable, the read time).
+var envelopeTimes = []time.Time{
+	time.Date(2026, 11, 30, 8, 15, 42, 987_000_000, time.UTC),
+	{},
+	{},
+	{},
+	time.Date(2026, 11, 30, 7, 15, 43, 500_000_000, time.UTC),
+}
+
+// TestEncodingsEndToEnd runs the agent on one file with --format json, json-merge and raw,
+// each with --timestamp-field ts, and on stdin with json; it reads the records back from the
+// real broker and checks every field of every value, parsed with encoding/json, and that
+// each record's CreateTime is the instant its @timestamp shows (the line's ts, else the read
+// time) and raw values stay byte for byte the lines.
+func TestEncodingsEndToEnd(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	var data []byte
+	starts := make([]int64, len(envelopeLines))
+	for i, l := range envelopeLines {
+		starts[i] = int64(len(data))
+		data = append(data, l+"\n"...)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+
+	for _, format := range []string{"json", "json-merge", "raw"} {
+		t.Run(format, func(t *testing.T) {
+			topic := kafkatest.NewTopic(t, 1)
+			before := time.Now().Truncate(time.Millisecond)
+			a := startAgent(t, nil, append(tailArgs(bootstrap, topic, path, t.TempDir()),
+				"--format", format, "--timestamp-field", "ts", "--timestamp-layout", "rfc3339")...)
+			recs := kafkatest.Consume(t, topic, len(envelopeLines), 20*time.Second)
+			a.stop(20 * time.Second)
+			after := time.Now()
+			if len(recs) != len(envelopeLines) {
+				t.Fatalf("%d records, want %d; agent log:\n%s", len(recs), len(envelopeLines), a.log())
+			}
+			for i, r := range recs {
+				checkEncodedRecord(t, format, r, i, path, host, starts[i], before, after)
+			}
+			// The line whose ts does not parse, and those without one, are counted, not failed.
+			if log := a.log(); !strings.Contains(log, "line without a usable --timestamp-field") || !strings.Contains(log, "got the read time") || !strings.Contains(log, "lines=3") {
+				t.Errorf("no count of the 3 lines that got the read time in the log:\n%s", log)
+			}
+		})
+	}
+
+	t.Run("stdin json", func(t *testing.T) {
+		topic := kafkatest.NewTopic(t, 1)
+		before := time.Now().Truncate(time.Millisecond)
+		res := runAgent(t, bytes.NewReader(data), 30*time.Second, nil, "--brokers", bootstrap, "--topic", topic,
+			"--format", "json", "--timestamp-field", "ts")
+		after := time.Now()
+		if res.code != 0 {
+			t.Fatalf("exit %d; stderr:\n%s", res.code, tail(res.stderr))
+		}
+		recs := kafkatest.Consume(t, topic, len(envelopeLines), 20*time.Second)
+		if len(recs) != len(envelopeLines) {
+			t.Fatalf("%d records, want %d", len(recs), len(envelopeLines))
+		}
+		for i, r := range recs {
+			checkEncodedRecord(t, "json", r, i, "", host, starts[i], before, after)
+		}
+	})
+}
+
+// checkEncodedRecord checks the record of envelopeLines[i] (read from path, "" for stdin, at
+// offset start, between before and after) in format.
+func checkEncodedRecord(t *testing.T, format string, r *kgo.Record, i int, path, host string, start int64, before, after time.Time) {
+	t.Helper()
+	line := envelopeLines[i]
+	wantTS := envelopeTimes[i]
+	if wantTS.IsZero() {
+		if r.Timestamp.Before(before) || r.Timestamp.After(after) {
+			t.Errorf("line %d: CreateTime %v, want the read time, between %v and %v", i, r.Timestamp, before, after)
+		}
+	} else if !r.Timestamp.Equal(wantTS) {
+		t.Errorf("line %d: CreateTime %v, want the line's ts %v", i, r.Timestamp, wantTS)
+	}
+	if format == "raw" {
+		if string(r.Value) != line {
+			t.Errorf("line %d: raw value %q, want the line byte for byte %q", i, r.Value, line)
+		}
+		return
+	}
+	var v map[string]any
+	if err := json.Unmarshal(r.Value, &v); err != nil {
+		t.Fatalf("line %d: value %q is not JSON: %v", i, r.Value, err)
+	}
+	merged := format == "json-merge" && strings.HasPrefix(line, "{")
+	want := map[string]any{"host.name": host, "log.offset": float64(start)}
+	if path != "" {
+		want["log.file.path"] = path
+	} else {
+		want["input.type"] = "stdin"
+	}
+	if merged {
+		if !bytes.HasPrefix(r.Value, []byte(strings.TrimSuffix(strings.TrimRight(line, " "), "}"))) {
+			t.Errorf("line %d: merged value %s does not start with the line's own bytes", i, r.Value)
+		}
+		var own map[string]any
+		_ = json.Unmarshal([]byte(line), &own)
+		for k, val := range own {
+			want[k] = val
+		}
+	} else {
+		var msg string
+		enc, _ := json.Marshal(line) // encoding/json's view of the line: invalid UTF-8 as U+FFFD
+		_ = json.Unmarshal(enc, &msg)
+		want["message"] = msg
+	}
+	ts, ownTS := v["@timestamp"].(string)
+	if own, ok := want["@timestamp"]; ok {
+		if ts != own {
+			t.Errorf("line %d: @timestamp %q, want the line's own %q", i, ts, own)
+		}
+	} else {
+		parsed, err := time.Parse(time.RFC3339, ts)
+		if !ownTS || err != nil || !parsed.Equal(r.Timestamp) || !strings.HasSuffix(ts, "Z") || len(ts) != len("2006-01-02T15:04:05.000Z") {
+			t.Errorf("line %d: @timestamp %q (%v), want the record's CreateTime %v in RFC 3339 UTC with milliseconds", i, ts, err, r.Timestamp)
+		}
+		want["@timestamp"] = ts
+	}
+	for k, w := range want {
+		if g, ok := v[k]; !ok || !jsonEqual(g, w) {
+			t.Errorf("line %d: %s = %#v, want %#v (value %s)", i, k, g, w, r.Value)
+		}
+	}
+	for k := range v {
+		if _, ok := want[k]; !ok {
+			t.Errorf("line %d: unexpected field %s in %s", i, k, r.Value)
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}

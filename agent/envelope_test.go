@@ -410,3 +410,22 @@ func TestReadAheadBalancedWithEnvelope(t *testing.T) {
 		})
 	}
 }
+
+// TestRawIsByteExact: --format raw sends the line itself, every byte value as it was read
+// (NUL, CR, invalid UTF-8, JSON or not), with or without --timestamp-field: the value is the
+// line's own memory, not a copy or a re-encoding.
+func TestRawIsByteExact(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for _, field := range []string{"", "ts"} {
+		b := testBuilder(t, func(c *Config) { c.TimestampField = field })
+		for _, l := range [][]byte{all, []byte("\xff\xfe\x00\r"), []byte(`{"ts":"2026-11-30T08:15:42Z", "a" : 1 }` + "\r"), {}} {
+			r := b.buildLine(filetail.Line{Data: l, Start: 9}, "/a")
+			if !bytes.Equal(r.Value, l) || (len(l) > 0 && &r.Value[0] != &l[0]) {
+				t.Fatalf("timestamp-field %q: value %q, want the line itself %q", field, r.Value, l)
+			}
+		}
+	}
+}

@@ -173,3 +173,50 @@ func jsonEqual(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// TestLongestLineEnvelopeIsDelivered: with max.request.size 64 KiB (so max-line-bytes 48 KiB),
+// a line of 48 KiB of quotes, whose json envelope would be twice that, is delivered with its
+// message cut and flagged; a 48 KiB JSON object line with json-merge is delivered whole.
+func TestLongestLineEnvelopeIsDelivered(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	const maxLine = 64<<10 - 16<<10
+	quotes := strings.Repeat(`"`, maxLine)
+	object := `{"m":"` + strings.Repeat("a", maxLine-8) + `"}`
+	for _, tc := range []struct {
+		format, line string
+		cut          bool
+	}{
+		{"json", quotes, true},
+		{"json-merge", object, false},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			topic := kafkatest.NewTopic(t, 1)
+			res := runAgent(t, strings.NewReader(tc.line+"\n"), 30*time.Second, nil, "--brokers", bootstrap, "--topic", topic,
+				"--format", tc.format, "-X", "max.request.size=65536")
+			if res.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", res.code, tail(res.stderr))
+			}
+			recs := kafkatest.Consume(t, topic, 1, 20*time.Second)
+			if len(recs) != 1 {
+				t.Fatalf("%d records, want 1", len(recs))
+			}
+			var v map[string]any
+			if err := json.Unmarshal(recs[0].Value, &v); err != nil {
+				t.Fatalf("value is not JSON: %v", err)
+			}
+			_, flagged := v["log.flags"]
+			msg, _ := v["message"].(string)
+			switch {
+			case flagged != tc.cut:
+				t.Errorf("log.flags present %v, want %v", flagged, tc.cut)
+			case tc.cut && (len(msg) == 0 || strings.Trim(msg, `"`) != "" || len(recs[0].Value) > 64<<10-8<<10):
+				t.Errorf("cut message of %d quotes in a value of %d bytes, want a prefix of the line within 56 KiB", len(msg), len(recs[0].Value))
+			case !tc.cut && (v["m"] != strings.Repeat("a", maxLine-8) || !bytes.HasPrefix(recs[0].Value, []byte(tc.line[:len(tc.line)-1]))):
+				t.Errorf("json-merge changed the line")
+			}
+			if tc.cut && !strings.Contains(res.stderr, "messages cut to fit max.request.size") {
+				t.Errorf("the cut is not logged:\n%s", tail(res.stderr))
+			}
+		})
+	}
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/statuspage"
 )
 
 // envelopeLines are the lines the encoding tests send: JSON objects with and without a usable
@@ -63,8 +66,19 @@ func TestEncodingsEndToEnd(t *testing.T) {
 			topic := kafkatest.NewTopic(t, 1)
 			before := time.Now().Truncate(time.Millisecond)
 			a := startAgent(t, nil, append(tailArgs(bootstrap, topic, path, t.TempDir()),
-				"--format", format, "--timestamp-field", "ts", "--timestamp-layout", "rfc3339")...)
+				"--format", format, "--timestamp-field", "ts", "--timestamp-layout", "rfc3339", "--http", "127.0.0.1:0")...)
 			recs := kafkatest.Consume(t, topic, len(envelopeLines), 20*time.Second)
+			// The status page counts the lines that got the read time, and json-merge's
+			// fallbacks (the two plain lines).
+			wantMerge := map[string]int64{"json-merge": 2}[format]
+			var st statuspage.Status
+			deadline := time.Now().Add(10 * time.Second)
+			for getStatus(t, a, &st); st.Totals.TimestampFallbacks != 4 || st.Totals.MergeFallbacks != wantMerge; getStatus(t, a, &st) {
+				if time.Now().After(deadline) {
+					t.Fatalf("/api/status totals %+v, want 4 timestamp fallbacks and %d merge fallbacks", st.Totals, wantMerge)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			a.stop(20 * time.Second)
 			after := time.Now()
 			if len(recs) != len(envelopeLines) {
@@ -218,5 +232,25 @@ func TestLongestLineEnvelopeIsDelivered(t *testing.T) {
 				t.Errorf("the cut is not logged:\n%s", tail(res.stderr))
 			}
 		})
+	}
+}
+
+var statusURL = regexp.MustCompile(`msg="status page" url=(http://127\.0\.0\.1:\d+/)`)
+
+// getStatus reads the running agent's /api/status into st (the page's address from its log).
+func getStatus(t *testing.T, a *runningAgent, st *statuspage.Status) {
+	t.Helper()
+	b, _ := os.ReadFile(a.logf)
+	m := statusURL.FindSubmatch(b)
+	if m == nil {
+		return // not up yet: the caller's deadline decides
+	}
+	resp, err := http.Get(string(m[1]) + "api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(st); err != nil {
+		t.Fatal(err)
 	}
 }

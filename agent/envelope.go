@@ -150,7 +150,9 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 	if e.tsField != "" {
 		if v, ok := fields.scalar(e.tsField); ok {
 			ts, ok = e.tsLayout.parse(v)
-			if !ok {
+			if !ok || ts.UnixMilli() < 0 {
+				// Before 1970 is no CreateTime: the Java client refuses it too
+				// (ProducerRecord: "Timestamp should always be non-negative or null").
 				ts = time.Time{}
 			}
 		}
@@ -160,7 +162,9 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 		}
 	}
 	if e.format == FormatRaw {
-		r.Timestamp = ts // zero: the producer stamps the send time, as without this feature
+		// Zero: the producer stamps the send time, as without this feature (KafkaProducer.doSend:
+		// record.timestamp() == null ? nowMs : record.timestamp()).
+		r.Timestamp = ts
 		return
 	}
 	if ts.IsZero() {

@@ -207,6 +207,9 @@ func TestTimestampLayouts(t *testing.T) {
 		{"unix", `{"ts":null}`, time.Time{}},
 		{"unix", `{"ts":99999999999999999999}`, time.Time{}},
 		{"unix_ms", `{"ts":{"a":1}}`, time.Time{}},
+		{"unix", `{"ts":-5}`, time.Time{}},
+		{"rfc3339", `{"ts":"1969-12-31T23:59:59Z"}`, time.Time{}},
+		{"unix", `{"ts":0}`, time.Unix(0, 0).UTC()},
 	} {
 		for _, format := range []string{FormatRaw, FormatJSON, FormatJSONMerge} {
 			t.Run(format+"/"+tc.layout+"/"+tc.line, func(t *testing.T) {

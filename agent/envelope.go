@@ -99,6 +99,12 @@ type encoder struct {
 	// timeFellBack says the last line's --timestamp-field was missing or did not parse.
 	timeFellBack bool
 
+	// tsText is @timestamp's text for the millisecond tsMilli (tsSet: it holds one): lines
+	// read in the same millisecond, most of them at full speed, share one formatting.
+	tsText  [len("2006-01-02T15:04:05.000Z")]byte
+	tsMilli int64
+	tsSet   bool
+
 	host     []byte // host.name, JSON-escaped, quoted; nil: no host name
 	path     string // the last source path, and pathJSON its JSON string
 	pathJSON []byte
@@ -196,7 +202,7 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 // long-lines=truncate line is.
 func (e *encoder) envelope(l filetail.Line, ts time.Time, path string) []byte {
 	b := append(e.buf[:0], `{"`+fieldTimestamp+`":"`...)
-	b = ts.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = e.appendTimestamp(b, ts)
 	b = append(b, `","`+fieldMessage+`":`...)
 	// What follows the message takes at most this much.
 	tail := len(`,"`+fieldHost+`":`) + len(e.host) + len(`,"`+fieldPath+`":`) + len(e.pathJSON) +
@@ -254,7 +260,7 @@ func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time) []byt
 	}
 	if add(fieldTimestamp) {
 		b = append(b, '"')
-		b = ts.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		b = e.appendTimestamp(b, ts)
 		b = append(b, '"')
 	}
 	if len(e.host) > 0 && add(fieldHost) {
@@ -276,6 +282,22 @@ func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time) []byt
 	b = append(b, line[end:]...)
 	e.buf = b
 	return b
+}
+
+// appendTimestamp appends ts (whole milliseconds) as @timestamp writes it: RFC 3339 in UTC
+// with milliseconds.
+func (e *encoder) appendTimestamp(dst []byte, ts time.Time) []byte {
+	ms := ts.UnixMilli()
+	if e.tsSet && ms == e.tsMilli {
+		return append(dst, e.tsText[:]...)
+	}
+	n := len(dst)
+	dst = ts.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	// A year past 9999 is longer: it is not kept, and is formatted every time.
+	if e.tsSet = copy(e.tsText[:], dst[n:]) == len(dst)-n; e.tsSet {
+		e.tsMilli = ms
+	}
+	return dst
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

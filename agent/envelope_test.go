@@ -432,3 +432,17 @@ func TestRawIsByteExact(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampTextCache: @timestamp's text, kept from line to line within a millisecond, is
+// always the instant's own, across millisecond changes and for years of five digits.
+func TestTimestampTextCache(t *testing.T) {
+	b := testBuilder(t, func(c *Config) { c.Format = FormatJSON })
+	base := time.Date(2026, 12, 1, 16, 9, 20, 123_000_000, time.UTC)
+	for _, ts := range []time.Time{base, base.Add(time.Microsecond), base.Add(time.Millisecond), base,
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), base.Add(-time.Hour)} {
+		got := string(b.enc.appendTimestamp([]byte("x"), ts.Truncate(time.Millisecond)))
+		if want := "x" + ts.UTC().Format("2006-01-02T15:04:05.000Z07:00"); got != want {
+			t.Errorf("%v: %q, want %q", ts, got, want)
+		}
+	}
+}

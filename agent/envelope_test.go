@@ -17,7 +17,7 @@ var readTime = time.Date(2026, 12, 1, 16, 9, 20, 123456789, time.UTC)
 
 // testBuilder is a record builder of cfg (with mutate applied) whose host is "web-1" and whose
 // clock stands at readTime.
-func testBuilder(t *testing.T, mutate func(*Config)) *recordBuilder {
+func testBuilder(t testing.TB, mutate func(*Config)) *recordBuilder {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Topic, cfg.Brokers = "t", []string{"127.0.0.1:9092"}
@@ -445,4 +445,59 @@ func TestTimestampTextCache(t *testing.T) {
 			t.Errorf("%v: %q, want %q", ts, got, want)
 		}
 	}
+}
+
+// FuzzEncode: for any line, json and json-merge values are valid JSON; json's message is the
+// line as encoding/json sees it; a json-merge object keeps every field of the line with its
+// value and gains the envelope's fields it did not have.
+func FuzzEncode(f *testing.F) {
+	for _, s := range []string{"", "plain", `{}`, `{ }`, `{"a":1}`, "{\"a\":{\"b\":[1,2]}} \r", `{"@timestamp":"x","host":{"name":1}}`, `{"a":`, `[1]`, "\xff{\"a\":1}"} {
+		f.Add([]byte(s))
+	}
+	jsonB := testBuilder(f, func(c *Config) { c.Format = FormatJSON })
+	mergeB := testBuilder(f, func(c *Config) { c.Format = FormatJSONMerge })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l := filetail.Line{Data: data, Start: 42}
+		env := jsonB.buildLine(l, "/a")
+		var e map[string]any
+		if err := json.Unmarshal(env.Value, &e); err != nil {
+			t.Fatalf("json envelope %q: %v", env.Value, err)
+		}
+		var want string
+		enc, _ := json.Marshal(string(data))
+		_ = json.Unmarshal(enc, &want)
+		if e["message"] != want || e["log.offset"] != float64(42) {
+			t.Fatalf("envelope %s of %q", env.Value, data)
+		}
+		merged := mergeB.buildLine(l, "/a")
+		var m map[string]any
+		if err := json.Unmarshal(merged.Value, &m); err != nil {
+			t.Fatalf("json-merge of %q: %q: %v", data, merged.Value, err)
+		}
+		var own map[string]any
+		if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &own) != nil {
+			return // the envelope, checked above
+		}
+		if !bytes.HasPrefix(merged.Value, bytes.TrimRight(data, " \t\r\n")[:len(bytes.TrimRight(data, " \t\r\n"))-1]) {
+			t.Fatalf("json-merge of %q does not keep its bytes: %q", data, merged.Value)
+		}
+		for k, v := range own {
+			if !jsonSame(m[k], v) {
+				t.Fatalf("json-merge of %q changed %s: %q", data, k, merged.Value)
+			}
+		}
+		for _, k := range []string{fieldTimestamp, fieldHost, fieldPath, fieldOffset} {
+			if _, ok := m[k]; !ok {
+				if _, has := mergeB.fields.get(k); !has {
+					t.Fatalf("json-merge of %q lacks %s: %q", data, k, merged.Value)
+				}
+			}
+		}
+	})
+}
+
+func jsonSame(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }

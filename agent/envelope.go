@@ -150,8 +150,15 @@ func (b *recordBuilder) buildLine(l filetail.Line, path string) *producer.Record
 	return r
 }
 
+// keptBufferBytes is the largest envelope buffer a builder keeps from one line to the next: a
+// long line's envelope (up to max.request.size) is not held by every pooled builder after it.
+const keptBufferBytes = 64 << 10
+
 // encode sets r's timestamp and value for line l (fields is the line's JSON view).
 func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line, path string) {
+	if cap(e.buf) > keptBufferBytes {
+		e.buf = nil // the last line's value was sent (Send copies it)
+	}
 	var ts time.Time
 	if e.tsField != "" {
 		if v, ok := fields.scalar(e.tsField); ok {

@@ -501,3 +501,17 @@ func jsonSame(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// TestLongEnvelopeBufferIsNotKept: after a long line, the builder does not keep its envelope's
+// buffer for the lines after it: pooled builders hold at most keptBufferBytes each.
+func TestLongEnvelopeBufferIsNotKept(t *testing.T) {
+	b := testBuilder(t, func(c *Config) { c.Format = FormatJSON })
+	b.buildLine(filetail.Line{Data: bytes.Repeat([]byte("a"), 512<<10)}, "/a")
+	if cap(b.enc.buf) < 512<<10 {
+		t.Fatalf("buffer of %d bytes for a 512 KiB line", cap(b.enc.buf))
+	}
+	b.buildLine(line("short", 0), "/a")
+	if c := cap(b.enc.buf); c > keptBufferBytes {
+		t.Fatalf("buffer of %d bytes kept after a short line, want at most %d", c, keptBufferBytes)
+	}
+}

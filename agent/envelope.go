@@ -130,7 +130,7 @@ func newEncoder(c *Config, host []byte) encoder {
 // validateEncoding checks --format, --timestamp-field and --timestamp-layout.
 func (c *Config) validateEncoding(bad func(key, format string, args ...any)) {
 	switch c.Format {
-	case FormatRaw, FormatJSON, FormatJSONMerge:
+	case "", FormatRaw, FormatJSON, FormatJSONMerge: // "": a Config not from DefaultConfig
 	default:
 		bad("format", "must be raw, json or json-merge, got %q", c.Format)
 	}

@@ -268,10 +268,11 @@ func TestEncodingConfig(t *testing.T) {
 		wantKey string
 	}{
 		{func(c *Config) { c.Format = "xml" }, "format"},
-		{func(c *Config) { c.Format = "" }, "format"},
+		{func(c *Config) { c.Format = "" }, ""},
 		{func(c *Config) { c.TimestampLayout = "rfc3399" }, "timestamp-layout"},
 		{func(c *Config) { c.TimestampLayout = "15:04:05" }, "timestamp-layout"},
-		{func(c *Config) { c.TimestampLayout = "" }, "timestamp-layout"},
+		{func(c *Config) { c.TimestampLayout = "" }, ""},
+		{func(c *Config) { c.TimestampLayout = "  " }, "timestamp-layout"},
 		{func(c *Config) { c.TimestampField = "a." }, "timestamp-field"},
 		{func(c *Config) { c.TimestampLayout = "UNIX_MS" }, ""},
 		{func(c *Config) { c.TimestampLayout = "2006-01-02 15:04:05" }, ""},

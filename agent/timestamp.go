@@ -32,12 +32,15 @@ var namedTimestampLayouts = map[string]timestampLayout{
 // instant into something that parses back to that instant, or it is not a layout at all (a
 // typo such as "rfc3399" would otherwise match nothing, silently, on every line).
 func parseTimestampLayout(s string) (timestampLayout, error) {
+	if s == "" {
+		s = "rfc3339" // the default, for a Config not from DefaultConfig
+	}
 	if l, ok := namedTimestampLayouts[strings.ToLower(s)]; ok {
 		return l, nil
 	}
 	ref := time.Date(2009, time.November, 10, 23, 4, 5, 0, time.UTC)
 	formatted := ref.Format(s)
-	if s == "" || formatted == s {
+	if formatted == s {
 		return timestampLayout{}, fmt.Errorf("%q is neither rfc3339, rfc3339nano, unix, unix_ms, unix_us, unix_ns nor a Go time layout (such as 2006-01-02T15:04:05.000Z07:00)", s)
 	}
 	back, err := time.Parse(s, formatted)

@@ -516,3 +516,19 @@ func TestLongEnvelopeBufferIsNotKept(t *testing.T) {
 		t.Fatalf("buffer of %d bytes kept after a short line, want at most %d", c, keptBufferBytes)
 	}
 }
+
+// BenchmarkMergeSplice measures json-merge's own work on a line whose JSON view is parsed
+// already (as it is when --key-field or --timestamp-field asked for a field first): the
+// lookups of the five names and the splice.
+func BenchmarkMergeSplice(b *testing.B) {
+	l := line(`{"ts":"2026-11-30T16:40:00.123Z","level":"info","logger":"c.e.shop.CartController","msg":"added item","sku":"AB-1234","qty":2,"user":"u-42","took_ms":3}`, 123456)
+	rb := testBuilder(b, func(c *Config) { c.Format = FormatJSONMerge })
+	rb.buildLine(l, "/var/log/shop/app.log")
+	rb.fields.reset(l.Data)
+	rb.fields.object()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(l.Data)))
+	for b.Loop() {
+		rb.enc.merge(l, &rb.fields, readTime)
+	}
+}

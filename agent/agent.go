@@ -29,6 +29,7 @@ type Agent struct {
 	stats Stats
 
 	bufferFullLogged atomic.Bool  // the "buffer full" warning is logged once per run
+	timestampWarned  atomic.Bool  // so is the first line without a usable --timestamp-field
 	readAhead        *readAhead   // file lines read and not yet acknowledged (--max-in-flight-bytes)
 	limit            *rateLimiter // --max-lines-per-second, --max-bytes-per-second; nil: none
 
@@ -43,7 +44,9 @@ type Stats struct {
 	LinesRead atomic.Int64
 	BytesRead atomic.Int64
 	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
-	LongLines   filetail.LongLineCounts
+	LongLines filetail.LongLineCounts
+	// Encoding counts the lines --format and --timestamp-field fell back on.
+	Encoding    EncodingStats
 	_           [cacheLine]byte // read side above, delivery side below
 	LinesAcked  atomic.Int64
 	LinesFailed atomic.Int64
@@ -107,7 +110,11 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
 	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra,
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
-	a.builders.New = func() any { return newRecordBuilder(&a.cfg) }
+	a.builders.New = func() any {
+		b := newRecordBuilder(&a.cfg)
+		b.enc.stats = &a.stats.Encoding
+		return b
+	}
 	return a, nil
 }
 
@@ -151,16 +158,26 @@ func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {
 // sendLine sends one line (read from path, or stdin when path is "") and reports its outcome to cb.
 // It blocks while the producer's buffer is full, which pauses reading: backpressure.
 //
+// With budget (file lines: the read-ahead), the record's value size is taken from it before the
+// record is sent; the callback gives back md.SerializedValueSize, the same number, so the budget
+// stays balanced whatever --format made of the line.
+//
 // A line that could not even be buffered because buffer.memory stayed full for max.block.ms (a
 // broker slow or down for longer than that) is offered again until it fits or ctx ends: for a
 // log shipper that is backpressure, not a failure. Callbacks ignore that error for this reason.
-func (a *Agent) sendLine(ctx context.Context, line []byte, path string, tag int64, cb producer.Callback) error {
+func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, tag int64, budget *readAhead, cb producer.Callback) error {
 	b := a.builders.Get().(*recordBuilder)
 	defer a.builders.Put(b)
-	a.stats.LinesRead.Add(1)
-	a.stats.BytesRead.Add(int64(len(line)))
-	rec := b.build(line, path)
+	rec := b.buildLine(line, path)
 	rec.Tag = tag
+	a.maybeWarnTimestamp(b, line, path)
+	if budget != nil {
+		if err := budget.take(ctx, int64(len(rec.Value))); err != nil {
+			return err // the run is ending: the line stays unread as far as the checkpoint knows
+		}
+	}
+	a.stats.LinesRead.Add(1)
+	a.stats.BytesRead.Add(int64(len(line.Data)))
 	if tp := b.lineTrace; tp != nil && a.tel != nil {
 		// The line's own trace continues: its context is the parent of the record's send span.
 		ctx = telemetry.ContextWithLineTrace(ctx, tp)
@@ -196,6 +213,7 @@ func (a *Agent) shutdown() error {
 	a.log.Info("producer closed", "took", time.Since(start).Round(time.Millisecond),
 		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
 		"lines_failed", a.stats.LinesFailed.Load())
+	a.stats.Encoding.maybeLog(a.log, &a.cfg)
 	if err != nil {
 		return fmt.Errorf("shutdown: not every line was acknowledged within %v (shutdown-timeout): %w",
 			a.cfg.ShutdownTimeout, err)

@@ -52,6 +52,11 @@ type Config struct {
 	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
 	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
 
+	// Encodings and timestamps: envelope.go, timestamp.go.
+	Format          string `koanf:"format" doc:"record value: raw (the line, byte for byte), json (an ECS-style JSON envelope: @timestamp, message, host.name, log.file.path or input.type stdin, log.offset) or json-merge (a line that is a JSON object, with those fields added where it has none of its own; any other line as json)"`
+	TimestampField  string `koanf:"timestamp-field" doc:"JSON field of the line (dotted path for a nested field) holding the event time: it becomes the record's CreateTime and @timestamp; a line without it, or with one that does not parse, gets the read time (counted, never failed). Empty: the read time"`
+	TimestampLayout string `koanf:"timestamp-layout" doc:"how --timestamp-field is written: rfc3339 (fractional seconds accepted), rfc3339nano, unix, unix_ms, unix_us, unix_ns (a number, or a string of one), or a Go time layout such as 2006-01-02 15:04:05.000 (UTC unless it has a zone)"`
+
 	TraceSampleRatio float64 `koanf:"trace-sample-ratio" doc:"share of records traced, 0 to 1 (a line's own sampled trace context is always followed); -1: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 0.01"`
 	TraceSlowerThan  string  `koanf:"trace-slower-than" doc:"also trace every record whose Send-to-acknowledgement latency exceeds this duration (e.g. 250ms), whatever the sampling said; p99: follow the moving p99; empty: off. At most 1000 such traces a second"`
 
@@ -121,6 +126,10 @@ func DefaultConfig() Config {
 		// Rate limit: off.
 		MaxLinesPerSecond: 0,
 		MaxBytesPerSecond: 0,
+
+		// Encodings and timestamps.
+		Format:          FormatRaw,
+		TimestampLayout: "rfc3339",
 	}
 }
 
@@ -234,6 +243,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateRateLimit(bad)
+	c.validateEncoding(bad)
 	if _, err := c.ProducerConfig(); err != nil {
 		errs = append(errs, err)
 	}

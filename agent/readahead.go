@@ -12,8 +12,9 @@ import (
 const DefaultMinInFlightBytes = 2 << 20
 
 // readAhead bounds the bytes of file lines read and not yet acknowledged, across every followed
-// file: a follower takes a line's bytes before sending it and its delivery callback gives them
-// back; a follower that finds the budget spent waits, so reading pauses. The files are the
+// file: a follower takes its line's record value size before sending it (the line, or the
+// envelope --format made of it) and its delivery callback gives the same number back; a
+// follower that finds the budget spent waits, so reading pauses. The files are the
 // durable buffer, so holding more of them in memory than keeps the brokers busy buys nothing
 // but memory (each buffered 100-byte line costs about 230 bytes of heap: see DESIGN.md).
 //

@@ -30,6 +30,7 @@ type recordBuilder struct {
 	pathBytes []byte
 
 	fields  lineFields
+	enc     encoder // --format and --timestamp-field: envelope.go
 	rec     producer.Record
 	headers []producer.Header
 	// lineTrace is the W3C trace context the last built line carried, nil if none.
@@ -51,6 +52,7 @@ func newRecordBuilder(c *Config) *recordBuilder {
 	if h, err := os.Hostname(); err == nil {
 		b.host = []byte(h)
 	}
+	b.enc = newEncoder(c, b.host)
 	return b
 }
 

@@ -70,7 +70,7 @@ func (s *stdinSink) Line(l filetail.Line) error {
 	if err := s.a.limit.wait(s.ctx, len(l.Data)); err != nil {
 		return err
 	}
-	return s.a.sendLine(s.ctx, l.Data, "", 0, s.onDelivery)
+	return s.a.sendLine(s.ctx, l, "", 0, nil, s.onDelivery)
 }
 
 // Dropped counts a long line that long-lines=drop skipped.

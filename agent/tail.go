@@ -157,27 +157,26 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 	return nil
 }
 
-// fileLines is the tailer's FileHandler: each line of f takes its bytes from the read-ahead
-// budget, then is sent; the delivery callback, one closure for all of f's lines (the record's
-// tag says which line it was), acknowledges or fails the line in f's tracker.
+// fileLines is the tailer's FileHandler: each line of f is sent, its record's value taking its
+// bytes from the read-ahead budget first (sendLine); the delivery callback, one closure for all
+// of f's lines (the record's tag says which line it was), acknowledges or fails the line in f's
+// tracker.
 func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
 	var delivered producer.Callback // bound at the first line: only f's follower sends them, with one ctx
 	return func(ctx context.Context, line filetail.Line) error {
 		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
 			return err // the run is ending while the rate limit pauses reading
 		}
-		if err := a.readAhead.take(ctx, int64(len(line.Data))); err != nil {
-			return err // the run is ending: the line stays unread as far as the checkpoint knows
-		}
 		if delivered == nil {
 			delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, f, md, err) }
 		}
-		return a.sendLine(ctx, line.Data, f.Path, line.End, delivered)
+		return a.sendLine(ctx, line, f.Path, line.End, a.readAhead, delivered)
 	}
 }
 
-// lineDelivered is the outcome of the line of f ending at md.Tag: its bytes go back to the
-// read-ahead budget (the record's value is the line), and the line is acknowledged or failed.
+// lineDelivered is the outcome of the line of f ending at md.Tag: its record's value size goes
+// back to the read-ahead budget (what sendLine took: the value, which with --format json is
+// larger than the line), and the line is acknowledged or failed.
 func (a *Agent) lineDelivered(ctx context.Context, f *filetail.File, md producer.RecordMetadata, err error) {
 	if err != nil && notBuffered(err) {
 		return // sendLine offers the line again, with this same callback

@@ -306,6 +306,10 @@ func TestBadInput(t *testing.T) {
 			{"negative rate limit (lines)", "brokers: [127.0.0.1:1]\ntopic: t\nmax-lines-per-second: -1\n", nil, nil, []string{"max-lines-per-second", "negative"}},
 			{"negative rate limit (bytes)", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_MAX_BYTES_PER_SECOND=-100"}, []string{"max-bytes-per-second", "negative"}},
 			{"rate limit of the wrong type", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--max-lines-per-second", "fast"}, nil, []string{"max-lines-per-second"}},
+			{"bad format", "brokers: [127.0.0.1:1]\ntopic: t\nformat: xml\n", nil, nil, []string{"format", "raw, json or json-merge"}},
+			{"bad --format flag", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--format", "ecs"}, nil, []string{"format", "raw, json or json-merge"}},
+			{"bad timestamp layout", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--timestamp-field", "ts", "--timestamp-layout", "rfc3399"}, nil, []string{"timestamp-layout", "rfc3399"}},
+			{"timestamp layout without a year", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_TIMESTAMP_LAYOUT=15:04:05"}, []string{"timestamp-layout", "no year"}},
 		}
 		var failed []string
 		for i, tc := range cases {

@@ -12,7 +12,9 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 		Counters: func() Counters {
 			st := a.Stats()
 			return Counters{LinesRead: st.LinesRead.Load(), BytesRead: st.BytesRead.Load(),
-				LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load()}
+				LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load(),
+				TimestampFallbacks: st.Encoding.TimestampFallbacks.Load(), MergeFallbacks: st.Encoding.MergeFallbacks.Load(),
+				MessagesCut: st.Encoding.MessagesCut.Load()}
 		},
 		Files: func() []File {
 			fs := a.FileStats()

@@ -86,6 +86,10 @@ type Counters struct {
 	BytesRead   int64 `json:"bytes_read"`
 	LinesAcked  int64 `json:"lines_acked"`
 	LinesFailed int64 `json:"lines_failed"`
+	// Lines that --format and --timestamp-field fell back on (agent.EncodingStats).
+	TimestampFallbacks int64 `json:"timestamp_fallbacks,omitempty"`
+	MergeFallbacks     int64 `json:"merge_fallbacks,omitempty"`
+	MessagesCut        int64 `json:"messages_cut,omitempty"`
 }
 
 // File is one followed file.

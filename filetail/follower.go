@@ -52,7 +52,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 		t: t, fd: fd, key: id.Key(), path: path, id: id,
 		log:      t.log,
 		caughtUp: make(chan struct{}),
-		split:    NewSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
+		split:    t.cfg.splitter(start),
 	}
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
@@ -246,6 +246,14 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 		idle := fl.t.now().Sub(lastData)
 		if fl.split.Pending() && idle >= cfg.PartialLineIdle {
 			if _, err := fl.split.Flush(sink); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return false, false, err
+			}
+		}
+		if fl.split.EventWaiting() && idle >= cfg.Multiline.Timeout {
+			if _, err := fl.split.FlushEvent(sink); err != nil {
 				if ctx.Err() != nil {
 					break
 				}

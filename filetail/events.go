@@ -293,6 +293,12 @@ func (e *events) put(b []byte) error {
 			continue
 		}
 		k := min(e.max-len(e.buf), len(b))
+		if need := len(e.buf) + k; need > cap(e.buf) {
+			// Grow by doubling, never past max: a long event costs max bytes, a short one little.
+			grown := make([]byte, len(e.buf), min(max(need, 2*cap(e.buf), 256), e.max))
+			copy(grown, e.buf)
+			e.buf = grown
+		}
 		e.buf = append(e.buf, b[:k]...)
 		b = b[k:]
 	}

@@ -303,6 +303,9 @@ func TestBadInput(t *testing.T) {
 			{"-X of the wrong type", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"-X", "batch.size=big"}, nil, []string{"batch.size"}},
 			{"unknown AGENT_ variable", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_TOPICS=x"}, []string{"AGENT_TOPICS"}},
 			{"bad enum", "brokers: [127.0.0.1:1]\ntopic: t\nstart-at: middle\n", nil, nil, []string{"start-at"}},
+			{"bad multiline pattern", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--multiline-start", "^(unclosed"}, nil, []string{"multiline-start", "missing closing )"}},
+			{"unknown multiline preset", "brokers: [127.0.0.1:1]\ntopic: t\nmultiline: ruby\n", nil, nil, []string{"multiline", "ruby"}},
+			{"multiline start and continue", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_MULTILINE_START=^a", "AGENT_MULTILINE_CONTINUE=^b"}, []string{"multiline-continue", "not both"}},
 		}
 		var failed []string
 		for i, tc := range cases {

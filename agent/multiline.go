@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
@@ -78,4 +79,31 @@ func (s *stdinFile) stop() {
 	defer s.mu.Unlock()
 	s.stopped = true
 	_ = s.f.SetReadDeadline(time.Now())
+}
+
+// pollable returns f as a file that Go's poller watches, so that a blocked Read returns at its
+// deadline, and a func that undoes it. os.Stdin is made by os.NewFile, which does not poll a
+// descriptor that is in blocking mode (a pipe's usually is): its SetReadDeadline fails, and a
+// read of an idle pipe could neither be stopped by a signal nor send a held event. So a pipe or
+// a socket is duplicated, put in non-blocking mode and made a new *os.File; anything else (a
+// regular file, whose reads do not block, or a terminal) is left as it is.
+func pollable(f *os.File) (*os.File, func()) {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 || f.SetReadDeadline(time.Time{}) == nil {
+		return f, func() {}
+	}
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return f, func() {}
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		_ = syscall.Close(fd)
+		return f, func() {}
+	}
+	nf := os.NewFile(uintptr(fd), f.Name())
+	return nf, func() {
+		// The flag belongs to the pipe, shared with the original descriptor: give it back.
+		_ = syscall.SetNonblock(fd, false)
+		_ = nf.Close()
+	}
 }

@@ -19,7 +19,9 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	if f, ok := r.(*os.File); ok {
 		// A blocked read on a pipe returns once its deadline passes: that is how a signal
 		// interrupts reading stdin (and how a held multiline event is sent when stdin is idle).
-		sf := &stdinFile{f: f}
+		pf, restore := pollable(f)
+		defer restore()
+		sf := &stdinFile{f: pf}
 		stop := context.AfterFunc(ctx, sf.stop)
 		defer stop()
 		r = sf

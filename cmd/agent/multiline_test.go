@@ -4,17 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // javaEvent is event i as a Java service logs it: an INFO line, or an ERROR line followed by a
@@ -243,5 +247,53 @@ func waitCond(t *testing.T, what string, cond func() bool, a *runningAgent) {
 			t.Fatalf("timed out waiting for %s; agent log:\n%s", what, a.log())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStdinMultilineIdleThenSignal: on a real pipe (blocking, as a shell makes it), an event held
+// while the read waits is sent once stdin is idle for the multiline timeout, and SIGTERM then
+// stops the blocked read: the agent exits without its input closing.
+func TestStdinMultilineIdleThenSignal(t *testing.T) {
+	bootstrap, topic := kafkatest.Bootstrap(t), kafkatest.NewTopic(t, 1)
+	cmd := exec.Command(agentBin, "--brokers", bootstrap, "--topic", topic, "--stdin", "--multiline", "java",
+		"--multiline-timeout", "300ms", "--log-format", "text")
+	cmd.Env = testkit.AgentEnv()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{}) // closed once the agent has exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	event := "2026-12-01 ERROR boom\n\tat a.B(B.java:1)\n\t... 2 more"
+	if _, err := io.WriteString(in, "first\n"+event+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	recs := kafkatest.Consume(t, topic, 2, 20*time.Second)
+	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != event {
+		var got []string
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+		t.Fatalf("records %q, want %q and the held event %q; stderr:\n%s", got, "first", event, tail(stderr.String()))
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the agent did not stop reading an idle stdin after SIGTERM; stderr:\n%s", tail(stderr.String()))
 	}
 }

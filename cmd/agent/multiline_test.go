@@ -250,36 +250,59 @@ func waitCond(t *testing.T, what string, cond func() bool, a *runningAgent) {
 	}
 }
 
-// TestStdinMultilineIdleThenSignal: on a real pipe (blocking, as a shell makes it), an event held
-// while the read waits is sent once stdin is idle for the multiline timeout, and SIGTERM then
-// stops the blocked read: the agent exits without its input closing.
-func TestStdinMultilineIdleThenSignal(t *testing.T) {
-	bootstrap, topic := kafkatest.Bootstrap(t), kafkatest.NewTopic(t, 1)
-	cmd := exec.Command(agentBin, "--brokers", bootstrap, "--topic", topic, "--stdin", "--multiline", "java",
-		"--multiline-timeout", "300ms", "--log-format", "text")
-	cmd.Env = testkit.AgentEnv()
-	in, err := cmd.StdinPipe()
+// pipedAgent is the agent reading a pipe (blocking, as a shell makes it) that the test writes.
+type pipedAgent struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	stderr syncBuffer
+	exited chan struct{} // closed once the agent has exited
+}
+
+func startPipedAgent(t *testing.T, args ...string) *pipedAgent {
+	t.Helper()
+	a := &pipedAgent{cmd: exec.Command(agentBin, args...), exited: make(chan struct{})}
+	a.cmd.Env = testkit.AgentEnv()
+	in, err := a.cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	a.in = in
+	a.cmd.Stderr = &a.stderr
+	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{}) // closed once the agent has exited
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { _ = a.cmd.Wait(); close(a.exited) }()
 	t.Cleanup(func() {
+		in.Close()
 		select {
-		case <-exited:
+		case <-a.exited:
 		default:
-			_ = cmd.Process.Kill()
-			<-exited
+			_ = a.cmd.Process.Kill()
+			<-a.exited
 		}
 	})
+	return a
+}
+
+// stopsOnSIGTERM fails unless the agent exits within 15 s of SIGTERM.
+func (a *pipedAgent) stopsOnSIGTERM(t *testing.T) {
+	t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the agent did not stop reading an idle stdin after SIGTERM; stderr:\n%s", tail(a.stderr.String()))
+	}
+}
+
+// TestStdinMultilineIdleThenSignal: on a real pipe, an event held while the read waits is sent
+// once stdin is idle for the multiline timeout, and SIGTERM then stops the blocked read.
+func TestStdinMultilineIdleThenSignal(t *testing.T) {
+	bootstrap, topic := kafkatest.Bootstrap(t), kafkatest.NewTopic(t, 1)
+	a := startPipedAgent(t, "--brokers", bootstrap, "--topic", topic, "--stdin", "--multiline", "java",
+		"--multiline-timeout", "300ms", "--log-format", "text")
 	event := "2026-12-01 ERROR boom\n\tat a.B(B.java:1)\n\t... 2 more"
-	if _, err := io.WriteString(in, "first\n"+event+"\n"); err != nil {
+	if _, err := io.WriteString(a.in, "first\n"+event+"\n"); err != nil {
 		t.Fatal(err)
 	}
 	recs := kafkatest.Consume(t, topic, 2, 20*time.Second)
@@ -288,12 +311,25 @@ func TestStdinMultilineIdleThenSignal(t *testing.T) {
 		for _, r := range recs {
 			got = append(got, string(r.Value))
 		}
-		t.Fatalf("records %q, want %q and the held event %q; stderr:\n%s", got, "first", event, tail(stderr.String()))
+		t.Fatalf("records %q, want %q and the held event %q; stderr:\n%s", got, "first", event, tail(a.stderr.String()))
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the agent did not stop reading an idle stdin after SIGTERM; stderr:\n%s", tail(stderr.String()))
+	a.stopsOnSIGTERM(t)
+}
+
+// TestStdinSIGTERMStopsIdleRead: SIGTERM stops an agent whose stdin pipe is open and idle (the
+// read is blocked), without multiline events: os.Stdin of a blocking pipe has no read
+// deadline, so the agent reads a polled duplicate of it.
+func TestStdinSIGTERMStopsIdleRead(t *testing.T) {
+	bootstrap, topic := kafkatest.Bootstrap(t), kafkatest.NewTopic(t, 1)
+	a := startPipedAgent(t, "--brokers", bootstrap, "--topic", topic, "--stdin", "--log-format", "text")
+	if _, err := io.WriteString(a.in, "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	if recs := kafkatest.Consume(t, topic, 1, 20*time.Second); len(recs) != 1 {
+		t.Fatalf("%d records; stderr:\n%s", len(recs), tail(a.stderr.String()))
+	}
+	a.stopsOnSIGTERM(t)
+	if !strings.Contains(a.stderr.String(), "stopped reading stdin") {
+		t.Fatalf("the agent exited without stopping its read; stderr:\n%s", tail(a.stderr.String()))
 	}
 }

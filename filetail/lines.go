@@ -11,7 +11,8 @@ import (
 )
 
 // Line is one line a Splitter hands over: of a followed file, or of the agent's stdin (where
-// offsets count from the stream's first byte).
+// offsets count from the stream's first byte). With multiline events (JoinEvents) it is one
+// event: Data holds its lines with the newlines between them, and Start..End spans them all.
 type Line struct {
 	// Data is the line without its trailing '\n' (a preceding '\r' is kept: bytes pass as they
 	// are). It is only valid during the handler call: the follower reuses its buffer, so the
@@ -22,8 +23,8 @@ type Line struct {
 	// End is the offset just past the line (after its newline, or the file size for a last line
 	// without one): the checkpoint value once this line and every line before it are acknowledged.
 	End int64
-	// Truncated is set when long-lines=truncate cut the line to MaxLineBytes; End is still past
-	// the whole line.
+	// Truncated is set when long-lines=truncate cut the line to MaxLineBytes (an event to its
+	// byte or line limit); End is still past the whole line.
 	Truncated bool
 	// Part is the 1-based index of a long-lines=split chunk (0 for a line that was not split).
 	// Parts is set on the last part only, to the number of parts; it is 0 on the earlier ones,
@@ -111,8 +112,9 @@ type Splitter struct {
 	partStart int64 // modeSplitting: file offset of buf[0]
 	part      int   // modeSplitting: parts emitted so far
 
-	// ev joins lines into events (JoinEvents); nil: every line is a record. With it, the line
-	// layer above splits long lines whatever the policy, and ev applies the policy to events.
+	// ev joins lines into events (JoinEvents); nil: every line is a record. With it, the fields
+	// above split long lines whatever the policy (so that every byte reaches ev), and ev
+	// applies the policy to whole events.
 	ev *events
 }
 

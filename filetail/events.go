@@ -71,6 +71,7 @@ const (
 var (
 	javaContinue = regexp.MustCompile(JavaContinuePattern)
 	pythonFinal  = regexp.MustCompile(PythonFinalPattern)
+	pythonHead   = []byte(PythonTracebackHead)
 )
 
 // Valid reports an error unless p is empty or one of the presets.
@@ -149,7 +150,7 @@ func (p *patternJoiner) reset()                 {}
 type pythonJoiner struct{ inTraceback bool }
 
 func (p *pythonJoiner) joins(line []byte) bool {
-	if bytes.HasPrefix(line, []byte(PythonTracebackHead)) {
+	if bytes.HasPrefix(line, pythonHead) {
 		p.inTraceback = true
 		return false
 	}

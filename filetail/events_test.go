@@ -186,3 +186,67 @@ func TestMultilineValidate(t *testing.T) {
 		}
 	}
 }
+
+// An event far over the byte limit (5 MiB of continuation lines, limit 1 MiB) costs at most the
+// limit in the event buffer and the limit plus a read in the line buffer, under every policy;
+// split sends all of it.
+func TestMultilineHugeEventBoundedMemory(t *testing.T) {
+	const limit, chunk = 1 << 20, 64 << 10
+	var b strings.Builder
+	b.WriteString("start\n")
+	for b.Len() < 5<<20 {
+		b.WriteString(" continued " + strings.Repeat("x", 500) + "\n")
+	}
+	event := b.String()
+	input := event + "next\n"
+	for _, policy := range []LongLinePolicy{LongLinesSplit, LongLinesTruncate, LongLinesDrop} {
+		t.Run(string(policy), func(t *testing.T) {
+			s := NewSplitter(limit, policy, chunk, 0)
+			s.JoinEvents(Multiline{Continue: regexp.MustCompile(`^ `), MaxLines: 1 << 20})
+			var total, records, newlineEnds int
+			sink := &funcSink{line: func(l Line) {
+				total += len(l.Data)
+				records++
+				if input[l.End-1] == '\n' {
+					newlineEnds++ // a record leaves out the newline its span ends with
+				}
+			}}
+			for rest := input; len(rest) > 0; {
+				k := copy(s.Space(), rest)
+				rest = rest[k:]
+				if err := s.Feed(k, sink); err != nil {
+					t.Fatal(err)
+				}
+				if cap(s.ev.buf) > limit || len(s.buf) > limit+chunk {
+					t.Fatalf("event buffer %d, line buffer %d: over the limit %d (+ a read)", cap(s.ev.buf), len(s.buf), limit)
+				}
+			}
+			if _, err := s.Flush(sink); err != nil {
+				t.Fatal(err)
+			}
+			switch policy {
+			case LongLinesSplit:
+				// Every byte, but the newline that ends a record's span.
+				if total+newlineEnds != len(input) || records < 6 {
+					t.Fatalf("split sent %d bytes in %d records (%d ending at a newline) of %d", total, records, newlineEnds, len(input))
+				}
+			case LongLinesTruncate:
+				if records != 2 || total != limit+len("next") {
+					t.Fatalf("truncate sent %d records of %d bytes", records, total)
+				}
+			case LongLinesDrop:
+				if records != 1 || total != len("next") || sink.dropped != 1 {
+					t.Fatalf("drop sent %d records of %d bytes, dropped %d", records, total, sink.dropped)
+				}
+			}
+		})
+	}
+}
+
+type funcSink struct {
+	line    func(Line)
+	dropped int
+}
+
+func (f *funcSink) Line(l Line) error          { f.line(l); return nil }
+func (f *funcSink) Dropped(int64, int64) error { f.dropped++; return nil }

@@ -241,9 +241,7 @@ func (e *events) nextLine() error {
 	if e.mode == modeNormal || e.mode == modeSplitting {
 		if e.partLines >= e.maxLines {
 			// Cut before this line: the held part ends with the newline before it.
-			if err := e.turnLong(); err != nil {
-				return err
-			}
+			e.turnLong()
 			if e.mode == modeSplitting {
 				if err := e.emitPart(len(e.buf), e.end); err != nil {
 					return err
@@ -258,9 +256,7 @@ func (e *events) nextLine() error {
 	e.nl = false
 	if len(e.buf) == e.max && (e.mode == modeNormal || e.mode == modeSplitting) {
 		// Full, and the newline follows: the event is long, and a part ends with the newline.
-		if err := e.turnLong(); err != nil {
-			return err
-		}
+		e.turnLong()
 		if e.mode == modeSplitting {
 			return e.emitPart(len(e.buf), e.partStart+int64(len(e.buf))+1)
 		}
@@ -277,9 +273,7 @@ func (e *events) put(b []byte) error {
 		}
 		if len(e.buf) == e.max {
 			// Full, and a byte follows.
-			if err := e.turnLong(); err != nil {
-				return err
-			}
+			e.turnLong()
 			if e.mode == modeSplitting {
 				// A full part ending with the newline between two lines leaves it out.
 				data := len(e.buf)
@@ -307,9 +301,9 @@ func (e *events) put(b []byte) error {
 }
 
 // turnLong applies the policy to the held event, found longer than a limit.
-func (e *events) turnLong() error {
+func (e *events) turnLong() {
 	if e.mode != modeNormal {
-		return nil
+		return
 	}
 	switch e.policy {
 	case LongLinesTruncate:
@@ -320,7 +314,6 @@ func (e *events) turnLong() error {
 	default:
 		e.mode, e.part = modeSplitting, 0
 	}
-	return nil
 }
 
 // emitPart hands over buf[:data] as an earlier part of a split event, ending at end, and empties

@@ -48,6 +48,12 @@ type Config struct {
 	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename), and a tenth of it is the soonest a file is saved again once every line read from it is acknowledged; after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
 	ShutdownTimeout    time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
 
+	Multiline         string        `koanf:"multiline" doc:"join the lines of a stack trace into one record: java or python (see Multiline events); empty: off, unless multiline-start or multiline-continue is set"`
+	MultilineStart    string        `koanf:"multiline-start" doc:"regular expression (Go syntax): a line that matches starts an event, and the lines after it that do not are appended to it with their newlines"`
+	MultilineContinue string        `koanf:"multiline-continue" doc:"regular expression (Go syntax): a line that matches is appended to the event before it, with its newline (set this or multiline-start)"`
+	MultilineTimeout  time.Duration `koanf:"multiline-timeout" doc:"a pending event is sent once its file (or stdin) has not grown for this long: its next line could still have continued it"`
+	MultilineMaxLines int           `koanf:"multiline-max-lines" doc:"most lines of one event: a longer event, like one longer than max-line-bytes, goes by long-lines (truncated, split into parts or dropped whole)"`
+
 	HeaderPath  string `koanf:"header-path" doc:"name of the record header carrying the source file path; empty: none"`
 	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
 	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
@@ -130,6 +136,10 @@ func DefaultConfig() Config {
 		// Encodings and timestamps.
 		Format:          FormatRaw,
 		TimestampLayout: "rfc3339",
+
+		// Multiline events (off unless a preset or a pattern is set).
+		MultilineTimeout:  filetail.DefaultMultilineTimeout,
+		MultilineMaxLines: filetail.DefaultMultilineMaxLines,
 	}
 }
 
@@ -196,6 +206,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive, got %v", c.ShutdownTimeout)
 	}
+	c.validateMultiline(bad)
 	if r := c.TraceSampleRatio; r != -1 && (r < 0 || r > 1) {
 		bad("trace-sample-ratio", "must be between 0 and 1 (or -1 for the OTEL_TRACES_SAMPLER environment), got %v", r)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -19,9 +18,13 @@ import (
 func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	if f, ok := r.(*os.File); ok {
 		// A blocked read on a pipe returns once its deadline passes: that is how a signal
-		// interrupts reading stdin.
-		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Now()) })
+		// interrupts reading stdin (and how a held multiline event is sent when stdin is idle).
+		pf, restore := pollable(f)
+		defer restore()
+		sf := &stdinFile{f: pf}
+		stop := context.AfterFunc(ctx, sf.stop)
 		defer stop()
+		r = sf
 	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
@@ -48,7 +51,9 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 // readStdin splits r into lines under the long-line policy, handing each to sink, until r ends
 // (nil) or fails, or sink fails (sendLine: the run's context ended).
 func (a *Agent) readStdin(r io.Reader, sink filetail.LineSink) error {
-	return filetail.NewSplitter(a.cfg.EffectiveMaxLineBytes(), filetail.LongLinePolicy(a.cfg.LongLines), stdinChunk, 0).ReadLines(r, sink)
+	s := filetail.NewSplitter(a.cfg.EffectiveMaxLineBytes(), filetail.LongLinePolicy(a.cfg.LongLines), stdinChunk, 0)
+	s.JoinEvents(a.cfg.multilineRule())
+	return s.ReadLines(r, sink)
 }
 
 // stdinChunk is the size of one read of stdin.

@@ -57,6 +57,7 @@ func (a *Agent) tailerConfig() filetail.Config {
 		PartialLineIdle:    a.cfg.PartialLineIdle,
 		CheckpointInterval: a.cfg.CheckpointInterval,
 		StateDir:           a.cfg.StateDir,
+		Multiline:          a.cfg.multilineRule(),
 	}
 }
 

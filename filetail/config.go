@@ -102,6 +102,8 @@ type Config struct {
 	FingerprintBytes int
 	// ReadBufferBytes is the size of one read.
 	ReadBufferBytes int
+	// Multiline joins lines into events (one record each); the zero value joins nothing.
+	Multiline Multiline
 
 	// Initial, when UseInitial is set, replaces the checkpoints of the state directory's file:
 	// the exactly-once mode's positions read back from its state topic.
@@ -131,6 +133,14 @@ func (c *Config) setDefaults() {
 	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, DefaultCheckpointInterval)
 	c.FingerprintBytes = cmp.Or(c.FingerprintBytes, DefaultFingerprintBytes)
 	c.ReadBufferBytes = cmp.Or(c.ReadBufferBytes, DefaultReadBufferBytes)
+	c.Multiline.setDefaults()
+}
+
+// splitter is a follower's Splitter, from offset start.
+func (c *Config) splitter(start int64) *Splitter {
+	s := NewSplitter(c.MaxLineBytes, c.LongLines, c.ReadBufferBytes, start)
+	s.JoinEvents(c.Multiline)
+	return s
 }
 
 func (c *Config) validate() error {
@@ -169,6 +179,9 @@ func (c *Config) validate() error {
 	}
 	if c.ReadBufferBytes < 1 {
 		errs = append(errs, fmt.Errorf("agent: read buffer bytes must be positive, got %d", c.ReadBufferBytes))
+	}
+	if err := c.Multiline.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -43,7 +43,8 @@
 //
 // A file's checkpoint only ever moves past lines that were acknowledged, and every line before
 // them: the committed offset is the end of the longest prefix of tracked lines all acknowledged
-// (File.Committed). A failed line pins it there for as long as its File lives, so a restart sends
+// (File.Committed). A multiline event is one record spanning its lines, tracked when it is handed
+// over: the checkpoint is never inside a (whole) event. A failed line pins it there for as long as its File lives, so a restart sends
 // that line again rather than skip it. Lines acknowledged after the last save are sent again
 // after a crash (at least once); nothing read is lost.
 package filetail

@@ -57,7 +57,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 		log:      t.log,
 		caughtUp: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
-		split:    NewSplitter(t.cfg.MaxLineBytes, t.cfg.LongLines, t.cfg.ReadBufferBytes, start),
+		split:    t.cfg.splitter(start),
 	}
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
@@ -251,6 +251,14 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 		idle := fl.t.now().Sub(lastData)
 		if fl.split.Pending() && idle >= cfg.PartialLineIdle {
 			if _, err := fl.split.Flush(sink); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return false, false, err
+			}
+		}
+		if fl.split.EventWaiting() && idle >= cfg.Multiline.Timeout {
+			if _, err := fl.split.FlushEvent(sink); err != nil {
 				if ctx.Err() != nil {
 					break
 				}

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync/atomic"
+	"time"
 )
 
 // Line is one line a Splitter hands over: of a followed file, or of the agent's stdin (where
-// offsets count from the stream's first byte).
+// offsets count from the stream's first byte). With multiline events (JoinEvents) it is one
+// event: Data holds its lines with the newlines between them, and Start..End spans them all.
 type Line struct {
 	// Data is the line without its trailing '\n' (a preceding '\r' is kept: bytes pass as they
 	// are). It is only valid during the handler call: the follower reuses its buffer, so the
@@ -20,8 +23,8 @@ type Line struct {
 	// End is the offset just past the line (after its newline, or the file size for a last line
 	// without one): the checkpoint value once this line and every line before it are acknowledged.
 	End int64
-	// Truncated is set when long-lines=truncate cut the line to MaxLineBytes; End is still past
-	// the whole line.
+	// Truncated is set when long-lines=truncate cut the line to MaxLineBytes (an event to its
+	// byte or line limit); End is still past the whole line.
 	Truncated bool
 	// Part is the 1-based index of a long-lines=split chunk (0 for a line that was not split).
 	// Parts is set on the last part only, to the number of parts; it is 0 on the earlier ones,
@@ -108,6 +111,11 @@ type Splitter struct {
 	lineStart int64 // file offset of the current line's first byte
 	partStart int64 // modeSplitting: file offset of buf[0]
 	part      int   // modeSplitting: parts emitted so far
+
+	// ev joins lines into events (JoinEvents); nil: every line is a record. With it, the fields
+	// above split long lines whatever the policy (so that every byte reaches ev), and ev
+	// applies the policy to whole events.
+	ev *events
 }
 
 // NewSplitter returns a splitter of lines of at most maxLine bytes (longer ones go by policy)
@@ -118,11 +126,45 @@ func NewSplitter(maxLine int, policy LongLinePolicy, chunk int, off int64) *Spli
 	return s
 }
 
+// JoinEvents makes s join lines into events by m (nothing changes if m is not Enabled). Call it
+// before the first Feed.
+func (s *Splitter) JoinEvents(m Multiline) {
+	if !m.Enabled() {
+		return
+	}
+	m.setDefaults()
+	s.ev = newEvents(&m, s.max, s.policy)
+	s.policy = LongLinesSplit // every byte of a long line reaches the event
+}
+
+// readDeadliner is a reader whose blocked Read can be made to return (an *os.File on a pipe).
+type readDeadliner interface {
+	SetReadDeadline(t time.Time) error
+}
+
 // ReadLines reads r to its end, handing every line to sink; a last line without a newline is
 // handed over at io.EOF. It returns the sink's error, or r's (never io.EOF): after a read error
 // a started line is not handed over.
+//
+// When events are joined and r has SetReadDeadline (a pipe), a held event is handed over once r
+// has been idle for the multiline timeout: each read while an event waits has that deadline, and
+// one that passes hands the event over and reads on. A deadline that someone else set (to stop
+// the read) makes the read after that fail too, and ReadLines returns its error.
 func (s *Splitter) ReadLines(r io.Reader, sink LineSink) error {
+	dl, _ := r.(readDeadliner)
+	armed := false // the current read has the idle deadline
 	for {
+		if dl != nil && s.ev != nil && s.ev.timeout > 0 {
+			switch {
+			case s.EventWaiting():
+				armed = dl.SetReadDeadline(time.Now().Add(s.ev.timeout)) == nil
+			case armed:
+				armed = false
+				if err := dl.SetReadDeadline(time.Time{}); err != nil {
+					return err
+				}
+			}
+		}
 		k, err := r.Read(s.Space())
 		if k > 0 {
 			if herr := s.Feed(k, sink); herr != nil {
@@ -132,6 +174,12 @@ func (s *Splitter) ReadLines(r io.Reader, sink LineSink) error {
 		if errors.Is(err, io.EOF) {
 			_, err = s.Flush(sink)
 			return err
+		}
+		if armed && errors.Is(err, os.ErrDeadlineExceeded) {
+			if _, err := s.FlushEvent(sink); err != nil {
+				return err
+			}
+			continue
 		}
 		if err != nil {
 			return err
@@ -143,6 +191,9 @@ func (s *Splitter) ReadLines(r io.Reader, sink LineSink) error {
 func (s *Splitter) Reset(off int64) {
 	s.n, s.mode, s.part = 0, modeNormal, 0
 	s.off, s.lineStart, s.partStart = off, off, off
+	if s.ev != nil {
+		s.ev.reset()
+	}
 	// Start small; grow only while a long partial line needs it, and give the memory back after.
 	if size := s.chunk + min(s.max, s.chunk); len(s.buf) != size {
 		s.buf = make([]byte, size)
@@ -162,8 +213,27 @@ func (s *Splitter) Space() []byte {
 // Pending reports whether a line has started but not ended (no newline yet).
 func (s *Splitter) Pending() bool { return s.n > 0 || s.mode != modeNormal }
 
+// EventWaiting reports whether an event of whole lines is held, waiting for the line after it
+// (which decides whether it continues), and no line has started after it: FlushEvent would
+// hand it over.
+func (s *Splitter) EventWaiting() bool { return s.ev != nil && s.ev.held && !s.Pending() }
+
+// FlushEvent hands over the event EventWaiting reports, and reports whether there was one: the
+// source has been idle for the multiline timeout. A started line is left for Flush, which hands
+// it over with the event it belongs to.
+func (s *Splitter) FlushEvent(sink LineSink) (bool, error) {
+	if !s.EventWaiting() {
+		return false, nil
+	}
+	s.ev.out = sink
+	return true, s.ev.emit()
+}
+
 // Feed consumes k bytes just read into Space(), handing over every line they complete.
 func (s *Splitter) Feed(k int, sink LineSink) error {
+	if s.ev != nil {
+		s.ev.out, sink = sink, s.ev
+	}
 	n0 := s.n
 	s.n += k
 	// base maps a buf index at or after n0 (the new bytes, where every newline is: the held bytes
@@ -289,8 +359,22 @@ func (s *Splitter) endLine(begin, nl int, end int64, sink LineSink) error {
 
 // Flush hands over a started line that has no newline (yet) as if it ended at the bytes read so
 // far, and continues after it: if the file grows later, what follows is a new line, and nothing
-// is sent twice. It reports whether there was anything to flush.
+// is sent twice. A held event is handed over too, with that line if it continues it. It reports
+// whether there was anything to flush.
 func (s *Splitter) Flush(sink LineSink) (bool, error) {
+	if s.ev != nil {
+		s.ev.out = sink
+		held := s.ev.held
+		line, err := s.flushLine(s.ev) // the started line joins the event, or begins one
+		if err != nil {
+			return true, err
+		}
+		return held || line, s.ev.emit()
+	}
+	return s.flushLine(sink)
+}
+
+func (s *Splitter) flushLine(sink LineSink) (bool, error) {
 	if !s.Pending() {
 		return false, nil
 	}
@@ -319,5 +403,8 @@ func (s *Splitter) Flush(sink LineSink) (bool, error) {
 func (s *Splitter) Shrink() {
 	if size := s.chunk + min(s.max, s.chunk); s.n == 0 && len(s.buf) > size {
 		s.buf = make([]byte, size)
+	}
+	if s.ev != nil && !s.ev.held && cap(s.ev.buf) > s.chunk {
+		s.ev.buf = nil
 	}
 }

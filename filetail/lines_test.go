@@ -19,6 +19,15 @@ var errStop = errors.New("stop")
 
 func (c *collectSink) Line(l Line) error {
 	c.maxSeen = max(c.maxSeen, len(l.Data))
+	c.got = append(c.got, c.format(l))
+	if c.failAt > 0 && len(c.got) == c.failAt {
+		return errStop
+	}
+	return nil
+}
+
+// format is how a line is recorded.
+func (*collectSink) format(l Line) string {
 	s := fmt.Sprintf("%q %d-%d", l.Data, l.Start, l.End)
 	if l.Truncated {
 		s += " trunc"
@@ -26,11 +35,7 @@ func (c *collectSink) Line(l Line) error {
 	if l.Part > 0 {
 		s += fmt.Sprintf(" part %d/%d", l.Part, l.Parts)
 	}
-	c.got = append(c.got, s)
-	if c.failAt > 0 && len(c.got) == c.failAt {
-		return errStop
-	}
-	return nil
+	return s
 }
 
 func (c *collectSink) Dropped(start, end int64) error {

@@ -310,6 +310,9 @@ func TestBadInput(t *testing.T) {
 			{"bad --format flag", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--format", "ecs"}, nil, []string{"format", "raw, json or json-merge"}},
 			{"bad timestamp layout", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--timestamp-field", "ts", "--timestamp-layout", "rfc3399"}, nil, []string{"timestamp-layout", "rfc3399"}},
 			{"timestamp layout without a year", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_TIMESTAMP_LAYOUT=15:04:05"}, []string{"timestamp-layout", "no year"}},
+			{"bad multiline pattern", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--multiline-start", "^(unclosed"}, nil, []string{"multiline-start", "missing closing )"}},
+			{"unknown multiline preset", "brokers: [127.0.0.1:1]\ntopic: t\nmultiline: ruby\n", nil, nil, []string{"multiline", "ruby"}},
+			{"multiline start and continue", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_MULTILINE_START=^a", "AGENT_MULTILINE_CONTINUE=^b"}, []string{"multiline-continue", "not both"}},
 		}
 		var failed []string
 		for i, tc := range cases {

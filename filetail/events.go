@@ -1,0 +1,346 @@
+package filetail
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Multiline is how a Splitter joins lines into events (Config.Multiline): a Java stack trace or
+// a Python traceback becomes one record. The zero value joins nothing: every line is a record.
+//
+// An event is a span of whole lines, [Line.Start, Line.End): its Data is those bytes as they are
+// in the source, less the newline that ends the span. The long-line policy applies to the whole
+// event: an event longer than the byte limit, or of more than MaxLines lines, is truncated (to
+// its first MaxLines lines and at most the byte limit; Truncated is set and End is past the whole
+// event), split into parts (each within both limits; a part cut at a line's end leaves its
+// newline out, as every record does) or dropped whole.
+type Multiline struct {
+	// Preset is a built-in rule: MultilineJava or MultilinePython; empty for none.
+	Preset MultilinePreset
+	// Start: a line that matches starts an event, and every other line continues the event
+	// before it.
+	Start *regexp.Regexp
+	// Continue: a line that matches continues the event before it, and every other line starts
+	// an event. At most one of Preset, Start and Continue is set.
+	Continue *regexp.Regexp
+	// MaxLines is the most lines an event holds whole (default DefaultMultilineMaxLines).
+	MaxLines int
+	// Timeout is how long a held event waits for its next line once the source has stopped
+	// growing (default DefaultMultilineTimeout): the last event of a burst is not held back until
+	// the next one.
+	Timeout time.Duration
+}
+
+// The multiline defaults.
+const (
+	DefaultMultilineMaxLines = 500
+	DefaultMultilineTimeout  = time.Second
+)
+
+// MultilinePreset names a built-in multiline rule.
+type MultilinePreset string
+
+// The presets.
+const (
+	// MultilineJava: a line matching JavaContinuePattern continues the event before it.
+	MultilineJava MultilinePreset = "java"
+	// MultilinePython: a line beginning with PythonTracebackHead starts a traceback; in it,
+	// every indented line continues the event, and so does the first line that is not indented
+	// if it matches PythonFinalPattern (the exception), which ends the traceback. Outside a
+	// traceback every line is an event.
+	MultilinePython MultilinePreset = "python"
+)
+
+// The presets' patterns, documented in the README.
+const (
+	// JavaContinuePattern matches the lines of a Java stack trace after its first: an indented
+	// "at ..." frame, "... N more" and logback's "... N common frames omitted", "Caused by: ..."
+	// and an indented "Suppressed: ...".
+	JavaContinuePattern = `^(?:\s+at\s|\s*\.\.\. \d+ (?:more|common frames omitted)|\s*Caused by:|\s+Suppressed:)`
+	// PythonTracebackHead begins a Python traceback.
+	PythonTracebackHead = "Traceback (most recent call last):"
+	// PythonFinalPattern matches a traceback's last line: the exception's name (dotted), with or
+	// without ": message" (ValueError: bad, KeyboardInterrupt, requests.exceptions.HTTPError: 500).
+	PythonFinalPattern = `^[A-Za-z_][\w.]*(?::.*)?\r?$`
+)
+
+var (
+	javaContinue = regexp.MustCompile(JavaContinuePattern)
+	pythonFinal  = regexp.MustCompile(PythonFinalPattern)
+	pythonHead   = []byte(PythonTracebackHead)
+)
+
+// Valid reports an error unless p is empty or one of the presets.
+func (p MultilinePreset) Valid() error {
+	switch p {
+	case "", MultilineJava, MultilinePython:
+		return nil
+	}
+	return fmt.Errorf("must be %s or %s, got %q", MultilineJava, MultilinePython, string(p))
+}
+
+// Enabled reports whether m joins lines at all.
+func (m *Multiline) Enabled() bool { return m.Preset != "" || m.Start != nil || m.Continue != nil }
+
+func (m *Multiline) setDefaults() {
+	if m.Enabled() {
+		m.MaxLines = cmp.Or(m.MaxLines, DefaultMultilineMaxLines)
+		m.Timeout = cmp.Or(m.Timeout, DefaultMultilineTimeout)
+	}
+}
+
+func (m *Multiline) validate() error {
+	var errs []error
+	if err := m.Preset.Valid(); err != nil {
+		errs = append(errs, fmt.Errorf("agent: multiline %w", err))
+	}
+	set := 0
+	for _, on := range []bool{m.Preset != "", m.Start != nil, m.Continue != nil} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		errs = append(errs, errors.New("agent: multiline: set one of a preset, a start pattern and a continue pattern"))
+	}
+	if m.MaxLines < 0 || m.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("agent: multiline max lines (%d) and timeout (%v) must not be negative", m.MaxLines, m.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// joiner decides, line by line, where events begin.
+type joiner interface {
+	// joins reports whether line (its first bytes, if it is longer than the byte limit)
+	// continues the event before it. It is asked about every line, also the first of a stream
+	// (whose answer does not matter), so that a rule with state sees them all.
+	joins(line []byte) bool
+	// reset forgets the state: the stream starts again.
+	reset()
+}
+
+func (m *Multiline) joiner() joiner {
+	switch {
+	case m.Start != nil:
+		return &patternJoiner{re: m.Start, starts: true}
+	case m.Continue != nil:
+		return &patternJoiner{re: m.Continue}
+	case m.Preset == MultilineJava:
+		return &patternJoiner{re: javaContinue}
+	case m.Preset == MultilinePython:
+		return &pythonJoiner{}
+	}
+	return nil
+}
+
+// patternJoiner: a line that matches starts an event (starts) or continues one.
+type patternJoiner struct {
+	re     *regexp.Regexp
+	starts bool
+}
+
+func (p *patternJoiner) joins(line []byte) bool { return p.re.Match(line) != p.starts }
+func (p *patternJoiner) reset()                 {}
+
+// pythonJoiner is MultilinePython.
+type pythonJoiner struct{ inTraceback bool }
+
+func (p *pythonJoiner) joins(line []byte) bool {
+	if bytes.HasPrefix(line, pythonHead) {
+		p.inTraceback = true
+		return false
+	}
+	if !p.inTraceback {
+		return false
+	}
+	if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+		return true // a frame, or its source line
+	}
+	p.inTraceback = false
+	return pythonFinal.Match(line)
+}
+
+func (p *pythonJoiner) reset() { p.inTraceback = false }
+
+// events is a Splitter's event assembler: the line layer below it cuts whole lines (a line longer
+// than the limit in parts, so that every byte reaches it and memory stays bounded), and it joins
+// them into events and applies the long-line policy to each event. It holds at most max bytes of
+// one event.
+type events struct {
+	max, maxLines int
+	policy        LongLinePolicy
+	timeout       time.Duration
+	rule          joiner
+	out           LineSink // the sink of the Feed or Flush call in progress
+
+	buf       []byte    // the held event's bytes (the current part's when splitting); at most max
+	held      bool      // an event has started and was not handed over
+	mode      splitMode // modeNormal, modeSplitting (parts handed over), modeTruncating, modeDropping
+	start     int64     // offset of the event's first byte
+	partStart int64     // offset of buf[0]
+	end       int64     // offset just past the event's last line so far (its newline)
+	nl        bool      // that line ended with a newline: a separator goes before the next line
+	partLines int       // lines begun in the held part (modeNormal, modeSplitting)
+	part      int       // parts handed over (modeSplitting)
+	midLine   bool      // the last Line was an earlier part of a long line: the next one continues it
+}
+
+func newEvents(m *Multiline, maxLine int, policy LongLinePolicy) *events {
+	return &events{
+		max: maxLine, maxLines: max(m.MaxLines, 1), policy: policy, timeout: m.Timeout,
+		rule: m.joiner(),
+	}
+}
+
+func (e *events) reset() {
+	e.held, e.midLine, e.mode = false, false, modeNormal
+	e.buf = e.buf[:0]
+	e.rule.reset()
+}
+
+// Line takes a line (or a part of a long one) from the line layer.
+func (e *events) Line(l Line) error {
+	newline := l.End > l.Start+int64(len(l.Data)) // the line layer splits: it never truncates
+	rest := e.midLine
+	e.midLine = l.Part > 0 && l.Parts == 0
+	if !rest {
+		joins := e.rule.joins(l.Data)
+		if !e.held || !joins {
+			if err := e.emit(); err != nil {
+				return err
+			}
+			e.begin(l.Start)
+		} else if err := e.nextLine(); err != nil {
+			return err
+		}
+		e.partLines++
+	}
+	if err := e.put(l.Data); err != nil {
+		return err
+	}
+	e.end, e.nl = l.End, newline
+	return nil
+}
+
+// Dropped passes a drop on; the line layer below splits, so it does not drop.
+func (e *events) Dropped(start, end int64) error { return e.out.Dropped(start, end) }
+
+func (e *events) begin(off int64) {
+	e.held, e.mode, e.part, e.partLines, e.nl = true, modeNormal, 0, 0, false
+	e.start, e.partStart, e.end = off, off, off
+	e.buf = e.buf[:0]
+}
+
+// nextLine makes room for a line that continues the held event: the line limit first, then the
+// newline between the two lines.
+func (e *events) nextLine() error {
+	if e.mode == modeNormal || e.mode == modeSplitting {
+		if e.partLines >= e.maxLines {
+			// Cut before this line: the held part ends with the newline before it.
+			e.turnLong()
+			if e.mode == modeSplitting {
+				if err := e.emitPart(len(e.buf), e.end); err != nil {
+					return err
+				}
+				e.nl = false
+			}
+		}
+	}
+	if !e.nl {
+		return nil
+	}
+	e.nl = false
+	if len(e.buf) == e.max && (e.mode == modeNormal || e.mode == modeSplitting) {
+		// Full, and the newline follows: the event is long, and a part ends with the newline.
+		e.turnLong()
+		if e.mode == modeSplitting {
+			return e.emitPart(len(e.buf), e.partStart+int64(len(e.buf))+1)
+		}
+		return nil
+	}
+	return e.put([]byte{'\n'})
+}
+
+// put appends bytes of the held event, applying the policy once they pass the limit.
+func (e *events) put(b []byte) error {
+	for len(b) > 0 {
+		if e.mode == modeTruncating || e.mode == modeDropping {
+			return nil
+		}
+		if len(e.buf) == e.max {
+			// Full, and a byte follows.
+			e.turnLong()
+			if e.mode == modeSplitting {
+				// A full part ending with the newline between two lines leaves it out.
+				data := len(e.buf)
+				if e.buf[data-1] == '\n' {
+					data--
+				}
+				if err := e.emitPart(data, e.partStart+int64(len(e.buf))); err != nil {
+					return err
+				}
+				e.partLines = 1
+			}
+			continue
+		}
+		k := min(e.max-len(e.buf), len(b))
+		if need := len(e.buf) + k; need > cap(e.buf) {
+			// Grow by doubling, never past max: a long event costs max bytes, a short one little.
+			grown := make([]byte, len(e.buf), min(max(need, 2*cap(e.buf), 256), e.max))
+			copy(grown, e.buf)
+			e.buf = grown
+		}
+		e.buf = append(e.buf, b[:k]...)
+		b = b[k:]
+	}
+	return nil
+}
+
+// turnLong applies the policy to the held event, found longer than a limit.
+func (e *events) turnLong() {
+	if e.mode != modeNormal {
+		return
+	}
+	switch e.policy {
+	case LongLinesTruncate:
+		e.mode = modeTruncating
+	case LongLinesDrop:
+		e.mode = modeDropping
+		e.buf = e.buf[:0]
+	default:
+		e.mode, e.part = modeSplitting, 0
+	}
+}
+
+// emitPart hands over buf[:data] as an earlier part of a split event, ending at end, and empties
+// the buffer: the next part begins at end.
+func (e *events) emitPart(data int, end int64) error {
+	e.part++
+	l := Line{Data: e.buf[:data], Start: e.partStart, End: end, Part: e.part}
+	e.partStart, e.partLines = end, 0
+	err := e.out.Line(l)
+	e.buf = e.buf[:0]
+	return err
+}
+
+// emit hands over the held event, if any.
+func (e *events) emit() error {
+	if !e.held {
+		return nil
+	}
+	e.held = false
+	switch e.mode {
+	case modeDropping:
+		return e.out.Dropped(e.start, e.end)
+	case modeTruncating:
+		return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Truncated: true})
+	case modeSplitting:
+		e.part++
+		return e.out.Line(Line{Data: e.buf, Start: e.partStart, End: e.end, Part: e.part, Parts: e.part})
+	}
+	return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end})
+}

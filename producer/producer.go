@@ -512,6 +512,26 @@ func (p *Producer) PartitionsFor(ctx context.Context, topic string) (int, error)
 	return n, nil
 }
 
+// AwaitCluster fetches metadata for the topics already in use (none at start: a request for no
+// topic, which names the brokers and creates nothing), which connects to a broker, for at most
+// max.block.ms and never past ctx. It is for a caller that does not know its topics yet but
+// wants to know the cluster answers: NetworkClient's metadata update with an empty topic list
+// (MetadataRequest.Builder with no topics, not allTopics), forced now.
+func (p *Producer) AwaitCluster(ctx context.Context) error {
+	select {
+	case <-p.closing:
+		return ErrProducerClosed
+	default:
+	}
+	version := p.meta.RequestUpdate()
+	p.client.Wakeup()
+	err := p.meta.AwaitUpdate(ctx, version, p.clock().Add(p.maxBlock))
+	if errors.Is(err, metadata.ErrAwaitTimeout) {
+		return fmt.Errorf("no metadata from the cluster after %d ms (max.block.ms): %w", p.maxBlock.Milliseconds(), err)
+	}
+	return err
+}
+
 // Flush makes every buffered record sendable at once and waits until each has completed
 // (acknowledged or failed), or ctx ends.
 func (p *Producer) Flush(ctx context.Context) error {

@@ -140,6 +140,10 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	if !st.Ready || st.Info.Topic != topic || st.Info.Mode != "tail" || !strings.Contains(st.Info.Sampling, "100% of records") {
 		t.Errorf("/api/status: %+v", st)
 	}
+	// A plain --topic: one row, every line read is sent to it.
+	if r := st.Routing; len(r.Topics) != 1 || r.Topics[0].Topic != topic || r.Topics[0].LinesSent < r.Topics[0].LinesAcked || r.Topics[0].LinesAcked < 100 || r.Unrouted != nil {
+		t.Errorf("routing in /api/status: %+v", r)
+	}
 
 	var tb statuspage.TracesBody
 	waitFor(t, 30*time.Second, "a trace with six stages in /api/traces", logTail, func() bool {

@@ -191,6 +191,12 @@ const (
 	MetricAgentLinesSplit     = "kafkatrail.agent.lines.split"     // counter {line}: long lines sent as several records
 	MetricAgentLinesDropped   = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
 	MetricAgentFilesWatched   = "kafkatrail.agent.files.watched"   // gauge {file}: files being tailed
+
+	// Agent: per topic (messaging.destination.name), as --topic (a template) routes lines.
+	MetricAgentLinesSent     = "kafkatrail.agent.lines.sent"     // counter {line}: lines routed to the topic and handed to the producer
+	MetricAgentLinesAcked    = "kafkatrail.agent.lines.acked"    // counter {line}: lines Kafka acknowledged
+	MetricAgentLinesFailed   = "kafkatrail.agent.lines.failed"   // counter {line}: lines whose delivery failed
+	MetricAgentLinesUnrouted = "kafkatrail.agent.lines.unrouted" // counter {line}, kafkatrail.reason: lines the topic template gave no topic of their own (sent to --fallback-topic, or failed)
 )
 
 // MetricDesc describes one metric: what the README lists and what the metric tests check.
@@ -237,4 +243,8 @@ var Metrics = []MetricDesc{
 	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath}, "long lines sent as several records"},
 	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrDropReason}, "lines not sent"},
 	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
+	{MetricAgentLinesSent, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines routed to the topic and handed to the producer"},
+	{MetricAgentLinesAcked, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines Kafka acknowledged"},
+	{MetricAgentLinesFailed, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines whose delivery failed"},
+	{MetricAgentLinesUnrouted, "counter", "{line}", []string{AttrDropReason}, "lines the --topic template gave no topic of their own (reason: missing, illegal_name, max_topics); they went to --fallback-topic, or failed"},
 }

@@ -317,3 +317,67 @@ func BenchmarkRecordBuilder(b *testing.B) {
 		})
 	}
 }
+
+// --header is one header per flag (a value may hold commas); the file takes a list and
+// AGENT_HEADER a comma-separated list.
+func TestLoadHeaders(t *testing.T) {
+	c, err := load(t, []string{"--brokers", "127.0.0.1:9092", "--topic", "logs-{service}", "--header", "tags=a,b", "--header", "svc={service}", "--max-topics", "7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.Header) != "[tags=a,b svc={service}]" || c.MaxTopics != 7 {
+		t.Errorf("headers %q, max-topics %d", c.Header, c.MaxTopics)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, "brokers: [127.0.0.1:9092]\ntopic: t\nheader: [\"env=prod\", \"svc={service}\"]\nfallback-topic: other\n")
+	c, err = load(t, []string{"--config", file}, nil)
+	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.FallbackTopic != "other" {
+		t.Errorf("from the file: %q, %q, %v", c.Header, c.FallbackTopic, err)
+	}
+	c, err = load(t, nil, []string{"AGENT_BROKERS=127.0.0.1:9092", "AGENT_TOPIC=t", "AGENT_HEADER=env=prod,svc={service}", "AGENT_PARSE_REGEX=(?P<x>a)"})
+	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.ParseRegex != "(?P<x>a)" {
+		t.Errorf("from the environment: %q, %q, %v", c.Header, c.ParseRegex, err)
+	}
+	if d := DefaultConfig(); d.MaxTopics != 100 || d.FallbackTopic != "" {
+		t.Errorf("defaults: max-topics %d, fallback-topic %q", d.MaxTopics, d.FallbackTopic)
+	}
+}
+
+// FuzzTemplate compiles a template and expands it against a line: parsing never panics, an
+// error is a ConfigError naming the key, and a compiled template expands any line without
+// panicking to a value that starts with its first literal, or reports the part it lacks.
+func FuzzTemplate(f *testing.F) {
+	for _, s := range []string{"logs-{service}", "{a.b.c}-{level}", "{host}.{file.name}.{file.dir}", "x{", "}", "{}", "{{a}}", "{file.x}", "a{ b }", "plain"} {
+		f.Add(s, `{"service":"api","a":{"b":{"c":1}}}`, "/var/log/x/app.log")
+	}
+	f.Add("{level}", "ERROR x", "")
+	re := regexp.MustCompile(`^(?P<level>[A-Z]+)`)
+	f.Fuzz(func(t *testing.T, text, line, path string) {
+		tm, err := parseTemplate("topic", text, re)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != "topic" {
+				t.Fatalf("error %v is not a ConfigError on topic", err)
+			}
+			return
+		}
+		var fields lineFields
+		fields.reset([]byte(line))
+		var s lineSource
+		s.reset([]byte(line), path, &fields)
+		s.host, s.re = []byte("h"), re
+		out, missing := tm.expand(nil, &s)
+		if missing != "" {
+			if len(out) != 0 {
+				t.Fatalf("a missing part left %q", out)
+			}
+			return
+		}
+		if len(tm.parts) > 0 && tm.parts[0].kind == partLiteral && !strings.HasPrefix(string(out), tm.parts[0].text) {
+			t.Fatalf("%q expanded to %q", text, out)
+		}
+		_ = topicNameProblem(out)
+	})
+}

@@ -42,7 +42,7 @@ type Config struct {
 	// Routing and headers (agent/route.go, agent/template.go).
 	ParseRegex    string   `koanf:"parse-regex" doc:"regular expression matched against each line; its named groups, (?P<name>...), are {name} in --topic and --header templates"`
 	FallbackTopic string   `koanf:"fallback-topic" doc:"with a --topic template: topic of the lines it cannot route (a part missing from the line, an illegal topic name, a topic beyond --max-topics); empty: such a line fails alone, counted"`
-	MaxTopics     int      `koanf:"max-topics" doc:"with a --topic template: the most distinct topics it may route lines to (the fallback topic not counted); the lines of any further topic go to --fallback-topic, or fail"`
+	MaxTopics     int      `koanf:"max-topics" doc:"with a --topic template: the most distinct topics it may route lines to, at most 10000 (the fallback topic not counted); the lines of any further topic go to --fallback-topic, or fail"`
 	Header        []string `koanf:"header" doc:"record header KEY=VALUE, VALUE a template like --topic's (a header whose value the line lacks is omitted); repeat for more"`
 
 	StateDir           string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`

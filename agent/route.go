@@ -71,8 +71,8 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 			rt.re = re
 		}
 	}
-	if c.MaxTopics < 1 {
-		bad("max-topics", "must be at least 1, got %d", c.MaxTopics)
+	if c.MaxTopics < 1 || c.MaxTopics > maxMaxTopics {
+		bad("max-topics", "must be from 1 to %d, got %d", maxMaxTopics, c.MaxTopics)
 	}
 	if c.FallbackTopic != "" {
 		if isTemplate(c.FallbackTopic) {
@@ -128,6 +128,11 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 	}
 	return rt, nil
 }
+
+// maxMaxTopics bounds --max-topics: the router copies its map of topics to add one, which is
+// cheap for the hundreds of topics one agent can sensibly name, not for a field that names a
+// new one every line.
+const maxMaxTopics = 10000
 
 // routeState is a recordBuilder's routing state for the line it built last.
 type routeState struct {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -48,16 +49,19 @@ func newRouting(c *Config) *routing {
 	return rt
 }
 
-// compileRouting compiles the routing configuration once, for validateRouting and newRouting.
+// compileRouting compiles the routing configuration, or says what is wrong with it. It runs at
+// start (Validate and New each call it), never per line.
 func compileRouting(c *Config) (*routing, []*ConfigError) {
 	var errs []*ConfigError
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)})
 	}
 	asConfigError := func(err error) {
-		if ce, ok := err.(*ConfigError); ok {
-			errs = append(errs, ce)
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			ce = &ConfigError{Key: "topic", Reason: err.Error()}
 		}
+		errs = append(errs, ce)
 	}
 	rt := &routing{}
 	if c.ParseRegex != "" {
@@ -196,7 +200,14 @@ const (
 	UnroutedMaxTopics   = "max_topics"   // the name would be one topic more than --max-topics
 )
 
-var unroutedReasons = [...]string{UnroutedMissing, UnroutedIllegalName, UnroutedMaxTopics}
+// unroutedReasons are the reasons by index in topicRouter.unrouted.
+var unroutedReasons = [...]string{reasonMissing: UnroutedMissing, reasonIllegalName: UnroutedIllegalName, reasonMaxTopics: UnroutedMaxTopics}
+
+const (
+	reasonMissing = iota
+	reasonIllegalName
+	reasonMaxTopics
+)
 
 // topicRouter bounds and counts the topics a template routes lines to. It is shared by every
 // recordBuilder: the map of known topics is copied on write (a new topic is rare and there are
@@ -246,17 +257,17 @@ func (r *topicRouter) route(t *template, name []byte, missing string) (*topicCou
 	var detail string
 	switch {
 	case missing != "":
-		reason, detail = 0, missing
+		reason, detail = reasonMissing, missing
 	default:
 		if tc := r.lookup(name); tc != nil {
 			return tc, nil
 		}
 		if p := topicNameProblem(name); p != "" {
-			reason, detail = 1, p
+			reason, detail = reasonIllegalName, p
 		} else if tc := r.add(name); tc != nil {
 			return tc, nil
 		} else {
-			reason = 2
+			reason = reasonMaxTopics
 		}
 	}
 	r.unrouted[reason].Add(1)

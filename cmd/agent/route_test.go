@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +119,68 @@ func headers(r *kgo.Record) map[string]string {
 		h[kv.Key] = string(kv.Value)
 	}
 	return h
+}
+
+// TestTopicTemplateExactlyOnce: with --exactly-once a transaction spans the topics a template
+// routes to; a read_committed consumer sees every line once, each in its own topic.
+func TestTopicTemplateExactlyOnce(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	base := kafkatest.NewTopic(t, 1)
+	adm := kafkatest.NewAdmin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	services := []string{"api", "web"}
+	for _, s := range services {
+		topic := base + "-" + s
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteTopics(ctx, topic, base+"-state")
+		})
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for i := range n {
+		fmt.Fprintf(f, `{"service":%q,"msg":"line-%d"}`+"\n", services[i%2], i)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	a := startAgent(t, nil, "--brokers", bootstrap, "--topic", base+"-{service}", "--fallback-topic", base,
+		"--tail", path, "--state-dir", state, "--start-at", "beginning", "--exactly-once",
+		"--transactional-id", base+"-txn", "--state-topic", base+"-state", "--commit-interval", "200ms", "--log-format", "text")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(readFile(filepath.Join(state, "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path))) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not commit the file; log:\n%s", a.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.stop(30 * time.Second)
+	for _, s := range services {
+		values := readCommitted(t, base+"-"+s, 1)
+		seen := map[string]bool{}
+		for _, v := range values {
+			var line struct{ Service, Msg string }
+			if err := json.Unmarshal([]byte(v), &line); err != nil || line.Service != s || seen[line.Msg] {
+				t.Fatalf("%s-%s: record %q (err %v, seen before %v)", base, s, v, err, seen[line.Msg])
+			}
+			seen[line.Msg] = true
+		}
+		if len(seen) != n/2 {
+			t.Errorf("%s-%s: %d lines, want %d", base, s, len(seen), n/2)
+		}
+	}
+	if values := readCommitted(t, base, 1); len(values) != 0 {
+		t.Errorf("fallback topic holds %d records, want none", len(values))
+	}
 }

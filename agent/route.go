@@ -103,6 +103,11 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 			}
 		}
 		rt.topic = t
+		if c.ExactlyOnce && c.FallbackTopic == "" {
+			// A line that cannot be routed fails, which aborts its transaction; after a
+			// restart the same line fails again: the run could never get past it.
+			bad("fallback-topic", "required with --exactly-once and a --topic template: a line the template cannot route would abort its transaction, and again after every restart")
+		}
 	}
 	for _, h := range c.Header {
 		key, value, ok := strings.Cut(h, "=")

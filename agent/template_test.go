@@ -110,6 +110,10 @@ func TestValidateRouting(t *testing.T) {
 		{"unclosed", func(c *Config) { c.Topic = "logs-{service" }, "topic", "unclosed"},
 		{"fallback template", func(c *Config) { c.Topic, c.FallbackTopic = "logs-{a}", "other-{b}" }, "fallback-topic", "plain topic name"},
 		{"fallback illegal", func(c *Config) { c.Topic, c.FallbackTopic = "logs-{a}", "oth er" }, "fallback-topic", "not a legal"},
+		{"exactly-once template without fallback", func(c *Config) { c.Topic, c.ExactlyOnce, c.Tail = "logs-{a}", true, []string{"/x"} }, "fallback-topic", "required with --exactly-once"},
+		{"exactly-once template with fallback", func(c *Config) {
+			c.Topic, c.ExactlyOnce, c.Tail, c.FallbackTopic = "logs-{a}", true, []string{"/x"}, "other"
+		}, "", ""},
 		{"max-topics zero", func(c *Config) { c.MaxTopics = 0 }, "max-topics", "from 1 to 10000"},
 		{"max-topics too many", func(c *Config) { c.MaxTopics = 10001 }, "max-topics", "from 1 to 10000"},
 		{"bad regex", func(c *Config) { c.ParseRegex = "(?P<a>" }, "parse-regex", "missing closing )"},

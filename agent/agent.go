@@ -25,6 +25,7 @@ type Agent struct {
 	prod *producer.Producer
 
 	builders sync.Pool // *recordBuilder, one per concurrent sender of lines
+	routing  *routing  // --topic template and --header; nil: a plain topic, no --header
 
 	stats Stats
 
@@ -108,11 +109,12 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	}
 	ra := newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
-	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra,
+	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra, routing: newRouting(&cfg),
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
 	a.builders.New = func() any {
 		b := newRecordBuilder(&a.cfg)
 		b.enc.stats = &a.stats.Encoding
+		b.routing = a.routing
 		return b
 	}
 	return a, nil
@@ -133,8 +135,20 @@ func (a *Agent) FileStats() []filetail.FileStats {
 // Connect fetches the topic's metadata, which connects to a broker, within max.block.ms and
 // ctx: so that the agent is ready (and a wrong topic or broker is reported) before the first
 // line arrives. Sending does the same when it has to. It returns nil if the agent stopped first.
+//
+// With a --topic template the topics are known only as lines arrive: Connect fetches the
+// fallback topic's metadata if there is one, else only the brokers' (a metadata request for no
+// topic, which creates none), and each new topic's metadata is fetched by its first line.
 func (a *Agent) Connect(ctx context.Context) error {
-	_, err := a.prod.PartitionsFor(ctx, a.cfg.Topic)
+	var err error
+	switch {
+	case !isTemplate(a.cfg.Topic):
+		_, err = a.prod.PartitionsFor(ctx, a.cfg.Topic)
+	case a.cfg.FallbackTopic != "":
+		_, err = a.prod.PartitionsFor(ctx, a.cfg.FallbackTopic)
+	default:
+		err = a.prod.AwaitCluster(ctx)
+	}
 	if errors.Is(err, producer.ErrProducerClosed) || errors.Is(err, metadata.ErrClosed) {
 		return nil
 	}
@@ -142,14 +156,16 @@ func (a *Agent) Connect(ctx context.Context) error {
 }
 
 // onDelivery is the callback of every stdin line: count, and log the first failure.
-func (a *Agent) onDelivery(_ producer.RecordMetadata, err error) {
+func (a *Agent) onDelivery(md producer.RecordMetadata, err error) {
 	if err == nil {
 		a.stats.LinesAcked.Add(1)
+		a.countDelivered(md.Topic, nil)
 		return
 	}
 	if notBuffered(err) {
 		return
 	}
+	a.countDelivered(md.Topic, err)
 	if a.stats.fail(err) {
 		a.log.Error("line not delivered", "error", err)
 	}
@@ -178,6 +194,16 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 	}
 	a.stats.LinesRead.Add(1)
 	a.stats.BytesRead.Add(int64(len(line.Data)))
+	if b.routing != nil {
+		if err := b.rs.err; err != nil {
+			// No topic for this line and no fallback: it fails alone, as a line Kafka refused.
+			cb(unroutedMetadata(rec), err)
+			return nil
+		}
+		if tc := b.rs.counts; tc != nil {
+			tc.sent.Add(1)
+		}
+	}
 	if tp := b.lineTrace; tp != nil && a.tel != nil {
 		// The line's own trace continues: its context is the parent of the record's send span.
 		ctx = telemetry.ContextWithLineTrace(ctx, tp)

@@ -32,12 +32,18 @@ import (
 // `producer: {linger.ms: 10}`, AGENT_PRODUCER_LINGER_MS=10).
 type Config struct {
 	Brokers []string `koanf:"brokers" doc:"Kafka bootstrap servers, HOST:PORT[,HOST:PORT] (sets bootstrap.servers)"`
-	Topic   string   `koanf:"topic" doc:"topic every line is sent to"`
+	Topic   string   `koanf:"topic" doc:"topic every line is sent to, or a template such as logs-{service}: {name} is a JSON field of the line (a.b for a nested one), a --parse-regex group, or {host}, {file.name}, {file.dir}"`
 	Tail    []string `koanf:"tail" doc:"file path or glob to follow; repeat for more (re-scanned for new files)"`
 	Stdin   bool     `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
 
 	KeyField string `koanf:"key-field" doc:"record key from this field of a JSON line (dotted path for a nested field: a.b)"`
 	KeyRegex string `koanf:"key-regex" doc:"record key from the first capture group of this regular expression"`
+
+	// Routing and headers (agent/route.go, agent/template.go).
+	ParseRegex    string   `koanf:"parse-regex" doc:"regular expression matched against each line; its named groups, (?P<name>...), are {name} in --topic and --header templates"`
+	FallbackTopic string   `koanf:"fallback-topic" doc:"with a --topic template: topic of the lines it cannot route (a part missing from the line, an illegal topic name, a topic beyond --max-topics); empty: such a line fails alone, counted"`
+	MaxTopics     int      `koanf:"max-topics" doc:"with a --topic template: the most distinct topics it may route lines to, at most 10000 (the fallback topic not counted); the lines of any further topic go to --fallback-topic, or fail"`
+	Header        []string `koanf:"header" doc:"record header KEY=VALUE, VALUE a template like --topic's (a header whose value the line lacks is omitted); repeat for more"`
 
 	StateDir           string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`
 	StartAt            string        `koanf:"start-at" doc:"where to start in a file seen for the first time: beginning or end (a saved checkpoint always wins)"`
@@ -123,6 +129,7 @@ func DefaultConfig() Config {
 		HeaderPath:         "source.path",
 		HeaderHost:         "source.host",
 		TraceHeader:        "traceparent",
+		MaxTopics:          100, // routing: a bad field cannot create thousands of topics
 		TraceSampleRatio:   -1,
 		StateTopic:         "kafkatrail-state",
 		CommitInterval:     time.Second,
@@ -172,6 +179,7 @@ func (c *Config) Validate() error {
 	if c.Topic == "" {
 		bad("topic", "required")
 	}
+	c.validateRouting(bad)
 	if len(c.Brokers) == 0 && c.Producer["bootstrap.servers"] == "" {
 		bad("brokers", "required (or producer bootstrap.servers)")
 	}
@@ -458,6 +466,10 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 				}
 				flagMap["producer/"+strings.TrimSpace(key)] = value
 			}
+		case "header":
+			// One header per flag: a value may hold commas.
+			vals, _ := fs.GetStringArray(f.Name)
+			flagMap[f.Name] = vals
 		case "tail", "brokers":
 			vals, _ := fs.GetStringArray(f.Name)
 			var list []string

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -99,6 +100,13 @@ func jsonScalar(raw json.RawMessage) []byte {
 	}
 	switch raw[0] {
 	case '"':
+		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+			// Without an escape a string is its bytes between the quotes (the line was
+			// parsed as valid JSON): the value aliases the parsed field, and the key and
+			// every template that take it cost no allocation of their own. Bytes that are
+			// not UTF-8 stay as written instead of becoming U+FFFD.
+			return raw[1 : len(raw)-1]
+		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return nil

@@ -16,6 +16,14 @@ type metricsReporter struct {
 	stdin *fileReport
 	// paused is the rate limit's paused time already reported.
 	paused time.Duration
+	// topics are by topic name: at most --max-topics and the fallback, as the router bounds them.
+	topics   map[string]*topicReport
+	unrouted map[string]int64 // by reason, as last reported
+}
+
+type topicReport struct {
+	m                   *telemetry.TopicMetrics
+	sent, acked, failed int64
 }
 
 type fileReport struct {
@@ -43,7 +51,7 @@ func (a *Agent) reportMetrics(ctx context.Context) {
 	if a.tel == nil {
 		return
 	}
-	r := &metricsReporter{a: a, files: map[string]*fileReport{}}
+	r := &metricsReporter{a: a, files: map[string]*fileReport{}, topics: map[string]*topicReport{}, unrouted: map[string]int64{}}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	defer r.close()
@@ -96,6 +104,7 @@ func (r *metricsReporter) report() {
 			}
 		}
 	}
+	r.reportTopics(am)
 	if r.a.cfg.Stdin {
 		if r.stdin == nil {
 			r.stdin = &fileReport{m: am.File(telemetry.StdinPath)}
@@ -114,6 +123,25 @@ func (r *metricsReporter) report() {
 		for n := r.a.stats.LongLines.Dropped.Load(); r.stdin.dropped < n; r.stdin.dropped++ {
 			r.stdin.m.Dropped("long-line")
 		}
+	}
+}
+
+// reportTopics adds each topic's line counts since the last report, and the unrouted lines.
+func (r *metricsReporter) reportTopics(am *telemetry.AgentMetrics) {
+	for _, ts := range r.a.TopicStats() {
+		tr := r.topics[ts.Topic]
+		if tr == nil {
+			tr = &topicReport{m: am.Topic(ts.Topic)}
+			r.topics[ts.Topic] = tr
+		}
+		tr.m.Lines(ts.LinesSent-tr.sent, ts.LinesAcked-tr.acked, ts.LinesFailed-tr.failed)
+		tr.sent, tr.acked, tr.failed = ts.LinesSent, ts.LinesAcked, ts.LinesFailed
+	}
+	for reason, n := range r.a.UnroutedLines() {
+		if d := n - r.unrouted[reason]; d > 0 {
+			am.Unrouted(reason, d)
+		}
+		r.unrouted[reason] = n
 	}
 }
 

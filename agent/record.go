@@ -30,7 +30,9 @@ type recordBuilder struct {
 	pathBytes []byte
 
 	fields  lineFields
-	enc     encoder // --format and --timestamp-field: envelope.go
+	enc     encoder    // --format and --timestamp-field: envelope.go
+	routing *routing   // nil: a plain topic and no --header
+	rs      routeState // routing's state for the last line
 	rec     producer.Record
 	headers []producer.Header
 	// lineTrace is the W3C trace context the last built line carried, nil if none.
@@ -73,6 +75,9 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 		b.headers = append(b.headers, producer.Header{Key: b.headerHost, Value: b.host})
 	}
 	b.fields.reset(line)
+	if b.routing != nil {
+		b.headers = b.route(r, line, path, b.headers)
+	}
 	switch {
 	case b.keyField != "":
 		r.Key, _ = b.fields.scalar(b.keyField)

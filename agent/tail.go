@@ -193,6 +193,7 @@ func (a *Agent) lineDelivered(ctx context.Context, f *filetail.File, md producer
 			return
 		}
 		f.Fail(end, err)
+		a.countDelivered(md.Topic, err)
 		if a.stats.fail(err) {
 			a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)
 		}
@@ -200,4 +201,5 @@ func (a *Agent) lineDelivered(ctx context.Context, f *filetail.File, md producer
 	}
 	f.Ack(end)
 	a.stats.LinesAcked.Add(1)
+	a.countDelivered(md.Topic, nil)
 }

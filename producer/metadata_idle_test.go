@@ -136,3 +136,71 @@ func BenchmarkSendView(b *testing.B) {
 		}
 	})
 }
+
+// twoTopicProducer is a producer whose metadata knows topics t and u, of 6 partitions each.
+func twoTopicProducer(tb testing.TB) *Producer {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{"127.0.0.1:1"}
+	p, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close(context.Background()) })
+	now := time.Now()
+	p.meta.Add("t", now)
+	p.meta.Add("u", now)
+	resp := metadataWithTopic("t", 6)
+	u := resp.Topics[0]
+	u.Topic = kmsg.StringPtr("u")
+	resp.Topics = append(resp.Topics, u)
+	p.meta.Update(resp, now)
+	return p
+}
+
+// Records sent to two topics in turn (the agent's --topic template) find each topic's view
+// without building one again: no allocation, no metadata lock per record.
+func TestSendViewOfTopicsInTurnAllocatesNothing(t *testing.T) {
+	p := twoTopicProducer(t)
+	ctx := context.Background()
+	topics := []string{"t", "u"}
+	i := 0
+	view := func() {
+		i++
+		now := p.clock()
+		if v, err := p.view(ctx, topics[i%2], PartitionAny, now, now.Add(time.Minute)); err != nil || v.topic != topics[i%2] || v.n != 6 {
+			t.Fatalf("view %v, %v", v, err)
+		}
+	}
+	view()
+	view()
+	if n := testing.AllocsPerRun(1000, view); n != 0 {
+		t.Fatalf("%v allocations per record sent to two topics in turn, want 0", n)
+	}
+	// A new snapshot drops the old views: they would show its partitions as they were.
+	before := p.views.Load()
+	p.meta.Update(metadataWithTopic("t", 3), time.Now())
+	now := p.clock()
+	if v, err := p.view(ctx, "t", PartitionAny, now, now.Add(time.Minute)); err != nil || v.n != 3 {
+		t.Fatalf("view after a metadata update: %v, %v; want 3 partitions", v, err)
+	}
+	if after := p.views.Load(); after == before || len(after.byTopic) != 1 {
+		t.Fatalf("views after a metadata update: %+v", after)
+	}
+}
+
+// BenchmarkSendViewTopicsInTurn is BenchmarkSendView for records sent to two topics in turn.
+func BenchmarkSendViewTopicsInTurn(b *testing.B) {
+	p := twoTopicProducer(b)
+	ctx := context.Background()
+	topics := []string{"t", "u"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		now := p.clock()
+		if _, err := p.view(ctx, topics[i%2], PartitionAny, now, now.Add(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -70,6 +70,11 @@ type Producer struct {
 	// was read from: a producer mostly sends to one topic, and this saves three map lookups by
 	// topic name per record (partition count, available partitions, sticky state).
 	lastTopic atomic.Pointer[topicView]
+	// views are the views of every topic sent to since the metadata snapshot changed, for a
+	// producer that sends to several topics in turn (the agent's --topic template): without
+	// them every record whose topic is not the last one's would wait on metadata's mutex and
+	// build a view again.
+	views atomic.Pointer[topicViews]
 	// touchEvery is how old (in ns) a view's last Metadata.Add may grow before Send adds the
 	// topic again: see maybeTouch.
 	touchEvery int64
@@ -416,7 +421,14 @@ const touchFraction = 16
 // waitOnMetadata does when the topic (or partition) is not known yet.
 func (p *Producer) view(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*topicView, error) {
 	cluster := p.meta.Fetch()
-	if v := p.lastTopic.Load(); v != nil && v.cluster == cluster && v.topic == topic && partition < int32(v.n) {
+	v := p.lastTopic.Load()
+	if v == nil || v.cluster != cluster || v.topic != topic {
+		v = nil
+		if vs := p.views.Load(); vs != nil && vs.cluster == cluster {
+			v = vs.byTopic[topic]
+		}
+	}
+	if v != nil && partition < int32(v.n) {
 		if d := now.UnixNano() - v.added.Load(); d < 0 || d >= p.touchEvery {
 			p.maybeTouch(v, now)
 		}
@@ -426,10 +438,46 @@ func (p *Producer) view(ctx context.Context, topic string, partition int32, now,
 	if err != nil {
 		return nil, err
 	}
-	v := &topicView{cluster: cluster, topic: topic, n: n, available: cluster.AvailablePartitions(topic), sticky: p.sticky.topic(topic)}
+	v = &topicView{cluster: cluster, topic: topic, n: n, available: cluster.AvailablePartitions(topic), sticky: p.sticky.topic(topic)}
 	v.added.Store(now.UnixNano()) // waitOnMetadata added it
 	p.lastTopic.Store(v)
+	p.addView(v)
 	return v, nil
+}
+
+// topicViews are the topic views of one metadata snapshot, by topic. Immutable once published:
+// addView publishes a copy with one view more.
+type topicViews struct {
+	cluster *metadata.Cluster
+	byTopic map[string]*topicView
+}
+
+// addView adds v to the views of its snapshot; views of an older snapshot are dropped, so the
+// map never holds more than the topics in metadata. Copy on write: a topic is added once per
+// snapshot, and the map is read on every record.
+func (p *Producer) addView(v *topicView) {
+	for {
+		old := p.views.Load()
+		next := &topicViews{cluster: v.cluster}
+		switch {
+		case old != nil && old.cluster == v.cluster:
+			if old.byTopic[v.topic] != nil {
+				return // another Send added it
+			}
+			next.byTopic = make(map[string]*topicView, len(old.byTopic)+1)
+			for t, ov := range old.byTopic {
+				next.byTopic[t] = ov
+			}
+		case v.cluster != p.meta.Fetch():
+			return // metadata changed since v was built: v is stale already
+		default:
+			next.byTopic = make(map[string]*topicView, 1)
+		}
+		next.byTopic[v.topic] = v
+		if p.views.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // maybeTouch adds v's topic to metadata again, so that a topic in use does not expire after
@@ -510,6 +558,26 @@ func (p *Producer) PartitionsFor(ctx context.Context, topic string) (int, error)
 		return 0, err
 	}
 	return n, nil
+}
+
+// AwaitCluster fetches metadata for the topics already in use (none at start: a request for no
+// topic, which names the brokers and creates nothing), which connects to a broker, for at most
+// max.block.ms and never past ctx. It is for a caller that does not know its topics yet but
+// wants to know the cluster answers: NetworkClient's metadata update with an empty topic list
+// (MetadataRequest.Builder with no topics, not allTopics), forced now.
+func (p *Producer) AwaitCluster(ctx context.Context) error {
+	select {
+	case <-p.closing:
+		return ErrProducerClosed
+	default:
+	}
+	version := p.meta.RequestUpdate()
+	p.client.Wakeup()
+	err := p.meta.AwaitUpdate(ctx, version, p.clock().Add(p.maxBlock))
+	if errors.Is(err, metadata.ErrAwaitTimeout) {
+		return fmt.Errorf("no metadata from the cluster after %d ms (max.block.ms): %w", p.maxBlock.Milliseconds(), err)
+	}
+	return err
 }
 
 // Flush makes every buffered record sendable at once and waits until each has completed

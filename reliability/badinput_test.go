@@ -313,6 +313,17 @@ func TestBadInput(t *testing.T) {
 			{"bad multiline pattern", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--multiline-start", "^(unclosed"}, nil, []string{"multiline-start", "missing closing )"}},
 			{"unknown multiline preset", "brokers: [127.0.0.1:1]\ntopic: t\nmultiline: ruby\n", nil, nil, []string{"multiline", "ruby"}},
 			{"multiline start and continue", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_MULTILINE_START=^a", "AGENT_MULTILINE_CONTINUE=^b"}, []string{"multiline-continue", "not both"}},
+			{"topic template: unclosed brace", "brokers: [127.0.0.1:1]\ntopic: logs-{service\n", nil, nil, []string{"topic", "unclosed '{'"}},
+			{"topic template: empty name", "brokers: [127.0.0.1:1]\n", []string{"--topic", "logs-{}"}, nil, []string{"topic", "empty name"}},
+			{"topic template: unknown source part", "brokers: [127.0.0.1:1]\ntopic: logs-{file.path}\n", nil, nil, []string{"topic", "unknown source part"}},
+			{"topic template: illegal text", "brokers: [127.0.0.1:1]\ntopic: logs/{service}\n", nil, nil, []string{"topic", "no topic name may hold"}},
+			{"illegal plain topic", "brokers: [127.0.0.1:1]\ntopic: my logs\n", nil, nil, []string{"topic", "not a legal Kafka topic name"}},
+			{"fallback topic is a template", "brokers: [127.0.0.1:1]\ntopic: logs-{a}\nfallback-topic: x-{b}\n", nil, nil, []string{"fallback-topic"}},
+			{"header template", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--header", "svc={service"}, nil, []string{"header", "unclosed '{'"}},
+			{"header without =", "brokers: [127.0.0.1:1]\ntopic: t\n", nil, []string{"AGENT_HEADER=env"}, []string{"header", "KEY=VALUE"}},
+			{"bad parse-regex", "brokers: [127.0.0.1:1]\ntopic: logs-{level}\nparse-regex: '(?P<level>[A-Z+'\n", nil, nil, []string{"parse-regex", "missing closing ]"}},
+			{"parse-regex without a named group", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--parse-regex", "([A-Z]+)"}, nil, []string{"parse-regex", "named group"}},
+			{"max-topics zero", "brokers: [127.0.0.1:1]\ntopic: logs-{a}\nmax-topics: 0\n", nil, nil, []string{"max-topics"}},
 		}
 		var failed []string
 		for i, tc := range cases {

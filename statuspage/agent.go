@@ -5,7 +5,7 @@ import (
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
-// AgentSources reads a running agent: its line counters, its followed files, and the broker
+// AgentSources reads a running agent: its line counters, its followed files, its topics, and the broker
 // connections its producer's observer saw (obs may be nil: no brokers shown, never ready).
 func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 	src := Sources{
@@ -28,6 +28,15 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 				})
 			}
 			return out
+		},
+		Topics: func() Routing {
+			ts := a.TopicStats()
+			r := Routing{Topics: make([]Topic, 0, len(ts)), Unrouted: a.UnroutedLines()}
+			for _, t := range ts {
+				r.Topics = append(r.Topics, Topic{Topic: t.Topic, LinesSent: t.LinesSent, LinesAcked: t.LinesAcked,
+					LinesFailed: t.LinesFailed, InFlight: max(t.LinesSent-t.LinesAcked-t.LinesFailed, 0)})
+			}
+			return r
 		},
 	}
 	src.RateLimit = func() RateLimit {

@@ -140,6 +140,10 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	if !st.Ready || st.Info.Topic != topic || st.Info.Mode != "tail" || !strings.Contains(st.Info.Sampling, "100% of records") {
 		t.Errorf("/api/status: %+v", st)
 	}
+	// A plain --topic: one row, every line read is sent to it.
+	if r := st.Routing; len(r.Topics) != 1 || r.Topics[0].Topic != topic || r.Topics[0].LinesSent < r.Topics[0].LinesAcked || r.Topics[0].LinesAcked < 100 || r.Unrouted != nil {
+		t.Errorf("routing in /api/status: %+v", r)
+	}
 
 	var tb statuspage.TracesBody
 	waitFor(t, 30*time.Second, "a trace with six stages in /api/traces", logTail, func() bool {
@@ -155,7 +159,8 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	// The agent's own metrics are copied from its counters once a second: wait for them.
 	wantMetrics := []string{"kafkatrail_producer_stage_duration_seconds_bucket", "kafkatrail_agent_lines_read_total",
 		"kafkatrail_agent_checkpoint_lag_bytes", "kafkatrail_producer_inflight_requests",
-		"messaging_client_operation_duration_seconds_bucket"}
+		"messaging_client_operation_duration_seconds_bucket",
+		"kafkatrail_agent_lines_sent_total", "kafkatrail_agent_lines_acked_total", `messaging_destination_name="` + topic + `"`}
 	var missing []string
 	waitFor(t, 15*time.Second, "every expected metric in /metrics", func() string { return strings.Join(missing, "\n") }, func() bool {
 		code, metrics := httpGet(t, base+"/metrics")
@@ -174,6 +179,9 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	// The page in a real browser: its script polls the JSON endpoints and draws the waterfall.
 	dom := runChromium(t, chromium, "--dump-dom", base+"/")
 	checkWaterfall(t, dom)
+	if !strings.Contains(dom, `data-topic="`+topic+`"`) {
+		t.Errorf("the page has no row for topic %s in its Topics table", topic)
+	}
 	shot := os.Getenv("KAFKATRAIL_SCREENSHOT")
 	if shot == "" {
 		shot = filepath.Join(os.TempDir(), "kafkatrail-statuspage.png")

@@ -66,6 +66,7 @@ type Info struct {
 type Sources struct {
 	Counters func() Counters
 	Files    func() []File
+	Topics   func() Routing
 	Producer func() telemetry.ProducerStatus
 	// RateLimit is the agent's --max-lines-per-second / --max-bytes-per-second and the time
 	// reading spent paused by them.
@@ -78,6 +79,25 @@ type RateLimit struct {
 	BytesPerSecond int `json:"bytes_per_second"`
 	// PausedSeconds is the total time lines waited for the limit (concurrent waits each count).
 	PausedSeconds float64 `json:"paused_seconds"`
+}
+
+// Routing is where lines go: one row per topic (one with a plain --topic, at most max-topics
+// and the fallback with a template) and the lines the template could not route.
+type Routing struct {
+	Topics []Topic `json:"topics"`
+	// Unrouted counts, by reason (missing, illegal_name, max_topics), the lines the topic
+	// template gave no topic of their own: they went to the fallback topic, or failed.
+	Unrouted map[string]int64 `json:"unrouted,omitempty"`
+}
+
+// Topic is one topic's line counts.
+type Topic struct {
+	Topic       string `json:"topic"`
+	LinesSent   int64  `json:"lines_sent"`
+	LinesAcked  int64  `json:"lines_acked"`
+	LinesFailed int64  `json:"lines_failed"`
+	// InFlight is LinesSent less the acknowledged and failed ones.
+	InFlight int64 `json:"in_flight"`
 }
 
 // Counters are the agent's totals since it started.
@@ -369,6 +389,8 @@ type Status struct {
 	History       []RatePoint `json:"history"` // acknowledged lines per second, oldest first
 	Files         []File      `json:"files"`
 	RateLimit     RateLimit   `json:"rate_limit"`
+	// Routing is the per-topic table: lines sent, acknowledged and failed by topic.
+	Routing Routing `json:"routing"`
 	// MetadataAgeSeconds is the time since the last metadata response; -1 before the first.
 	MetadataAgeSeconds float64  `json:"metadata_age_seconds"`
 	Brokers            []Broker `json:"brokers"`
@@ -403,7 +425,7 @@ func (s *Server) StatusNow() Status {
 	now := time.Now()
 	src := s.sources()
 	st := Status{Now: now, UptimeSeconds: now.Sub(s.started).Seconds(), Info: s.cfg.Info,
-		Files: []File{}, Brokers: []Broker{}, History: []RatePoint{}, MetadataAgeSeconds: -1}
+		Files: []File{}, Brokers: []Broker{}, History: []RatePoint{}, MetadataAgeSeconds: -1, Routing: Routing{Topics: []Topic{}}}
 	st.Ready, st.ReadyReason = s.Readiness()
 	st.Totals = s.counters()
 	s.mu.Lock()
@@ -427,6 +449,12 @@ func (s *Server) StatusNow() Status {
 	}
 	if src.RateLimit != nil {
 		st.RateLimit = src.RateLimit()
+	}
+	if src.Topics != nil {
+		st.Routing = src.Topics()
+		if st.Routing.Topics == nil {
+			st.Routing.Topics = []Topic{}
+		}
 	}
 	if src.Producer != nil {
 		ps := src.Producer()

@@ -24,6 +24,7 @@ type fakeAgent struct {
 	mu       sync.Mutex
 	counters Counters
 	files    []File
+	routing  Routing
 	producer telemetry.ProducerStatus
 	limit    RateLimit
 }
@@ -32,6 +33,7 @@ func (f *fakeAgent) sources() Sources {
 	return Sources{
 		Counters:  func() Counters { f.mu.Lock(); defer f.mu.Unlock(); return f.counters },
 		Files:     func() []File { f.mu.Lock(); defer f.mu.Unlock(); return f.files },
+		Topics:    func() Routing { f.mu.Lock(); defer f.mu.Unlock(); return f.routing },
 		Producer:  func() telemetry.ProducerStatus { f.mu.Lock(); defer f.mu.Unlock(); return f.producer },
 		RateLimit: func() RateLimit { f.mu.Lock(); defer f.mu.Unlock(); return f.limit },
 	}
@@ -145,6 +147,8 @@ func TestStatusJSON(t *testing.T) {
 	s := newTestServer(t)
 	fa := &fakeAgent{
 		files: []File{{Path: "/var/log/app.log", Size: 1000, ReadOffset: 900, Committed: 600, Unread: 100, CheckpointLag: 300, InFlight: 7, LinesRead: 90, LinesAcked: 60}},
+		routing: Routing{Topics: []Topic{{Topic: "logs-api", LinesSent: 10, LinesAcked: 8, LinesFailed: 1, InFlight: 1}},
+			Unrouted: map[string]int64{"missing": 3}},
 	}
 	fa.producer = readyProducer(time.Now())
 	fa.limit = RateLimit{LinesPerSecond: 500, PausedSeconds: 2.5}
@@ -184,6 +188,12 @@ func TestStatusJSON(t *testing.T) {
 	if len(st.Files) != 1 || st.Files[0].CheckpointLag != 300 || st.Files[0].Unread != 100 {
 		t.Errorf("files %+v", st.Files)
 	}
+	if r := st.Routing; len(r.Topics) != 1 || r.Topics[0] != fa.routing.Topics[0] || r.Unrouted["missing"] != 3 {
+		t.Errorf("routing %+v", r)
+	}
+	if !strings.Contains(body, `"routing":{"topics":[{"topic":"logs-api","lines_sent":10,"lines_acked":8,"lines_failed":1,"in_flight":1}],"unrouted":{"missing":3}}`) {
+		t.Errorf("/api/status routing JSON: %s", body)
+	}
 	if len(st.Brokers) != 2 || st.Brokers[1].InFlight != 3 || st.Brokers[1].State != "READY" {
 		t.Errorf("brokers %+v", st.Brokers)
 	}
@@ -206,7 +216,7 @@ func TestStatusJSONWithoutSources(t *testing.T) {
 	s := newTestServer(t)
 	_, body, _ := get(t, s.Handler(), "/api/status")
 	// Empty lists, not null: the page iterates them.
-	for _, want := range []string{`"files":[]`, `"brokers":[]`, `"history":[]`, `"ready":false`, `"metadata_age_seconds":-1`,
+	for _, want := range []string{`"files":[]`, `"brokers":[]`, `"history":[]`, `"ready":false`, `"metadata_age_seconds":-1`, `"routing":{"topics":[]}`,
 		`"rate_limit":{"lines_per_second":0,"bytes_per_second":0,"paused_seconds":0}`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/api/status lacks %s: %s", want, body)
@@ -245,7 +255,7 @@ func TestPageAndRoutes(t *testing.T) {
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
 		t.Fatalf("/: %d %s", code, hdr.Get("Content-Type"))
 	}
-	for _, want := range []string{"<title>kafkatrail agent</title>", "/api/status", "/api/traces", `"data-stage"`, "setInterval(tick, 1000)"} {
+	for _, want := range []string{"<title>kafkatrail agent</title>", "/api/status", "/api/traces", `"data-stage"`, `"data-topic"`, "setInterval(tick, 1000)"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}

@@ -252,6 +252,10 @@ func TestAgentMetrics(t *testing.T) {
 	in.Read(1, 5)
 	a.RateLimitWait(time.Second)
 	a.RateLimitWait(500 * time.Millisecond)
+	tm := a.Topic("logs-api")
+	tm.Lines(5, 3, 1)
+	tm.Lines(0, 1, 0)
+	a.Unrouted("missing", 2)
 
 	got := collect(t, h)
 	for _, d := range Metrics {
@@ -266,6 +270,13 @@ func TestAgentMetrics(t *testing.T) {
 		if m.Unit != d.Unit || kindOf(m) != d.Kind {
 			t.Errorf("%s: %s in %q, documented %s in %q", d.Name, kindOf(m), m.Unit, d.Kind, d.Unit)
 		}
+	}
+	dest := attribute.String(AttrMessagingDestinationName, "logs-api")
+	if s, k, f := sumOf(got[MetricAgentLinesSent], dest), sumOf(got[MetricAgentLinesAcked], dest), sumOf(got[MetricAgentLinesFailed], dest); s != 5 || k != 4 || f != 1 {
+		t.Errorf("topic lines sent %d, acked %d, failed %d; want 5, 4, 1", s, k, f)
+	}
+	if n := sumOf(got[MetricAgentLinesUnrouted], attribute.String(AttrDropReason, "missing")); n != 2 {
+		t.Errorf("unrouted %d, want 2", n)
 	}
 	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
 	if n := sumOf(got[MetricAgentBytesRead], path); n != 1000 {

@@ -192,6 +192,12 @@ const (
 	MetricAgentLinesDropped   = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
 	MetricAgentFilesWatched   = "kafkatrail.agent.files.watched"   // gauge {file}: files being tailed
 	MetricAgentRateLimitWait  = "kafkatrail.agent.rate_limit.wait" // counter s: time reading was paused by the rate limit
+
+	// Agent: per topic (messaging.destination.name), as --topic (a template) routes lines.
+	MetricAgentLinesSent     = "kafkatrail.agent.lines.sent"     // counter {line}: lines routed to the topic and handed to the producer
+	MetricAgentLinesAcked    = "kafkatrail.agent.lines.acked"    // counter {line}: lines Kafka acknowledged
+	MetricAgentLinesFailed   = "kafkatrail.agent.lines.failed"   // counter {line}: lines whose delivery failed
+	MetricAgentLinesUnrouted = "kafkatrail.agent.lines.unrouted" // counter {line}, kafkatrail.reason: lines the topic template gave no topic of their own (sent to --fallback-topic, or failed)
 )
 
 // MetricDesc describes one metric: what the README lists and what the metric tests check.
@@ -239,4 +245,8 @@ var Metrics = []MetricDesc{
 	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrDropReason}, "lines not sent"},
 	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
 	{MetricAgentRateLimitWait, "counter", "s", nil, "time lines waited for --max-lines-per-second and --max-bytes-per-second, all files and stdin together"},
+	{MetricAgentLinesSent, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines routed to the topic and handed to the producer"},
+	{MetricAgentLinesAcked, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines Kafka acknowledged"},
+	{MetricAgentLinesFailed, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines whose delivery failed"},
+	{MetricAgentLinesUnrouted, "counter", "{line}", []string{AttrDropReason}, "lines the --topic template gave no topic of their own (reason: missing, illegal_name, max_topics); they went to --fallback-topic, or failed"},
 }

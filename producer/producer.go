@@ -264,6 +264,7 @@ func (c *Config) networkConfig() (network.Config, error) {
 			Mechanism: strings.ToUpper(c.SASLMechanism),
 			Username:  c.SASLUsername,
 			Password:  c.SASLPassword,
+			OAuth:     c.oauthBearerConfig(),
 		}
 	}
 	return nc, nil

@@ -135,3 +135,12 @@ func secondsOrNone(n int) time.Duration {
 	}
 	return time.Duration(n) * time.Second
 }
+
+// SASLStats returns the counters of the producer's SASL connections (authentications,
+// re-authentications, OAUTHBEARER token fetches); ok is false without SASL.
+func (p *Producer) SASLStats() (st network.SASLStats, ok bool) {
+	if p.sasl == nil {
+		return st, false
+	}
+	return p.sasl.Stats(), true
+}

@@ -89,7 +89,7 @@ type Server struct {
 
 	// Fetches counts tokens issued; Refused counts requests refused (bad client, failWith).
 	Fetches, Refused atomic.Int64
-	lastScope atomic.Value
+	lastScope        atomic.Value
 }
 
 // Start starts a server on 127.0.0.1 at a free port.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,6 +98,9 @@ type channel struct {
 	// reauthAt is when the writer re-authenticates before its next frame (KIP-368); zero when
 	// the broker set no session lifetime. Only the connect-and-write goroutine touches it.
 	reauthAt time.Time
+	// reauthenticating is set by the writer while it re-authenticates, for the reader to count
+	// the responses of requests in flight that arrive meanwhile (SASLStats).
+	reauthenticating atomic.Bool
 
 	// Setup timestamps for telemetry. started is set before the connect goroutine starts; the
 	// others are written by that goroutine before it emits Connected (or, on failure,
@@ -312,6 +316,8 @@ func (ch *channel) reauthenticate(conn net.Conn) error {
 				return nil, fmt.Errorf("network: re-authentication with node %d: no response within %v", ch.id, ch.cfg.RequestTimeout)
 			}
 		})
+	ch.reauthenticating.Store(true)
+	defer ch.reauthenticating.Store(false)
 	if err := s.authenticate(ctx, ch.cfg.SASL); err != nil {
 		return fmt.Errorf("network: re-authentication with node %d (%s): %w", ch.id, ch.addr, ch.nameNode(err))
 	}
@@ -339,6 +345,9 @@ func (ch *channel) read(conn net.Conn) {
 				return
 			}
 			continue
+		}
+		if ch.reauthenticating.Load() {
+			ch.cfg.SASL.responsesDuringReauth.Add(1)
 		}
 		if !ch.emit(event{kind: eventReceive, payload: payload}) {
 			return

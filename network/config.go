@@ -51,6 +51,7 @@ type SASLConfig struct {
 
 	authentications, reauthentications atomic.Int64
 	lastSessionLifetime                atomic.Int64 // milliseconds
+	responsesDuringReauth              atomic.Int64
 }
 
 // SASLStats counts what connections made with a SASLConfig did.
@@ -61,6 +62,9 @@ type SASLStats struct {
 	// TokenFetches counts OAUTHBEARER tokens fetched (or read from their file), TokenFailures
 	// the fetches that failed.
 	TokenFetches, TokenFailures int64
+	// ResponsesDuringReauthentication counts responses to requests in flight that arrived while
+	// their connection re-authenticated: they were delivered, in order, not lost.
+	ResponsesDuringReauthentication int64
 	// SessionLifetime is the last session lifetime a broker gave (session_lifetime_ms of
 	// SaslAuthenticate, KIP-368), zero if none.
 	SessionLifetime time.Duration
@@ -69,7 +73,8 @@ type SASLStats struct {
 // Stats returns the counters so far.
 func (c *SASLConfig) Stats() SASLStats {
 	st := SASLStats{Authentications: c.authentications.Load(), Reauthentications: c.reauthentications.Load(),
-		SessionLifetime: time.Duration(c.lastSessionLifetime.Load()) * time.Millisecond}
+		SessionLifetime:                 time.Duration(c.lastSessionLifetime.Load()) * time.Millisecond,
+		ResponsesDuringReauthentication: c.responsesDuringReauth.Load()}
 	if c.OAuth != nil {
 		p := c.OAuth.provider()
 		st.TokenFetches, st.TokenFailures = p.fetches.Load(), p.failures.Load()

@@ -42,7 +42,8 @@ func oauthConfig(url string) func(*Config) {
 // (3 s): the producer must re-authenticate its connections before each session ends (the broker
 // would close them otherwise: the dial count shows it did not) and fetch a new token before the
 // old one expires (the token server counts them), without losing, duplicating or reordering a
-// record while requests are in flight across the re-authentications.
+// record while requests are in flight across the re-authentications (reads from the broker are
+// slowed so that there always are some).
 func TestRealBrokerOAuthBearerRefreshAndReauth(t *testing.T) {
 	b := oauthtest.RealBroker(t)
 	const lifetime = 6 * time.Second
@@ -52,7 +53,11 @@ func TestRealBrokerOAuthBearerRefreshAndReauth(t *testing.T) {
 	dial := func(ctx context.Context, netw, addr string) (net.Conn, error) {
 		dials.Add(1)
 		var d net.Dialer
-		return d.DialContext(ctx, netw, addr)
+		c, err := d.DialContext(ctx, netw, addr)
+		if err != nil {
+			return nil, err
+		}
+		return slowReads{c}, nil
 	}
 	p := newTestProducer(t, []string{b.Bootstrap}, func(c *Config) {
 		oauthConfig(srv.TokenURL)(c)
@@ -117,6 +122,10 @@ func TestRealBrokerOAuthBearerRefreshAndReauth(t *testing.T) {
 		t.Errorf("re-authentications %d, last session lifetime %v; want at least 3, within (0, %v]",
 			st.Reauthentications, st.SessionLifetime, b.Reauth)
 	}
+	// Requests were in flight across re-authentications, and their responses arrived.
+	if st.ResponsesDuringReauthentication == 0 {
+		t.Errorf("no response arrived during a re-authentication: the test did not have requests in flight across one")
+	}
 	// The bootstrap connection and the leader's; a broker closing expired sessions would add one
 	// per session.
 	if d := dials.Load(); d > 3 {
@@ -146,4 +155,15 @@ func TestRealBrokerOAuthBearerRefused(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the refusal took %v to surface", d)
 	}
+}
+
+// slowReads delays every read from the broker a little, as a distant broker would: the
+// producer then keeps several requests in flight, so that re-authentications happen with
+// responses still to come.
+type slowReads struct{ net.Conn }
+
+func (c slowReads) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	time.Sleep(3 * time.Millisecond) // what arrived is held back, as if it were still on its way
+	return n, err
 }

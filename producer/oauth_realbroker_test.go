@@ -61,7 +61,7 @@ func TestRealBrokerOAuthBearerRefreshAndReauth(t *testing.T) {
 	}
 	p := newTestProducer(t, []string{b.Bootstrap}, func(c *Config) {
 		oauthConfig(srv.TokenURL)(c)
-		c.LingerMs = 2
+		c.LingerMs = 5
 	}, WithDialer(dial))
 
 	const run = 2*lifetime + 3*time.Second
@@ -164,6 +164,6 @@ type slowReads struct{ net.Conn }
 
 func (c slowReads) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	time.Sleep(3 * time.Millisecond) // what arrived is held back, as if it were still on its way
+	time.Sleep(20 * time.Millisecond) // what arrived is held back, as if it were still on its way
 	return n, err
 }

@@ -98,9 +98,21 @@ type channel struct {
 	// reauthAt is when the writer re-authenticates before its next frame (KIP-368); zero when
 	// the broker set no session lifetime. Only the connect-and-write goroutine touches it.
 	reauthAt time.Time
+	// sessionLifetime is the lifetime of the connection's current SASL session.
+	sessionLifetime time.Duration
 	// reauthenticating is set by the writer while it re-authenticates, for the reader to count
 	// the responses of requests in flight that arrive meanwhile (SASLStats).
 	reauthenticating atomic.Bool
+	// A read that fails during a re-authentication (the broker answers a refused one and
+	// closes) leaves the connection to the writer, which then reports the broker's answer
+	// rather than the EOF that followed it: the reader stores the error in readErr under
+	// reauthMu, while reauthActive, and signals readFailed. reauthActive is set from the start
+	// of a re-authentication until it succeeds; after a failure it stays set, as the writer
+	// kills the connection.
+	reauthMu     sync.Mutex
+	reauthActive bool
+	readErr      error
+	readFailed   chan struct{}
 
 	// Setup timestamps for telemetry. started is set before the connect goroutine starts; the
 	// others are written by that goroutine before it emits Connected (or, on failure,
@@ -116,6 +128,7 @@ func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channe
 		events:      events,
 		sendSlot:    make(chan []byte, 1),
 		saslReplies: make(chan []byte, 1),
+		readFailed:  make(chan struct{}, 1),
 		dead:        make(chan struct{}),
 		abandoned:   make(chan struct{}),
 	}
@@ -269,6 +282,7 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 			return nil, ch.nameNode(err)
 		}
 		ch.authenticated = time.Now()
+		ch.sessionLifetime = s.sessionLifetime
 		ch.reauthAt = reauthenticationTime(ch.authenticated, s.sessionLifetime)
 		ch.cfg.SASL.authentications.Add(1)
 		ch.cfg.SASL.lastSessionLifetime.Store(s.sessionLifetime.Milliseconds())
@@ -293,6 +307,7 @@ func (ch *channel) nameNode(err error) error {
 // correlation ids) to saslReplies. A failure closes the connection with its error: an
 // *AuthenticationError fails the node as an initial one does.
 func (ch *channel) reauthenticate(conn net.Conn) error {
+	start := time.Now()
 	timeout := time.NewTimer(ch.cfg.RequestTimeout)
 	defer timeout.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -310,18 +325,44 @@ func (ch *channel) reauthenticate(conn net.Conn) error {
 			select {
 			case b := <-ch.saslReplies:
 				return b, nil
+			case <-ch.readFailed:
+				// The reader queues a reply before it reads on and fails: take it first.
+				select {
+				case b := <-ch.saslReplies:
+					return b, nil
+				default:
+				}
+				ch.reauthMu.Lock()
+				err := ch.readErr
+				ch.reauthMu.Unlock()
+				return nil, err
 			case <-ch.dead:
 				return nil, errors.New("network: connection closed during re-authentication")
 			case <-timeout.C:
 				return nil, fmt.Errorf("network: re-authentication with node %d: no response within %v", ch.id, ch.cfg.RequestTimeout)
 			}
 		})
+	s.minTokenValidity = ch.sessionLifetime
+	ch.reauthMu.Lock()
+	ch.reauthActive = true
+	ch.reauthMu.Unlock()
 	ch.reauthenticating.Store(true)
-	defer ch.reauthenticating.Store(false)
-	if err := s.authenticate(ctx, ch.cfg.SASL); err != nil {
+	err := s.authenticate(ctx, ch.cfg.SASL)
+	ch.reauthenticating.Store(false)
+	if err != nil {
+		// reauthActive stays set: the reader, failing now that the broker closes, leaves the
+		// connection to the writer, which kills it with this error.
 		return fmt.Errorf("network: re-authentication with node %d (%s): %w", ch.id, ch.addr, ch.nameNode(err))
 	}
-	ch.reauthAt = reauthenticationTime(time.Now(), s.sessionLifetime)
+	ch.reauthMu.Lock()
+	ch.reauthActive = false
+	readErr := ch.readErr
+	ch.reauthMu.Unlock()
+	if readErr != nil {
+		return readErr // the reader stopped after the exchange's last reply
+	}
+	ch.sessionLifetime = s.sessionLifetime
+	ch.reauthAt = reauthenticationTime(start, s.sessionLifetime)
 	ch.cfg.SASL.reauthentications.Add(1)
 	ch.cfg.SASL.lastSessionLifetime.Store(s.sessionLifetime.Milliseconds())
 	return nil
@@ -334,7 +375,18 @@ func (ch *channel) read(conn net.Conn) {
 	for {
 		payload, err := readFrame(br, ch.cfg.MaxReceiveBytes)
 		if err != nil {
-			ch.kill(fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err), true)
+			err = fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err)
+			ch.reauthMu.Lock()
+			handOver := ch.reauthActive
+			if handOver {
+				ch.readErr = err
+			}
+			ch.reauthMu.Unlock()
+			if handOver {
+				ch.readFailed <- struct{}{} // buffered, sent once: this goroutine ends here
+				return
+			}
+			ch.kill(err, true)
 			return
 		}
 		if len(payload) >= 4 && isReservedCorrelationID(int32(binary.BigEndian.Uint32(payload))) {

@@ -185,10 +185,13 @@ func orFloat(f, def float64) float64 {
 	return f
 }
 
-// get returns a token to authenticate with at now, fetching one when none is cached or the
-// cached one is due for refresh. A token from a file is read again every time: the process that
-// keeps the file fresh decides when it changes.
-func (p *tokenProvider) get(ctx context.Context, now time.Time) (*token, error) {
+// get returns a token to authenticate with at now, fetching one when none is cached, the
+// cached one is due for refresh, or it is valid for less than minValid: a re-authentication asks
+// for at least the session it had, since the broker ends a session when its token expires and a
+// token close to its end would make the next session too short to be re-authenticated in time.
+// A token from a file is read again every time: the process that keeps the file fresh decides
+// when it changes.
+func (p *tokenProvider) get(ctx context.Context, now time.Time, minValid time.Duration) (*token, error) {
 	if strings.HasPrefix(p.cfg.TokenEndpointURL, "file:") {
 		t, err := p.readFile(now)
 		if err != nil {
@@ -200,7 +203,7 @@ func (p *tokenProvider) get(ctx context.Context, now time.Time) (*token, error) 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cur != nil && now.Before(p.refreshAt) {
+	if p.cur != nil && now.Before(p.refreshAt) && p.cur.exp.Sub(now) >= minValid {
 		return p.cur, nil
 	}
 	if now.Before(p.nextTry) {

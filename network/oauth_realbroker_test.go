@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/internal/oauthtest"
+	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
 const testClientSecret = "s3cret-never-printed"
@@ -80,6 +81,41 @@ func TestRealBrokerOAuthBearer(t *testing.T) {
 		}
 		refused(t, &SASLConfig{Mechanism: SASLOAuthBearer, OAuth: &OAuthBearerConfig{TokenEndpointURL: "file://" + file}},
 			"expired")
+	})
+	t.Run("refused-at-reauthentication", func(t *testing.T) {
+		// Tokens of 4 s and sessions of 3 s: the connection's re-authentication needs a new
+		// token (the old one would not last the session), which the server now issues for
+		// another audience. The broker refuses it: the connection must close with that
+		// authentication error (not the EOF that follows it), and the node fail as after an
+		// initial refusal.
+		srv := oauthtest.StartForBroker(t, b, "producer-1", testClientSecret, 4*time.Second)
+		sasl := &SASLConfig{Mechanism: SASLOAuthBearer, OAuth: &OAuthBearerConfig{
+			TokenEndpointURL: srv.TokenURL, ClientID: "producer-1", ClientSecret: testClientSecret}}
+		topic := kafkatest.NewTopic(t, 1)
+		c, meta := newTestClient(t, []string{b.Bootstrap}, Config{SASL: sasl, ReconnectBackoff: time.Second, ReconnectBackoffMax: 5 * time.Second})
+		produceToRealBroker(t, c, meta, topic, "before", 1)
+		srv.SetAudience("another-service")
+		leaderID, _ := meta.Fetch().LeaderFor(metadata.TopicPartition{Topic: topic})
+		leader, _ := meta.Fetch().Node(leaderID)
+		deadline := time.Now().Add(15 * time.Second)
+		var lastErr error
+		for time.Now().Before(deadline) && c.AuthenticationError(leader.ID) == nil {
+			if c.IsReady(leader.ID, time.Now()) {
+				got := sendAndWaitBody(t, c, leader, produceRequest(topic, 0, []byte("v"), -1))
+				lastErr = got.Err
+			} else {
+				c.Poll(50*time.Millisecond, time.Now())
+			}
+		}
+		err := c.AuthenticationError(leader.ID)
+		var authErr *AuthenticationError
+		if !errors.As(err, &authErr) || authErr.Mechanism != SASLOAuthBearer || !strings.Contains(err.Error(), "another-service") ||
+			lastErr == nil || !strings.Contains(lastErr.Error(), "re-authentication") || !strings.Contains(lastErr.Error(), "invalid_token") {
+			t.Fatalf("after the refused re-authentication: node error %v, last request error %v; stats %+v", err, lastErr, sasl.Stats())
+		}
+		if st := sasl.Stats(); st.TokenFetches != 2 || st.Authentications != 2 {
+			t.Fatalf("stats %+v: want the bootstrap and leader connections authenticated once, and one new token", st)
+		}
 	})
 	t.Run("wrong-client-secret", func(t *testing.T) {
 		srv := oauthtest.StartForBroker(t, b, "producer-1", testClientSecret, time.Hour)

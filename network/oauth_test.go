@@ -56,16 +56,16 @@ func TestTokenProviderRefreshAndBackoff(t *testing.T) {
 	p := cfg.provider()
 	ctx := context.Background()
 	now := time.Now()
-	t1, err := p.get(ctx, now)
+	t1, err := p.get(ctx, now, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if t2, _ := p.get(ctx, now.Add(10*time.Second)); t2 != t1 || srv.Fetches.Load() != 1 {
+	if t2, _ := p.get(ctx, now.Add(10*time.Second), 0); t2 != t1 || srv.Fetches.Load() != 1 {
 		t.Fatalf("token fetched again before its refresh time (%d fetches)", srv.Fetches.Load())
 	}
 	// 100 s tokens refresh at half their life left: about 50 s.
 	later := now.Add(51 * time.Second)
-	t2, err := p.get(ctx, later)
+	t2, err := p.get(ctx, later, 0)
 	if err != nil || t2 == t1 || srv.Fetches.Load() != 2 {
 		t.Fatalf("no refresh after the refresh time: %v, %d fetches", err, srv.Fetches.Load())
 	}
@@ -73,22 +73,22 @@ func TestTokenProviderRefreshAndBackoff(t *testing.T) {
 	srv.FailWith(http.StatusServiceUnavailable)
 	due := now.Add(77 * time.Second) // t2, fetched at 51 s, expires at about 100 s: due at about 75 s
 
-	if got, err := p.get(ctx, due); err != nil || got != t2 {
+	if got, err := p.get(ctx, due, 0); err != nil || got != t2 {
 		t.Fatalf("failed refresh of a valid token: %v, want the token kept", err)
 	}
-	if got, _ := p.get(ctx, due.Add(500*time.Millisecond)); got != t2 || srv.Refused.Load() != 1 {
+	if got, _ := p.get(ctx, due.Add(500*time.Millisecond), 0); got != t2 || srv.Refused.Load() != 1 {
 		t.Fatalf("endpoint asked again within the retry backoff (%d requests refused)", srv.Refused.Load())
 	}
-	p.get(ctx, due.Add(1100*time.Millisecond)) // after 1 s: the second attempt, backoff now 2 s
+	p.get(ctx, due.Add(1100*time.Millisecond), 0) // after 1 s: the second attempt, backoff now 2 s
 	if srv.Refused.Load() != 2 {
 		t.Fatalf("%d attempts after the backoff, want 2", srv.Refused.Load())
 	}
-	p.get(ctx, due.Add(2500*time.Millisecond)) // within the doubled backoff
+	p.get(ctx, due.Add(2500*time.Millisecond), 0) // within the doubled backoff
 	if srv.Refused.Load() != 2 {
 		t.Fatal("backoff did not double")
 	}
 	// Past the token's expiry the failure is returned.
-	_, err = p.get(ctx, t2.exp.Add(time.Minute))
+	_, err = p.get(ctx, t2.exp.Add(time.Minute), 0)
 	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "OAUTHBEARER") {
 		t.Fatalf("expired token and failing endpoint: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestTokenEndpointRefusal(t *testing.T) {
 	defer srv.Close()
 	url := strings.Replace(srv.TokenURL, "http://", "http://user:url-password@", 1)
 	p := (&OAuthBearerConfig{TokenEndpointURL: url, ClientID: "c1", ClientSecret: testClientSecret}).provider()
-	_, err = p.get(context.Background(), time.Now())
+	_, err = p.get(context.Background(), time.Now(), 0)
 	var authErr *AuthenticationError
 	if !errors.As(err, &authErr) || authErr.Mechanism != SASLOAuthBearer || !strings.Contains(err.Error(), "invalid_client") {
 		t.Fatalf("refused client: %v", err)
@@ -143,13 +143,13 @@ func TestTokenFileReadAtEveryAuthentication(t *testing.T) {
 	cfg := &OAuthBearerConfig{TokenEndpointURL: "file://" + file}
 	for _, sub := range []string{"first", "second"} {
 		want := write(sub)
-		got, err := cfg.provider().get(context.Background(), now)
+		got, err := cfg.provider().get(context.Background(), now, 0)
 		if err != nil || got.value != want || got.claims.Sub != sub {
 			t.Fatalf("token %q: got %v, %v", sub, got, err)
 		}
 	}
 	os.WriteFile(file, []byte("not-a-jwt"), 0o600)
-	if _, err := cfg.provider().get(context.Background(), now); err == nil || !strings.Contains(err.Error(), "not a JWT") {
+	if _, err := cfg.provider().get(context.Background(), now, 0); err == nil || !strings.Contains(err.Error(), "not a JWT") {
 		t.Fatalf("a file without a JWT: %v", err)
 	}
 }
@@ -185,5 +185,42 @@ func TestCorrelationIDsAvoidTheSASLRange(t *testing.T) {
 		if got := c.nextCorrelationID(); got != want {
 			t.Fatalf("next id %d, want %d", got, want)
 		}
+	}
+}
+
+// TestTokenRefreshedForAFullSession: a re-authentication asks for a token valid at least as long
+// as the session it renews; one closer to its expiry is refreshed although its refresh time has
+// not come, so that the broker's next session is not cut short by the token.
+func TestTokenRefreshedForAFullSession(t *testing.T) {
+	srv, err := oauthtest.Start(oauthtest.Options{ClientID: "c1", ClientSecret: "s", Lifetime: 100 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p := (&OAuthBearerConfig{TokenEndpointURL: srv.TokenURL, ClientID: "c1", ClientSecret: "s"}).provider()
+	now := time.Now()
+	t1, _ := p.get(context.Background(), now, 0)
+	if t2, _ := p.get(context.Background(), now.Add(time.Second), 30*time.Second); t2 != t1 {
+		t.Fatal("refreshed a token valid for much longer than the session")
+	}
+	t3, err := p.get(context.Background(), now.Add(75*time.Second), 30*time.Second)
+	if err != nil || t3 == t1 || srv.Fetches.Load() != 2 {
+		t.Fatalf("a token with about 25 s left was reused for a 30 s session (%v, %d fetches)", err, srv.Fetches.Load())
+	}
+}
+
+func TestReauthenticationTime(t *testing.T) {
+	start := time.Unix(1000, 0)
+	for range 100 {
+		if d := reauthenticationTime(start, 10*time.Second).Sub(start); d < 8500*time.Millisecond || d > 9500*time.Millisecond {
+			t.Fatalf("10 s session re-authenticated after %v, want 85-95 %%", d)
+		}
+	}
+	// The broker refuses a re-authentication within a second of the previous one.
+	if d := reauthenticationTime(start, 500*time.Millisecond).Sub(start); d != time.Second {
+		t.Fatalf("0.5 s session re-authenticated after %v, want the broker's 1 s minimum", d)
+	}
+	if !reauthenticationTime(start, 0).IsZero() {
+		t.Fatal("a session without lifetime is re-authenticated")
 	}
 }

@@ -74,6 +74,9 @@ type saslSession struct {
 	// sessionLifetime is the last SaslAuthenticate response's session_lifetime_ms: how long the
 	// broker keeps the session before the client must re-authenticate (zero: no limit).
 	sessionLifetime time.Duration
+	// minTokenValidity is how long an OAUTHBEARER token must stay valid to be sent: on a
+	// re-authentication, the lifetime of the session it renews (see tokenProvider.get).
+	minTokenValidity time.Duration
 }
 
 func newSASLSession(cfg *SASLConfig, clientID string, write func([]byte) error, recv func() ([]byte, error)) *saslSession {
@@ -190,7 +193,7 @@ func (s *saslSession) authenticate(ctx context.Context, cfg *SASLConfig) error {
 // A refused token's error says which token was sent (its subject, audience and expiry).
 func (s *saslSession) oauthBearer(ctx context.Context, cfg *SASLConfig) error {
 	now := time.Now()
-	tok, err := cfg.OAuth.provider().get(ctx, now)
+	tok, err := cfg.OAuth.provider().get(ctx, now, s.minTokenValidity)
 	if err != nil {
 		return err
 	}
@@ -235,13 +238,19 @@ func (s *saslSession) step(msg []byte) ([]byte, error) {
 	return ar.SASLAuthBytes, nil
 }
 
+// minReauthenticationInterval is the least time between two re-authentications of a connection
+// the broker allows (KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS): a SaslHandshake sooner
+// is refused with ILLEGAL_SASL_STATE.
+const minReauthenticationInterval = time.Second
+
 // reauthenticationTime is when a session of lifetime d that began at start is re-authenticated:
 // at 85 % to 95 % of it, as Java's SaslClientAuthenticator.ReauthInfo does (the 85 % leaves room
-// for latency and clock drift, the 10 % jitter spreads many connections' re-authentications).
-// Zero when the broker set no lifetime.
+// for latency and clock drift, the 10 % jitter spreads many connections' re-authentications),
+// but not within the broker's minimum interval: a session shorter than that ends, and the
+// broker closes the connection, which is then made again. Zero when the broker set no lifetime.
 func reauthenticationTime(start time.Time, d time.Duration) time.Time {
 	if d <= 0 {
 		return time.Time{}
 	}
-	return start.Add(time.Duration(float64(d) * (0.85 + 0.10*rand.Float64())))
+	return start.Add(max(time.Duration(float64(d)*(0.85+0.10*rand.Float64())), minReauthenticationInterval))
 }

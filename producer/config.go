@@ -52,7 +52,10 @@ type Config struct {
 	SASLUsername     string `koanf:"sasl.username" doc:"SASL user name"`
 	SASLPassword     string `koanf:"sasl.password" doc:"SASL password (never logged)" secret:"true"`
 
-	// SASL OAUTHBEARER (oauth.go): the Java client's names, with librdkafka's where they differ.
+	// SASL OAUTHBEARER (oauth.go): the Java client's names, with librdkafka's where they differ;
+	// sasl.jaas.config as a Java client writes it (jaas.go).
+	SASLJAASConfig                         string  `koanf:"sasl.jaas.config" doc:"a Java client's JAAS line, read for its credentials: OAuthBearerLoginModule's clientId, clientSecret and scope, PlainLoginModule's or ScramLoginModule's username and password; the properties above win over it (never logged)" secret:"true"`
+	SASLLoginCallbackHandlerClass          string  `koanf:"sasl.login.callback.handler.class" doc:"accepted for Java configs: empty or Kafka's OAuthBearerLoginCallbackHandler"`
 	SASLOAuthBearerMethod                  string  `koanf:"sasl.oauthbearer.method" doc:"librdkafka's name for where the token comes from: oidc (the token endpoint, the only one supported; empty means the same)"`
 	SASLOAuthBearerTokenEndpointURL        string  `koanf:"sasl.oauthbearer.token.endpoint.url" doc:"OAUTHBEARER: the OAuth/OIDC token endpoint (https:// or http://), asked for a token by the client credentials grant; or file:///path of a file holding one JWT that another process keeps fresh (read again at every authentication)"`
 	SASLOAuthBearerClientID                string  `koanf:"sasl.oauthbearer.client.id" doc:"OAUTHBEARER: the client id for the token endpoint (librdkafka's name)"`
@@ -220,10 +223,12 @@ func (c *Config) Validate() error {
 	case "SASL_PLAINTEXT", "SASL_SSL":
 		switch strings.ToUpper(c.SASLMechanism) {
 		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-			if c.SASLUsername == "" {
+			c.validateJAAS(bad)
+			if c.saslUsername() == "" {
 				bad("sasl.username", "required with security.protocol=%s", c.SecurityProtocol)
 			}
 		case network.SASLOAuthBearer:
+			c.validateJAAS(bad)
 			c.validateOAuthBearer(bad)
 		default:
 			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with security.protocol=%s, got %q",

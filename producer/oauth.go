@@ -9,22 +9,32 @@ import (
 	"github.com/kafkatrail/kafkatrail/network"
 )
 
-// oauthClientID is the client id by either name: the Java client's
-// sasl.oauthbearer.client.credentials.client.id or librdkafka's sasl.oauthbearer.client.id.
+// oauthClientID is the client id by any of its names: the Java client's
+// sasl.oauthbearer.client.credentials.client.id, librdkafka's sasl.oauthbearer.client.id, then
+// the clientId of sasl.jaas.config (Java's order of precedence: the property, then JAAS).
 func (c *Config) oauthClientID() string {
-	return firstNonEmpty(c.SASLOAuthBearerClientCredentialsID, c.SASLOAuthBearerClientID)
+	return firstNonEmpty(c.SASLOAuthBearerClientCredentialsID, c.SASLOAuthBearerClientID,
+		c.jaasOption(jaasOAuthBearerModule, "clientId"))
 }
 
-// oauthClientSecret is the client secret by either name, as oauthClientID.
+// oauthClientSecret is the client secret by any of its names, as oauthClientID.
 func (c *Config) oauthClientSecret() string {
-	return firstNonEmpty(c.SASLOAuthBearerClientCredentialsSecret, c.SASLOAuthBearerClientSecret)
+	return firstNonEmpty(c.SASLOAuthBearerClientCredentialsSecret, c.SASLOAuthBearerClientSecret,
+		c.jaasOption(jaasOAuthBearerModule, "clientSecret"))
 }
 
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
+// oauthScope is sasl.oauthbearer.scope, else the scope of sasl.jaas.config.
+func (c *Config) oauthScope() string {
+	return firstNonEmpty(c.SASLOAuthBearerScope, c.jaasOption(jaasOAuthBearerModule, "scope"))
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
 	}
-	return b
+	return ""
 }
 
 // validateOAuthBearer checks the OAUTHBEARER properties, each error naming its key, with the
@@ -52,10 +62,10 @@ func (c *Config) validateOAuthBearer(bad func(key, format string, args ...any)) 
 		}
 	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
 		if c.oauthClientID() == "" {
-			bad("sasl.oauthbearer.client.id", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.id)")
+			bad("sasl.oauthbearer.client.id", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.id, or clientId in sasl.jaas.config)")
 		}
 		if c.oauthClientSecret() == "" {
-			bad("sasl.oauthbearer.client.secret", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.secret)")
+			bad("sasl.oauthbearer.client.secret", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.secret, or clientSecret in sasl.jaas.config)")
 		}
 	default:
 		bad(urlKey, "want an https://, http:// or file:// URL, got %q", redactedURL(u))
@@ -116,7 +126,7 @@ func (c *Config) oauthBearerConfig() *network.OAuthBearerConfig {
 		TokenEndpointURL:    c.SASLOAuthBearerTokenEndpointURL,
 		ClientID:            c.oauthClientID(),
 		ClientSecret:        c.oauthClientSecret(),
-		Scope:               c.SASLOAuthBearerScope,
+		Scope:               c.oauthScope(),
 		RefreshWindowFactor: c.SASLLoginRefreshWindowFactor,
 		RefreshWindowJitter: c.SASLLoginRefreshWindowJitter,
 		RefreshMinPeriod:    secondsOrNone(c.SASLLoginRefreshMinPeriodSeconds),

@@ -264,8 +264,8 @@ func (c *Config) networkConfig() (network.Config, error) {
 	if proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" {
 		nc.SASL = &network.SASLConfig{
 			Mechanism: strings.ToUpper(c.SASLMechanism),
-			Username:  c.SASLUsername,
-			Password:  c.SASLPassword,
+			Username:  c.saslUsername(),
+			Password:  c.saslPassword(),
 			OAuth:     c.oauthBearerConfig(),
 		}
 	}

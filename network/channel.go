@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,6 +92,28 @@ type channel struct {
 	cancel context.CancelFunc // aborts the dial and TLS handshake
 	killed bool
 
+	// saslReplies carries the responses of a re-authentication from the reader to the writer,
+	// which runs it (responses with a reserved correlation id, never emitted to the selector).
+	saslReplies chan []byte
+	// reauthAt is when the writer re-authenticates before its next frame (KIP-368); zero when
+	// the broker set no session lifetime. Only the connect-and-write goroutine touches it.
+	reauthAt time.Time
+	// sessionLifetime is the lifetime of the connection's current SASL session.
+	sessionLifetime time.Duration
+	// reauthenticating is set by the writer while it re-authenticates, for the reader to count
+	// the responses of requests in flight that arrive meanwhile (SASLStats).
+	reauthenticating atomic.Bool
+	// A read that fails during a re-authentication (the broker answers a refused one and
+	// closes) leaves the connection to the writer, which then reports the broker's answer
+	// rather than the EOF that followed it: the reader stores the error in readErr under
+	// reauthMu, while reauthActive, and signals readFailed. reauthActive is set from the start
+	// of a re-authentication until it succeeds; after a failure it stays set, as the writer
+	// kills the connection.
+	reauthMu     sync.Mutex
+	reauthActive bool
+	readErr      error
+	readFailed   chan struct{}
+
 	// Setup timestamps for telemetry. started is set before the connect goroutine starts; the
 	// others are written by that goroutine before it emits Connected (or, on failure,
 	// Disconnected), so the selector reads them safely when it handles that event.
@@ -99,13 +122,15 @@ type channel struct {
 
 func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channel {
 	return &channel{
-		id:        id,
-		addr:      addr,
-		cfg:       cfg,
-		events:    events,
-		sendSlot:  make(chan []byte, 1),
-		dead:      make(chan struct{}),
-		abandoned: make(chan struct{}),
+		id:          id,
+		addr:        addr,
+		cfg:         cfg,
+		events:      events,
+		sendSlot:    make(chan []byte, 1),
+		saslReplies: make(chan []byte, 1),
+		readFailed:  make(chan struct{}, 1),
+		dead:        make(chan struct{}),
+		abandoned:   make(chan struct{}),
 	}
 }
 
@@ -252,16 +277,95 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 		ch.tlsDone = time.Now()
 	}
 	if ch.cfg.SASL != nil {
-		if err := authenticate(conn, ch.cfg.SASL, ch.cfg.ClientID, ch.cfg.MaxReceiveBytes); err != nil {
-			var authErr *AuthenticationError
-			if errors.As(err, &authErr) {
-				authErr.Node = ch.id
-			}
-			return nil, err
+		s := connSASLSession(conn, ch.cfg.SASL, ch.cfg.ClientID, ch.cfg.MaxReceiveBytes)
+		if err := s.authenticate(ctx, ch.cfg.SASL); err != nil {
+			return nil, ch.nameNode(err)
 		}
 		ch.authenticated = time.Now()
+		ch.sessionLifetime = s.sessionLifetime
+		ch.reauthAt = reauthenticationTime(ch.authenticated, s.sessionLifetime)
+		ch.cfg.SASL.authentications.Add(1)
+		ch.cfg.SASL.lastSessionLifetime.Store(s.sessionLifetime.Milliseconds())
 	}
 	return conn, nil
+}
+
+// nameNode fills the node into an authentication error.
+func (ch *channel) nameNode(err error) error {
+	var authErr *AuthenticationError
+	if errors.As(err, &authErr) {
+		authErr.Node = ch.id
+	}
+	return err
+}
+
+// reauthenticate runs the SASL exchange again on an established connection, before the
+// broker's session ends (KIP-368; Java's KafkaChannel.maybeBeginClientReauthentication, which
+// also starts it when the channel is about to write). The writer runs it between two frames, so
+// no request is written meanwhile; responses to the requests already in flight keep flowing to
+// the selector in order, while the reader hands the exchange's own responses (reserved
+// correlation ids) to saslReplies. A failure closes the connection with its error: an
+// *AuthenticationError fails the node as an initial one does.
+func (ch *channel) reauthenticate(conn net.Conn) error {
+	start := time.Now()
+	timeout := time.NewTimer(ch.cfg.RequestTimeout)
+	defer timeout.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-ch.dead:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s := newSASLSession(ch.cfg.SASL, ch.cfg.ClientID,
+		func(b []byte) error { _, err := conn.Write(b); return err },
+		func() ([]byte, error) {
+			select {
+			case b := <-ch.saslReplies:
+				return b, nil
+			case <-ch.readFailed:
+				// The reader queues a reply before it reads on and fails: take it first.
+				select {
+				case b := <-ch.saslReplies:
+					return b, nil
+				default:
+				}
+				ch.reauthMu.Lock()
+				err := ch.readErr
+				ch.reauthMu.Unlock()
+				return nil, err
+			case <-ch.dead:
+				return nil, errors.New("network: connection closed during re-authentication")
+			case <-timeout.C:
+				return nil, fmt.Errorf("network: re-authentication with node %d: no response within %v", ch.id, ch.cfg.RequestTimeout)
+			}
+		})
+	s.minTokenValidity = ch.sessionLifetime
+	ch.reauthMu.Lock()
+	ch.reauthActive = true
+	ch.reauthMu.Unlock()
+	ch.reauthenticating.Store(true)
+	err := s.authenticate(ctx, ch.cfg.SASL)
+	ch.reauthenticating.Store(false)
+	if err != nil {
+		// reauthActive stays set: the reader, failing now that the broker closes, leaves the
+		// connection to the writer, which kills it with this error.
+		return fmt.Errorf("network: re-authentication with node %d (%s): %w", ch.id, ch.addr, ch.nameNode(err))
+	}
+	ch.reauthMu.Lock()
+	ch.reauthActive = false
+	readErr := ch.readErr
+	ch.reauthMu.Unlock()
+	if readErr != nil {
+		return readErr // the reader stopped after the exchange's last reply
+	}
+	ch.sessionLifetime = s.sessionLifetime
+	ch.reauthAt = reauthenticationTime(start, s.sessionLifetime)
+	ch.cfg.SASL.reauthentications.Add(1)
+	ch.cfg.SASL.lastSessionLifetime.Store(s.sessionLifetime.Milliseconds())
+	return nil
 }
 
 // read reads frames until the connection fails, reporting each as a receive. A bufio.Reader saves
@@ -271,8 +375,31 @@ func (ch *channel) read(conn net.Conn) {
 	for {
 		payload, err := readFrame(br, ch.cfg.MaxReceiveBytes)
 		if err != nil {
-			ch.kill(fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err), true)
+			err = fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err)
+			ch.reauthMu.Lock()
+			handOver := ch.reauthActive
+			if handOver {
+				ch.readErr = err
+			}
+			ch.reauthMu.Unlock()
+			if handOver {
+				ch.readFailed <- struct{}{} // buffered, sent once: this goroutine ends here
+				return
+			}
+			ch.kill(err, true)
 			return
+		}
+		if len(payload) >= 4 && isReservedCorrelationID(int32(binary.BigEndian.Uint32(payload))) {
+			// A re-authentication's response: the writer waits for it.
+			select {
+			case ch.saslReplies <- payload:
+			case <-ch.dead:
+				return
+			}
+			continue
+		}
+		if ch.reauthenticating.Load() {
+			ch.cfg.SASL.responsesDuringReauth.Add(1)
 		}
 		if !ch.emit(event{kind: eventReceive, payload: payload}) {
 			return
@@ -285,6 +412,12 @@ func (ch *channel) write(conn net.Conn) {
 	for {
 		select {
 		case frame := <-ch.sendSlot:
+			if !ch.reauthAt.IsZero() && !time.Now().Before(ch.reauthAt) {
+				if err := ch.reauthenticate(conn); err != nil {
+					ch.kill(err, true)
+					return
+				}
+			}
 			if _, err := conn.Write(frame); err != nil {
 				ch.kill(fmt.Errorf("network: write to node %d (%s): %w", ch.id, ch.addr, err), true)
 				return

@@ -279,10 +279,12 @@ func (c *NetworkClient) newRequest(node int32, body kmsg.Request, expectResponse
 	}
 }
 
-// nextCorrelationID returns the next id, wrapping from MaxInt32 to 0 so ids stay non-negative.
+// nextCorrelationID returns the next id, wrapping to 0 before the ids reserved for the SASL
+// exchange (Java's NetworkClient skips SaslClientAuthenticator's reserved ids too), so ids stay
+// non-negative and a re-authentication's responses are never taken for a request's.
 func (c *NetworkClient) nextCorrelationID() int32 {
 	id := c.correlation
-	if c.correlation == math.MaxInt32 {
+	if c.correlation >= minReservedCorrelationID-1 {
 		c.correlation = 0
 	} else {
 		c.correlation++

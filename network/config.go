@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,13 +37,49 @@ const (
 	SASLPlain       = "PLAIN"
 	SASLScramSHA256 = "SCRAM-SHA-256"
 	SASLScramSHA512 = "SCRAM-SHA-512"
+	SASLOAuthBearer = "OAUTHBEARER"
 )
 
-// SASLConfig is sasl.mechanism with the credentials of the JAAS config.
+// SASLConfig is sasl.mechanism with its credentials. It is used by pointer: the counters and
+// the OAUTHBEARER token it holds are shared by every connection made with it.
 type SASLConfig struct {
-	Mechanism string // SASLPlain, SASLScramSHA256 or SASLScramSHA512
+	Mechanism string // SASLPlain, SASLScramSHA256, SASLScramSHA512 or SASLOAuthBearer
 	Username  string
 	Password  string
+	// OAuth is how OAUTHBEARER gets its token; required with that mechanism.
+	OAuth *OAuthBearerConfig
+
+	authentications, reauthentications atomic.Int64
+	lastSessionLifetime                atomic.Int64 // milliseconds
+	responsesDuringReauth              atomic.Int64
+}
+
+// SASLStats counts what connections made with a SASLConfig did.
+type SASLStats struct {
+	// Authentications counts successful exchanges on new connections, Reauthentications those
+	// on established ones before their session ended (KIP-368).
+	Authentications, Reauthentications int64
+	// TokenFetches counts OAUTHBEARER tokens fetched (or read from their file), TokenFailures
+	// the fetches that failed.
+	TokenFetches, TokenFailures int64
+	// ResponsesDuringReauthentication counts responses to requests in flight that arrived while
+	// their connection re-authenticated: they were delivered, in order, not lost.
+	ResponsesDuringReauthentication int64
+	// SessionLifetime is the last session lifetime a broker gave (session_lifetime_ms of
+	// SaslAuthenticate, KIP-368), zero if none.
+	SessionLifetime time.Duration
+}
+
+// Stats returns the counters so far.
+func (c *SASLConfig) Stats() SASLStats {
+	st := SASLStats{Authentications: c.authentications.Load(), Reauthentications: c.reauthentications.Load(),
+		SessionLifetime:                 time.Duration(c.lastSessionLifetime.Load()) * time.Millisecond,
+		ResponsesDuringReauthentication: c.responsesDuringReauth.Load()}
+	if c.OAuth != nil {
+		p := c.OAuth.provider()
+		st.TokenFetches, st.TokenFailures = p.fetches.Load(), p.failures.Load()
+	}
+	return st
 }
 
 // Config configures the NetworkClient and its Selector. Zero durations and sizes take the Java
@@ -115,6 +152,13 @@ func (c Config) Validate() error {
 	if c.SASL != nil {
 		switch c.SASL.Mechanism {
 		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		case SASLOAuthBearer:
+			if c.SASL.OAuth == nil {
+				return errors.New("sasl.oauthbearer.token.endpoint.url: required with sasl.mechanism=OAUTHBEARER")
+			}
+			if err := c.SASL.OAuth.Validate(); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("sasl.mechanism: unsupported mechanism %q", c.SASL.Mechanism)
 		}

@@ -2,11 +2,16 @@ package network
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,26 +50,65 @@ func (e *AuthenticationError) Error() string {
 // Unwrap returns the Kafka error or local cause, for errors.Is(err, kerr.SaslAuthenticationFailed).
 func (e *AuthenticationError) Unwrap() error { return e.Err }
 
-// saslSession runs the SASL exchange on a fresh connection, before the selector sees it, with
-// plain blocking reads and writes: SaslHandshake v1 names the mechanism, then SaslAuthenticate
-// requests carry the mechanism's messages (KIP-152).
+// Correlation ids from minReservedCorrelationID up are the SASL exchange's, as in the Java
+// client (SaslClientAuthenticator.MIN_RESERVED_CORRELATION_ID): the NetworkClient never uses
+// them, so a re-authentication's responses are told apart from those of requests in flight.
+const (
+	maxReservedCorrelationID = math.MaxInt32
+	minReservedCorrelationID = maxReservedCorrelationID - 7
+)
+
+// isReservedCorrelationID reports whether a response with this id belongs to the SASL exchange.
+func isReservedCorrelationID(id int32) bool { return id >= minReservedCorrelationID }
+
+// saslSession runs the SASL exchange over plain blocking calls: SaslHandshake v1 names the
+// mechanism, then SaslAuthenticate requests carry the mechanism's messages (KIP-152). On a fresh
+// connection it reads the socket itself; a re-authentication (KIP-368) gets its responses from
+// the connection's reader, which hands over those with a reserved correlation id.
 type saslSession struct {
-	conn          net.Conn
-	br            *bufio.Reader
+	write         func([]byte) error
+	recv          func() ([]byte, error)
 	formatter     *kmsg.RequestFormatter
-	maxSize       int32
 	correlationID int32
 	mechanism     string
+	// sessionLifetime is the last SaslAuthenticate response's session_lifetime_ms: how long the
+	// broker keeps the session before the client must re-authenticate (zero: no limit).
+	sessionLifetime time.Duration
+	// minTokenValidity is how long an OAUTHBEARER token must stay valid to be sent: on a
+	// re-authentication, the lifetime of the session it renews (see tokenProvider.get).
+	minTokenValidity time.Duration
+}
+
+func newSASLSession(cfg *SASLConfig, clientID string, write func([]byte) error, recv func() ([]byte, error)) *saslSession {
+	return &saslSession{
+		write:         write,
+		recv:          recv,
+		formatter:     kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
+		correlationID: minReservedCorrelationID - 1,
+		mechanism:     cfg.Mechanism,
+	}
+}
+
+// connSASLSession is the session of a fresh connection, which nothing else reads yet.
+func connSASLSession(conn net.Conn, cfg *SASLConfig, clientID string, maxSize int32) *saslSession {
+	br := bufio.NewReader(conn)
+	return newSASLSession(cfg, clientID,
+		func(b []byte) error { _, err := conn.Write(b); return err },
+		func() ([]byte, error) { return readFrame(br, maxSize) })
 }
 
 // roundTrip writes req and reads its response, checking the correlation id. SASL requests use
 // non-flexible response headers at the versions sent here, so no tags are skipped.
 func (s *saslSession) roundTrip(req kmsg.Request) (kmsg.Response, error) {
-	s.correlationID++
-	if _, err := s.conn.Write(s.formatter.AppendRequest(nil, req, s.correlationID)); err != nil {
+	if s.correlationID >= maxReservedCorrelationID || s.correlationID < minReservedCorrelationID {
+		s.correlationID = minReservedCorrelationID
+	} else {
+		s.correlationID++
+	}
+	if err := s.write(s.formatter.AppendRequest(nil, req, s.correlationID)); err != nil {
 		return nil, err
 	}
-	payload, err := readFrame(s.br, s.maxSize)
+	payload, err := s.recv()
 	if err != nil {
 		return nil, err
 	}
@@ -86,16 +130,9 @@ func (s *saslSession) authFailed(err error, message string) error {
 	return &AuthenticationError{Mechanism: s.mechanism, Message: message, Err: err}
 }
 
-// authenticate runs the whole SASL exchange of cfg on conn. A wrong password or mechanism yields an
-// *AuthenticationError; a broken connection yields a plain error (retried as a disconnect).
-func authenticate(conn net.Conn, cfg *SASLConfig, clientID string, maxSize int32) error {
-	s := &saslSession{
-		conn:      conn,
-		br:        bufio.NewReader(conn),
-		formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
-		maxSize:   maxSize,
-		mechanism: cfg.Mechanism,
-	}
+// authenticate runs the whole SASL exchange of cfg. A wrong password, mechanism or token yields
+// an *AuthenticationError; a broken connection yields a plain error (retried as a disconnect).
+func (s *saslSession) authenticate(ctx context.Context, cfg *SASLConfig) error {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.SetVersion(1)
 	hs.Mechanism = cfg.Mechanism
@@ -144,8 +181,40 @@ func authenticate(conn net.Conn, cfg *SASLConfig, clientID string, maxSize int32
 			return s.authFailed(errors.New("server signature did not verify"), "")
 		}
 		return nil
+	case SASLOAuthBearer:
+		return s.oauthBearer(ctx, cfg)
 	}
 	return s.authFailed(fmt.Errorf("unsupported mechanism %q", cfg.Mechanism), "")
+}
+
+// oauthBearer sends the token, as Java's OAuthBearerSaslClient: an empty reply is success; a
+// non-empty one is the broker's error (RFC 7628 section 3.2.2, a JSON status), which the client
+// acknowledges with a single 0x01 so that the broker ends the exchange with its error message.
+// A refused token's error says which token was sent (its subject, audience and expiry).
+func (s *saslSession) oauthBearer(ctx context.Context, cfg *SASLConfig) error {
+	now := time.Now()
+	tok, err := cfg.OAuth.provider().get(ctx, now, s.minTokenValidity)
+	if err != nil {
+		return err
+	}
+	withToken := func(err error) error {
+		var authErr *AuthenticationError
+		if errors.As(err, &authErr) {
+			authErr.Message = strings.TrimPrefix(authErr.Message+"; ", "; ") + "sent " + tok.describe(now)
+		}
+		return err
+	}
+	reply, err := s.step(oauthBearerInitialResponse(tok.value))
+	if err != nil {
+		return withToken(err)
+	}
+	if len(reply) == 0 {
+		return nil
+	}
+	if _, err := s.step([]byte{0x01}); err != nil {
+		return withToken(err)
+	}
+	return withToken(s.authFailed(kerr.SaslAuthenticationFailed, "broker answered "+clip(string(reply))))
 }
 
 // step sends one SaslAuthenticate v1 message and returns the broker's reply bytes.
@@ -165,5 +234,23 @@ func (s *saslSession) step(msg []byte) ([]byte, error) {
 		}
 		return nil, s.authFailed(err, msg)
 	}
+	s.sessionLifetime = time.Duration(ar.SessionLifetimeMillis) * time.Millisecond
 	return ar.SASLAuthBytes, nil
+}
+
+// minReauthenticationInterval is the least time between two re-authentications of a connection
+// the broker allows (KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS): a SaslHandshake sooner
+// is refused with ILLEGAL_SASL_STATE.
+const minReauthenticationInterval = time.Second
+
+// reauthenticationTime is when a session of lifetime d that began at start is re-authenticated:
+// at 85 % to 95 % of it, as Java's SaslClientAuthenticator.ReauthInfo does (the 85 % leaves room
+// for latency and clock drift, the 10 % jitter spreads many connections' re-authentications),
+// but not within the broker's minimum interval: a session shorter than that ends, and the
+// broker closes the connection, which is then made again. Zero when the broker set no lifetime.
+func reauthenticationTime(start time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return start.Add(max(time.Duration(float64(d)*(0.85+0.10*rand.Float64())), minReauthenticationInterval))
 }

@@ -47,44 +47,73 @@ type Config struct {
 	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent sets it itself with --exactly-once (--transactional-id) and refuses it here"`
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
 
-	SecurityProtocol                   string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
-	SASLMechanism                      string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"`
-	SASLUsername                       string `koanf:"sasl.username" doc:"SASL user name"`
-	SASLPassword                       string `koanf:"sasl.password" doc:"SASL password (never logged)" secret:"true"`
-	SSLCALocation                      string `koanf:"ssl.ca.location" doc:"PEM file of CAs to trust; empty: the system roots"`
-	SSLCertificateLocation             string `koanf:"ssl.certificate.location" doc:"PEM client certificate for mutual TLS"`
-	SSLKeyLocation                     string `koanf:"ssl.key.location" doc:"PEM private key of the client certificate"`
-	SSLEndpointIdentificationAlgorithm string `koanf:"ssl.endpoint.identification.algorithm" doc:"https verifies the broker's host name; empty turns the check off"`
+	SecurityProtocol string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
+	SASLMechanism    string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"`
+	SASLUsername     string `koanf:"sasl.username" doc:"SASL user name"`
+	SASLPassword     string `koanf:"sasl.password" doc:"SASL password (never logged)" secret:"true"`
+
+	// SASL OAUTHBEARER (oauth.go): the Java client's names, with librdkafka's where they differ;
+	// sasl.jaas.config as a Java client writes it (jaas.go).
+	SASLJAASConfig                         string  `koanf:"sasl.jaas.config" doc:"a Java client's JAAS line, read for its credentials: OAuthBearerLoginModule's clientId, clientSecret and scope, PlainLoginModule's or ScramLoginModule's username and password; the properties above win over it (never logged)" secret:"true"`
+	SASLLoginCallbackHandlerClass          string  `koanf:"sasl.login.callback.handler.class" doc:"accepted for Java configs: empty or Kafka's OAuthBearerLoginCallbackHandler"`
+	SASLOAuthBearerMethod                  string  `koanf:"sasl.oauthbearer.method" doc:"librdkafka's name for where the token comes from: oidc (the token endpoint, the only one supported; empty means the same)"`
+	SASLOAuthBearerTokenEndpointURL        string  `koanf:"sasl.oauthbearer.token.endpoint.url" doc:"OAUTHBEARER: the OAuth/OIDC token endpoint (https:// or http://), asked for a token by the client credentials grant; or file:///path of a file holding one JWT that another process keeps fresh (read again at every authentication)"`
+	SASLOAuthBearerClientID                string  `koanf:"sasl.oauthbearer.client.id" doc:"OAUTHBEARER: the client id for the token endpoint (librdkafka's name)"`
+	SASLOAuthBearerClientSecret            string  `koanf:"sasl.oauthbearer.client.secret" doc:"OAUTHBEARER: the client secret for the token endpoint (librdkafka's name; never logged)" secret:"true"`
+	SASLOAuthBearerClientCredentialsID     string  `koanf:"sasl.oauthbearer.client.credentials.client.id" doc:"OAUTHBEARER: the Java client's name of sasl.oauthbearer.client.id"`
+	SASLOAuthBearerClientCredentialsSecret string  `koanf:"sasl.oauthbearer.client.credentials.client.secret" doc:"OAUTHBEARER: the Java client's name of sasl.oauthbearer.client.secret (never logged)" secret:"true"`
+	SASLOAuthBearerScope                   string  `koanf:"sasl.oauthbearer.scope" doc:"OAUTHBEARER: the scope asked of the token endpoint (optional)"`
+	SASLLoginRefreshWindowFactor           float64 `koanf:"sasl.login.refresh.window.factor" doc:"OAUTHBEARER: the token is refreshed at this fraction of its lifetime, 0.5 to 1.0"`
+	SASLLoginRefreshWindowJitter           float64 `koanf:"sasl.login.refresh.window.jitter" doc:"OAUTHBEARER: up to this fraction of the lifetime is added at random to the refresh time, 0 to 0.25"`
+	SASLLoginRefreshMinPeriodSeconds       int     `koanf:"sasl.login.refresh.min.period.seconds" doc:"OAUTHBEARER: least time between two refreshes, 0 to 900 (ignored with the buffer for a token too short-lived for both)"`
+	SASLLoginRefreshBufferSeconds          int     `koanf:"sasl.login.refresh.buffer.seconds" doc:"OAUTHBEARER: time before expiry kept free of the refresh, 0 to 3600"`
+	SASLLoginRetryBackoffMs                int     `koanf:"sasl.login.retry.backoff.ms" doc:"OAUTHBEARER: wait after a failed token fetch, doubled after each further failure"`
+	SASLLoginRetryBackoffMaxMs             int     `koanf:"sasl.login.retry.backoff.max.ms" doc:"OAUTHBEARER: upper bound of the token fetch retry backoff"`
+	SASLLoginConnectTimeoutMs              int     `koanf:"sasl.login.connect.timeout.ms" doc:"OAUTHBEARER: how long connecting to the token endpoint may take"`
+	SASLLoginReadTimeoutMs                 int     `koanf:"sasl.login.read.timeout.ms" doc:"OAUTHBEARER: how long the token endpoint may take to answer"`
+	SSLCALocation                          string  `koanf:"ssl.ca.location" doc:"PEM file of CAs to trust; empty: the system roots"`
+	SSLCertificateLocation                 string  `koanf:"ssl.certificate.location" doc:"PEM client certificate for mutual TLS"`
+	SSLKeyLocation                         string  `koanf:"ssl.key.location" doc:"PEM private key of the client certificate"`
+	SSLEndpointIdentificationAlgorithm     string  `koanf:"ssl.endpoint.identification.algorithm" doc:"https verifies the broker's host name; empty turns the check off"`
 }
 
 // DefaultConfig returns the Java client's defaults. The settings that the accumulator, the
 // network layer and metadata own are read from their constants, so each default is written once.
 func DefaultConfig() Config {
 	return Config{
-		ClientID:                           "kafkatrail",
-		Acks:                               "all",
-		EnableIdempotence:                  true,
-		CompressionType:                    "none",
-		BatchSize:                          accumulator.DefaultBatchSize,
-		LingerMs:                           5,
-		BufferMemory:                       accumulator.DefaultBufferMemory,
-		MaxInFlightRequestsPerConnection:   network.DefaultMaxInFlight,
-		Retries:                            math.MaxInt32,
-		DeliveryTimeoutMs:                  millis(accumulator.DefaultDeliveryTimeout),
-		RequestTimeoutMs:                   millis(network.DefaultRequestTimeout),
-		MaxBlockMs:                         60000,
-		MaxRequestSize:                     1 << 20,
-		RetryBackoffMs:                     100,
-		ReconnectBackoffMs:                 millis(network.DefaultReconnectBackoff),
-		ReconnectBackoffMaxMs:              millis(network.DefaultReconnectBackoffMax),
-		MetadataMaxAgeMs:                   300000,
-		MetadataMaxIdleMs:                  millis(metadata.DefaultMaxIdle),
-		ConnectionsMaxIdleMs:               millis(network.DefaultConnectionsMaxIdle),
-		SocketConnectionSetupTimeoutMs:     millis(network.DefaultSocketConnectionSetupTimeout),
-		AllowAutoCreateTopics:              true,
-		MaxReceiveBytes:                    network.DefaultMaxReceiveBytes,
-		TransactionTimeoutMs:               60000,
-		SecurityProtocol:                   "PLAINTEXT",
+		ClientID:                         "kafkatrail",
+		Acks:                             "all",
+		EnableIdempotence:                true,
+		CompressionType:                  "none",
+		BatchSize:                        accumulator.DefaultBatchSize,
+		LingerMs:                         5,
+		BufferMemory:                     accumulator.DefaultBufferMemory,
+		MaxInFlightRequestsPerConnection: network.DefaultMaxInFlight,
+		Retries:                          math.MaxInt32,
+		DeliveryTimeoutMs:                millis(accumulator.DefaultDeliveryTimeout),
+		RequestTimeoutMs:                 millis(network.DefaultRequestTimeout),
+		MaxBlockMs:                       60000,
+		MaxRequestSize:                   1 << 20,
+		RetryBackoffMs:                   100,
+		ReconnectBackoffMs:               millis(network.DefaultReconnectBackoff),
+		ReconnectBackoffMaxMs:            millis(network.DefaultReconnectBackoffMax),
+		MetadataMaxAgeMs:                 300000,
+		MetadataMaxIdleMs:                millis(metadata.DefaultMaxIdle),
+		ConnectionsMaxIdleMs:             millis(network.DefaultConnectionsMaxIdle),
+		SocketConnectionSetupTimeoutMs:   millis(network.DefaultSocketConnectionSetupTimeout),
+		AllowAutoCreateTopics:            true,
+		MaxReceiveBytes:                  network.DefaultMaxReceiveBytes,
+		TransactionTimeoutMs:             60000,
+		SecurityProtocol:                 "PLAINTEXT",
+		// SASL OAUTHBEARER: the Java client's login defaults (network/oauth.go).
+		SASLLoginRefreshWindowFactor:       network.DefaultLoginRefreshWindowFactor,
+		SASLLoginRefreshWindowJitter:       network.DefaultLoginRefreshWindowJitter,
+		SASLLoginRefreshMinPeriodSeconds:   int(network.DefaultLoginRefreshMinPeriod / time.Second),
+		SASLLoginRefreshBufferSeconds:      int(network.DefaultLoginRefreshBuffer / time.Second),
+		SASLLoginRetryBackoffMs:            millis(network.DefaultLoginRetryBackoff),
+		SASLLoginRetryBackoffMaxMs:         millis(network.DefaultLoginRetryBackoffMax),
+		SASLLoginConnectTimeoutMs:          millis(network.DefaultLoginTimeout),
+		SASLLoginReadTimeoutMs:             millis(network.DefaultLoginTimeout),
 		SSLEndpointIdentificationAlgorithm: "https",
 	}
 }
@@ -194,12 +223,16 @@ func (c *Config) Validate() error {
 	case "SASL_PLAINTEXT", "SASL_SSL":
 		switch strings.ToUpper(c.SASLMechanism) {
 		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+			c.validateJAAS(bad)
+			if c.saslUsername() == "" {
+				bad("sasl.username", "required with security.protocol=%s", c.SecurityProtocol)
+			}
+		case network.SASLOAuthBearer:
+			c.validateJAAS(bad)
+			c.validateOAuthBearer(bad)
 		default:
-			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with security.protocol=%s, got %q",
+			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with security.protocol=%s, got %q",
 				c.SecurityProtocol, c.SASLMechanism)
-		}
-		if c.SASLUsername == "" {
-			bad("sasl.username", "required with security.protocol=%s", c.SecurityProtocol)
 		}
 	default:
 		bad("security.protocol", "must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, got %q", c.SecurityProtocol)

@@ -59,6 +59,7 @@ type Record struct {
 // Producer sends records to Kafka. It is safe for concurrent use by many goroutines.
 type Producer struct {
 	cfg    Config
+	sasl   *network.SASLConfig // nil without SASL; its counters for SASLStats
 	acks   int16
 	log    *slog.Logger
 	meta   *metadata.Metadata
@@ -165,6 +166,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		closing:    make(chan struct{}),
 		senderDone: make(chan struct{}),
 	}
+	p.sasl = netCfg.SASL
 	p.sender = newSender(cfg, acks, client, acc, meta, o.logger, o.clock)
 	p.sender.obs = o.observer
 	var stopped func()
@@ -267,8 +269,9 @@ func (c *Config) networkConfig() (network.Config, error) {
 	if proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" {
 		nc.SASL = &network.SASLConfig{
 			Mechanism: strings.ToUpper(c.SASLMechanism),
-			Username:  c.SASLUsername,
-			Password:  c.SASLPassword,
+			Username:  c.saslUsername(),
+			Password:  c.saslPassword(),
+			OAuth:     c.oauthBearerConfig(),
 		}
 	}
 	return nc, nil

@@ -33,6 +33,12 @@ func (c *Config) Set(key, value string) error {
 			return &ConfigError{Key: key, Reason: fmt.Sprintf("want an integer, got %q", value)}
 		}
 		v.SetInt(n)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return &ConfigError{Key: key, Reason: fmt.Sprintf("want a number, got %q", value)}
+		}
+		v.SetFloat(f)
 	case reflect.Slice: // []string: comma-separated, as bootstrap.servers is in Java
 		var parts []string
 		for _, p := range strings.Split(value, ",") {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kafkatrail/kafkatrail/internal/oauthtest"
 )
 
 // sameMultiset compares the records with the lines sent, as multisets: lost are lines with no
@@ -324,6 +326,8 @@ func TestBadInput(t *testing.T) {
 			{"bad parse-regex", "brokers: [127.0.0.1:1]\ntopic: logs-{level}\nparse-regex: '(?P<level>[A-Z+'\n", nil, nil, []string{"parse-regex", "missing closing ]"}},
 			{"parse-regex without a named group", "brokers: [127.0.0.1:1]\ntopic: t\n", []string{"--parse-regex", "([A-Z]+)"}, nil, []string{"parse-regex", "named group"}},
 			{"max-topics zero", "brokers: [127.0.0.1:1]\ntopic: logs-{a}\nmax-topics: 0\n", nil, nil, []string{"max-topics"}},
+			{"OAUTHBEARER: token endpoint not a URL", "brokers: [127.0.0.1:1]\ntopic: t\nproducer:\n  security.protocol: SASL_SSL\n  sasl.mechanism: OAUTHBEARER\n  sasl.oauthbearer.token.endpoint.url: idp.example/token\n  sasl.oauthbearer.client.id: a\n  sasl.oauthbearer.client.secret: s\n", nil, nil, []string{"sasl.oauthbearer.token.endpoint.url"}},
+			{"OAUTHBEARER: no client id", "brokers: [127.0.0.1:1]\ntopic: t\nproducer:\n  security.protocol: SASL_SSL\n  sasl.mechanism: OAUTHBEARER\n  sasl.oauthbearer.token.endpoint.url: https://idp.example/token\n  sasl.oauthbearer.client.secret: s\n", nil, nil, []string{"sasl.oauthbearer.client.id", "required"}},
 		}
 		var failed []string
 		for i, tc := range cases {
@@ -353,6 +357,44 @@ func TestBadInput(t *testing.T) {
 		for _, f := range failed {
 			t.Errorf("%s", f)
 		}
+	})
+
+	t.Run("OAUTHBEARER token refused", func(t *testing.T) {
+		rep := report(t, "6. bad input: an OAUTHBEARER token the broker refuses (wrong audience)")
+		ob := b.oauthBroker(t)
+		const secret = "reliability-oauth-secret"
+		srv, err := oauthtest.ForBroker(ob, "agent-1", secret, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		srv.SetAudience("not-the-broker")
+		const n = 50
+		var in bytes.Buffer
+		for i := range n {
+			fmt.Fprintf(&in, "line %d\n", i)
+		}
+		start := time.Now()
+		a := startAgent(t, &in, nil, "--brokers", ob.Bootstrap, "--topic", b.newTopic(t, 1), "--log-level", "debug",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+			"-X", "sasl.oauthbearer.token.endpoint.url="+srv.TokenURL,
+			"-X", "sasl.oauthbearer.client.id=agent-1", "-X", "sasl.oauthbearer.client.secret="+secret)
+		code := a.wait(30 * time.Second)
+		took := time.Since(start)
+		a.checkNoPanic()
+		l := a.log()
+		if code == 0 || !strings.Contains(l, "OAUTHBEARER") || !strings.Contains(l, "invalid_token") ||
+			!strings.Contains(l, fmt.Sprintf("%d of %d lines failed", n, n)) {
+			t.Fatalf("exit %d after %v; want every line failed naming OAUTHBEARER and the broker's message; log:\n%s", code, took, a.logTail())
+		}
+		if strings.Contains(l, secret) {
+			t.Fatal("the agent's output shows the client secret")
+		}
+		if took > 15*time.Second {
+			t.Fatalf("the refusal took %v", took)
+		}
+		rep.note("exit %d after %s, %d of %d lines failed naming OAUTHBEARER and the broker's message, the secret in no log line",
+			code, secs(took), n, n)
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/freeport"
+	"github.com/kafkatrail/kafkatrail/internal/oauthtest"
 )
 
 // suite is the suite's own real broker (scripts/kafka/broker.sh with a private state dir and
@@ -27,7 +28,7 @@ import (
 // it. The SASL listener is not proxied: the suite reads Kafka through it, so that toxics never
 // slow the measurements.
 type suite struct {
-	port  int // base port: PLAINTEXT; +1 controller, +2 SASL_PLAINTEXT, +3 SSL
+	port  int // base port: PLAINTEXT; +1 controller, +2 SASL_PLAINTEXT, +3 SSL, +4 OAUTH
 	state string
 	env   []string
 
@@ -63,7 +64,7 @@ func theBroker(t *testing.T) *suite {
 func startSuite() (*suite, error) {
 	s := &suite{}
 	s.srv = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	base, err := freeport.Base(31000+os.Getpid()%1500*10, 60000, 4)
+	base, err := freeport.Base(31000+os.Getpid()%1500*10, 60000, 5)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +125,28 @@ func (s *suite) direct() string   { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 func (s *suite) saslAddr() string { return fmt.Sprintf("127.0.0.1:%d", s.port+2) }
 func (s *suite) sslAddr() string  { return fmt.Sprintf("127.0.0.1:%d", s.port+3) }
 func (s *suite) caFile() string   { return filepath.Join(s.state, "tls", "ca.pem") }
+
+// oauthBroker is the OAUTH listener (not proxied) and what tokens for it need, from
+// `broker.sh env`.
+func (s *suite) oauthBroker(t *testing.T) oauthtest.Broker {
+	t.Helper()
+	out, err := s.run("env")
+	if err != nil {
+		t.Fatalf("broker.sh env: %v\n%s", err, out)
+	}
+	env := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(l, "export "), "="); ok {
+			env[k] = v
+		}
+	}
+	b := oauthtest.Broker{Bootstrap: env["KAFKA_OAUTH_BOOTSTRAP"], KeyFile: env["KAFKA_OAUTH_KEY"],
+		KID: env["KAFKA_OAUTH_KID"], Issuer: env["KAFKA_OAUTH_ISSUER"], Audience: env["KAFKA_OAUTH_AUDIENCE"]}
+	if b.Bootstrap == "" || b.KeyFile == "" {
+		t.Fatalf("broker.sh env has no OAUTH listener:\n%s", out)
+	}
+	return b
+}
 func (s *suite) brokerLog() string {
 	return filepath.Join(s.state, "broker.log")
 }

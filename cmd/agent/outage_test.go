@@ -26,7 +26,7 @@ type privateBroker struct {
 func startPrivateBroker(t *testing.T) *privateBroker {
 	t.Helper()
 	kafkatest.Bootstrap(t) // the environment make test sets up (jars fetched, Java present)
-	port, err := freeport.Base(30000+os.Getpid()%2000*10, 60000, 4)
+	port, err := freeport.Base(30000+os.Getpid()%2000*10, 60000, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,19 @@
 #   CONTROLLER      127.0.0.1:KAFKA_PORT+1    (9093)
 #   SASL_PLAINTEXT  127.0.0.1:KAFKA_PORT+2    (9094)  PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; alice/alice-secret
 #   SSL             127.0.0.1:KAFKA_PORT+3    (9095)  cert signed by $STATE/tls/ca.pem; client cert requested
+#   OAUTH           127.0.0.1:KAFKA_PORT+4    (9096)  SASL_PLAINTEXT with OAUTHBEARER only: JWTs (RS256) checked
+#                   by Kafka's OAuthBearerValidatorCallbackHandler against $STATE/oauth/jwks.json (a file, so
+#                   the broker needs no token server to start), audience kafkatrail-broker, issuer
+#                   kafkatrail-oauthtest, no clock skew, sessions of at most KAFKA_OAUTH_REAUTH_MS (default
+#                   3000) so clients must re-authenticate (KIP-368). The signing key is $STATE/oauth/key.pem:
+#                   tests serve tokens signed with it (internal/oauthtest).
 #
 # Environment: KAFKATRAIL_STATE (default /tmp/kafkatrail-kafka), KAFKATRAIL_CACHE (jar cache),
 # KAFKA_PORT, KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90),
 # KAFKA_ADVERTISED_PORT (PLAINTEXT's advertised port, default KAFKA_PORT: a proxy's port, so that
 # clients cannot bypass the proxy; read by start, kept by resume), JAVA (default: java on PATH / $JAVA_HOME),
-# KAFKA_VERSION (default 4.4.0; read by start, which records it in the state dir for resume, env, java).
+# KAFKA_VERSION (default 4.4.0; read by start, which records it in the state dir for resume, env, java),
+# KAFKA_OAUTH_REAUTH_MS (the OAUTH listener's connections.max.reauth.ms, default 3000; read by start).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,6 +40,7 @@ PORT=${KAFKA_PORT:-9092}
 CONTROLLER_PORT=$((PORT + 1))
 SASL_PORT=$((PORT + 2))
 SSL_PORT=$((PORT + 3))
+OAUTH_PORT=$((PORT + 4))
 ADVERTISED_PORT=${KAFKA_ADVERTISED_PORT:-$PORT}
 HOST=127.0.0.1
 HEAP=${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}
@@ -48,6 +56,11 @@ LOG=$STATE/broker.log
 CONF=$STATE/config
 DATA=$STATE/data
 TLS=$STATE/tls
+OAUTH=$STATE/oauth
+OAUTH_ISSUER=kafkatrail-oauthtest
+OAUTH_AUDIENCE=kafkatrail-broker
+OAUTH_KID=kafkatrail-test
+OAUTH_REAUTH_MS=${KAFKA_OAUTH_REAUTH_MS:-3000}
 # The process behind the PID file must be kafka.Kafka with our config.
 PID_MATCH="kafka.Kafka $CONF/server.properties"
 
@@ -65,9 +78,9 @@ node.id=1
 controller.quorum.bootstrap.servers=$HOST:$CONTROLLER_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT
-advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT
+advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,OAUTH:SASL_PLAINTEXT
 log.dirs=$DATA
 
 num.partitions=1
@@ -85,6 +98,17 @@ sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+
+# OAUTH: OAUTHBEARER with JWTs validated against a JWKS file (the JVM is allowed to read it by
+# the org.apache.kafka.sasl.oauthbearer.allowed.urls/.files system properties, launch_kafka).
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oauth.oauthbearer.connections.max.reauth.ms=$OAUTH_REAUTH_MS
+sasl.oauthbearer.jwks.endpoint.url=file://$OAUTH/jwks.json
+sasl.oauthbearer.expected.audience=$OAUTH_AUDIENCE
+sasl.oauthbearer.expected.issuer=$OAUTH_ISSUER
+sasl.oauthbearer.clock.skew.seconds=0
 
 # SSL: broker cert signed by the test CA ($TLS/ca.pem); client certificates requested, not required.
 ssl.keystore.type=PKCS12
@@ -128,6 +152,22 @@ gen_tls() {
   ) >"$STATE/tls.log" 2>&1 || { cat "$STATE/tls.log" >&2; die "TLS material generation failed"; }
 }
 
+# gen_oauth: the RSA key that signs the test tokens and the JWKS (RFC 7517) of its public half,
+# the modulus turned from openssl's hex into base64url by printf (no other tool needed).
+gen_oauth() {
+  (
+    cd "$OAUTH"
+    umask 077
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out key.pem
+    local hex n
+    hex=$(openssl rsa -in key.pem -noout -modulus | cut -d= -f2)
+    # shellcheck disable=SC2059 # the format is the modulus's bytes as \xHH escapes
+    n=$(printf "$(sed 's/../\\x&/g' <<<"$hex")" | base64 -w0 | tr '+/' '-_' | tr -d '=')
+    printf '{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"%s","n":"%s","e":"AQAB"}]}\n' "$OAUTH_KID" "$n" >jwks.json
+    chmod 644 jwks.json
+  ) >"$STATE/oauth.log" 2>&1 || { cat "$STATE/oauth.log" >&2; die "OAuth key generation failed"; }
+}
+
 # broker_ready: true once the broker logged its start and its PLAINTEXT port accepts.
 broker_ready() { grep -q 'Kafka Server started' "$LOG" 2>/dev/null && tcp_open "$PORT"; }
 
@@ -146,7 +186,7 @@ cmd_start() {
     exit 75
   fi
   rm -f "$PIDFILE"
-  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT"
+  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT" "$OAUTH_PORT"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
   lib=$(fetch)
@@ -159,9 +199,10 @@ cmd_start() {
     local t_tls=$SECONDS t_format=$SECONDS
     mv -f "$LOG" "$LOG.previous" 2>/dev/null || true
   else
-  rm -rf "$DATA" "$CONF" "$TLS" "$LOG" "$STATE/format.log" "$STATE/tls.log" "$STATE/version"
-  mkdir -p "$DATA" "$CONF" "$TLS"
+  rm -rf "$DATA" "$CONF" "$TLS" "$OAUTH" "$LOG" "$STATE/format.log" "$STATE/tls.log" "$STATE/oauth.log" "$STATE/version"
+  mkdir -p "$DATA" "$CONF" "$TLS" "$OAUTH"
   gen_tls
+  gen_oauth
   write_configs
   local t_tls=$SECONDS
 
@@ -180,9 +221,12 @@ cmd_start() {
   local t_format=$SECONDS
   fi
 
+  # Kafka 3.9.1 and 4.x read the JWKS only from a URL (and file) these allow.
+  KAFKA_JVM_PROPS=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$OAUTH/jwks.json"
+    "-Dorg.apache.kafka.sasl.oauthbearer.allowed.files=$OAUTH/jwks.json")
   launch_kafka "$PIDFILE" "$LOG" "$lib" "$CONF/server.properties"
   daemon_wait broker_ready 60
-  log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT (log: $LOG)"
+  log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT (log: $LOG)"
 }
 
 cmd_kill() {
@@ -192,6 +236,13 @@ cmd_kill() {
   for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   rm -f "$PIDFILE"
   log "killed pid $pid"
+}
+
+# oauth_reauth_ms: the OAUTH listener's connections.max.reauth.ms as the running config has it.
+oauth_reauth_ms() {
+  local v
+  v=$(sed -n 's/^listener.name.oauth.oauthbearer.connections.max.reauth.ms=//p' "$CONF/server.properties" 2>/dev/null)
+  echo "${v:-$OAUTH_REAUTH_MS}"
 }
 
 cmd_env() {
@@ -206,6 +257,12 @@ cmd_env() {
     KAFKA_CA_FILE "$TLS/ca.pem" \
     KAFKA_CLIENT_CERT "$TLS/client.pem" \
     KAFKA_CLIENT_KEY "$TLS/client.key" \
+    KAFKA_OAUTH_BOOTSTRAP "$HOST:$OAUTH_PORT" \
+    KAFKA_OAUTH_KEY "$OAUTH/key.pem" \
+    KAFKA_OAUTH_KID "$OAUTH_KID" \
+    KAFKA_OAUTH_ISSUER "$OAUTH_ISSUER" \
+    KAFKA_OAUTH_AUDIENCE "$OAUTH_AUDIENCE" \
+    KAFKA_OAUTH_REAUTH_MS "$(oauth_reauth_ms)" \
     KAFKA_LIB "$lib" \
     KAFKA_BROKER_LOG "$LOG"
 }
@@ -215,7 +272,7 @@ case ${1:-} in
   resume) cmd_start keep ;;
   stop) daemon_stop ;;
   kill) cmd_kill ;;
-  status) daemon_status "PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT" ;;
+  status) daemon_status "PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT" ;;
   env) cmd_env ;;
   java) shift; kafka_java -Xmx512m "$@" ;;
   *) echo "usage: $0 start|stop|status|env|java CLASS [ARGS...]" >&2; exit 2 ;;

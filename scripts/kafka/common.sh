@@ -39,12 +39,14 @@ cluster_id() {
 }
 
 # launch_kafka PIDFILE LOGFILE LIB PROPERTIES: starts a Kafka server (kafka.Kafka PROPERTIES, the
-# jars in LIB, HEAP) with daemon_launch and returns at once.
+# jars in LIB, HEAP, and the caller's KAFKA_JVM_PROPS array of -D options if set) with
+# daemon_launch and returns at once.
 launch_kafka() {
   # shellcheck disable=SC2086
   daemon_launch "$1" "$2" \
     "$JAVA" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
+    ${KAFKA_JVM_PROPS[@]+"${KAFKA_JVM_PROPS[@]}"} \
     "$(logging_opt "$VERSION" "$CONF" broker)" \
     -cp "$3/*" kafka.Kafka "$4"
 }

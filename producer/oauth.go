@@ -1,0 +1,156 @@
+package producer
+
+import (
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/network"
+)
+
+// oauthClientID is the client id by any of its names: the Java client's
+// sasl.oauthbearer.client.credentials.client.id, librdkafka's sasl.oauthbearer.client.id, then
+// the clientId of sasl.jaas.config (Java's order of precedence: the property, then JAAS).
+func (c *Config) oauthClientID() string {
+	return firstNonEmpty(c.SASLOAuthBearerClientCredentialsID, c.SASLOAuthBearerClientID,
+		c.jaasOption(jaasOAuthBearerModule, "clientId"))
+}
+
+// oauthClientSecret is the client secret by any of its names, as oauthClientID.
+func (c *Config) oauthClientSecret() string {
+	return firstNonEmpty(c.SASLOAuthBearerClientCredentialsSecret, c.SASLOAuthBearerClientSecret,
+		c.jaasOption(jaasOAuthBearerModule, "clientSecret"))
+}
+
+// oauthScope is sasl.oauthbearer.scope, else the scope of sasl.jaas.config.
+func (c *Config) oauthScope() string {
+	return firstNonEmpty(c.SASLOAuthBearerScope, c.jaasOption(jaasOAuthBearerModule, "scope"))
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// validateOAuthBearer checks the OAUTHBEARER properties, each error naming its key, with the
+// Java client's legal ranges (SaslConfigs, ConfigurationUtils). A secret is never quoted.
+func (c *Config) validateOAuthBearer(bad func(key, format string, args ...any)) {
+	switch strings.ToLower(c.SASLOAuthBearerMethod) {
+	case "", "oidc":
+	case "default":
+		bad("sasl.oauthbearer.method", "default (librdkafka's unsecured JWTs) is not supported; use oidc with sasl.oauthbearer.token.endpoint.url")
+	default:
+		bad("sasl.oauthbearer.method", "must be oidc, got %q", c.SASLOAuthBearerMethod)
+	}
+	const urlKey = "sasl.oauthbearer.token.endpoint.url"
+	u, err := url.Parse(c.SASLOAuthBearerTokenEndpointURL)
+	switch {
+	case c.SASLOAuthBearerTokenEndpointURL == "":
+		bad(urlKey, "required with sasl.mechanism=OAUTHBEARER")
+	case err != nil:
+		bad(urlKey, "not a URL")
+	case u.Scheme == "file":
+		if st, err := os.Stat(u.Path); err != nil {
+			bad(urlKey, "token file: %v", err)
+		} else if st.IsDir() {
+			bad(urlKey, "token file %s is a directory", u.Path)
+		}
+	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
+		if c.oauthClientID() == "" {
+			bad("sasl.oauthbearer.client.id", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.id, or clientId in sasl.jaas.config)")
+		}
+		if c.oauthClientSecret() == "" {
+			bad("sasl.oauthbearer.client.secret", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.secret, or clientSecret in sasl.jaas.config)")
+		}
+	default:
+		bad(urlKey, "want an https://, http:// or file:// URL, got %q", redactedURL(u))
+	}
+	if c.SASLOAuthBearerClientID != "" && c.SASLOAuthBearerClientCredentialsID != "" &&
+		c.SASLOAuthBearerClientID != c.SASLOAuthBearerClientCredentialsID {
+		bad("sasl.oauthbearer.client.id", "differs from sasl.oauthbearer.client.credentials.client.id; set one of them")
+	}
+	if c.SASLOAuthBearerClientSecret != "" && c.SASLOAuthBearerClientCredentialsSecret != "" &&
+		c.SASLOAuthBearerClientSecret != c.SASLOAuthBearerClientCredentialsSecret {
+		bad("sasl.oauthbearer.client.secret", "differs from sasl.oauthbearer.client.credentials.client.secret; set one of them")
+	}
+	if f := c.SASLLoginRefreshWindowFactor; f < 0.5 || f > 1 {
+		bad("sasl.login.refresh.window.factor", "must be between 0.5 and 1.0, got %v", f)
+	}
+	if j := c.SASLLoginRefreshWindowJitter; j < 0 || j > 0.25 {
+		bad("sasl.login.refresh.window.jitter", "must be between 0 and 0.25, got %v", j)
+	}
+	if p := c.SASLLoginRefreshMinPeriodSeconds; p < 0 || p > 900 {
+		bad("sasl.login.refresh.min.period.seconds", "must be between 0 and 900, got %d", p)
+	}
+	if b := c.SASLLoginRefreshBufferSeconds; b < 0 || b > 3600 {
+		bad("sasl.login.refresh.buffer.seconds", "must be between 0 and 3600, got %d", b)
+	}
+	for _, p := range []struct {
+		key string
+		v   int
+	}{
+		{"sasl.login.retry.backoff.ms", c.SASLLoginRetryBackoffMs},
+		{"sasl.login.retry.backoff.max.ms", c.SASLLoginRetryBackoffMaxMs},
+		{"sasl.login.connect.timeout.ms", c.SASLLoginConnectTimeoutMs},
+		{"sasl.login.read.timeout.ms", c.SASLLoginReadTimeoutMs},
+	} {
+		if p.v <= 0 {
+			bad(p.key, "must be positive, got %d", p.v)
+		}
+	}
+	if c.SASLLoginRetryBackoffMaxMs < c.SASLLoginRetryBackoffMs {
+		bad("sasl.login.retry.backoff.max.ms", "below sasl.login.retry.backoff.ms")
+	}
+}
+
+// redactedURL prints a URL without its user information and query, which may hold credentials.
+func redactedURL(u *url.URL) string {
+	v := *u
+	v.User, v.RawQuery, v.Fragment = nil, "", ""
+	return v.String()
+}
+
+// oauthBearerConfig is the network layer's token configuration, nil unless the mechanism is
+// OAUTHBEARER. Validation keeps every duration positive but the min period and the buffer, whose
+// zero is passed on as "none" (the network layer's zero means its default).
+func (c *Config) oauthBearerConfig() *network.OAuthBearerConfig {
+	if !strings.EqualFold(c.SASLMechanism, network.SASLOAuthBearer) {
+		return nil
+	}
+	return &network.OAuthBearerConfig{
+		TokenEndpointURL:    c.SASLOAuthBearerTokenEndpointURL,
+		ClientID:            c.oauthClientID(),
+		ClientSecret:        c.oauthClientSecret(),
+		Scope:               c.oauthScope(),
+		RefreshWindowFactor: c.SASLLoginRefreshWindowFactor,
+		RefreshWindowJitter: c.SASLLoginRefreshWindowJitter,
+		RefreshMinPeriod:    secondsOrNone(c.SASLLoginRefreshMinPeriodSeconds),
+		RefreshBuffer:       secondsOrNone(c.SASLLoginRefreshBufferSeconds),
+		RetryBackoff:        ms(c.SASLLoginRetryBackoffMs),
+		RetryBackoffMax:     ms(c.SASLLoginRetryBackoffMaxMs),
+		ConnectTimeout:      ms(c.SASLLoginConnectTimeoutMs),
+		ReadTimeout:         ms(c.SASLLoginReadTimeoutMs),
+	}
+}
+
+// secondsOrNone is n seconds, or the network layer's "none" for zero.
+func secondsOrNone(n int) time.Duration {
+	if n == 0 {
+		return -1
+	}
+	return time.Duration(n) * time.Second
+}
+
+// SASLStats returns the counters of the producer's SASL connections (authentications,
+// re-authentications, OAUTHBEARER token fetches); ok is false without SASL.
+func (p *Producer) SASLStats() (st network.SASLStats, ok bool) {
+	if p.sasl == nil {
+		return st, false
+	}
+	return p.sasl.Stats(), true
+}

@@ -16,6 +16,11 @@ type metricsReporter struct {
 	stdin *fileReport
 	// paused is the rate limit's paused time already reported.
 	paused time.Duration
+	// fallbacks (timestamp, json_merge, message_cut) and sasl (connect, reauthenticate, token
+	// fetches, failed fetches) are the counts already reported; reported says the series exist.
+	fallbacks [3]int64
+	sasl      [4]int64
+	reported  bool
 	// topics are by topic name: at most --max-topics and the fallback, as the router bounds them.
 	topics   map[string]*topicReport
 	unrouted map[string]int64 // by reason, as last reported
@@ -105,6 +110,7 @@ func (r *metricsReporter) report() {
 		}
 	}
 	r.reportTopics(am)
+	r.reportEncodingAndSASL(am)
 	if r.a.cfg.Stdin {
 		if r.stdin == nil {
 			r.stdin = &fileReport{m: am.File(telemetry.StdinPath)}
@@ -151,5 +157,31 @@ func (r *metricsReporter) close() {
 	}
 	if r.stdin != nil {
 		r.stdin.m.Close()
+	}
+}
+
+// reportEncodingAndSASL copies the encoding fallbacks and the producer's SASL counters. The
+// series of a configured feature are created at the first report, with 0, so that a healthy
+// agent's panel reads 0 rather than nothing.
+func (r *metricsReporter) reportEncodingAndSASL(am *telemetry.AgentMetrics) {
+	first := !r.reported
+	r.reported = true
+	delta := func(last *int64, now int64, emit func(int64)) {
+		if d := now - *last; d > 0 || first {
+			emit(d)
+			*last = now
+		}
+	}
+	if c := &r.a.cfg; c.Format != FormatRaw || c.TimestampField != "" {
+		enc := &r.a.stats.Encoding
+		delta(&r.fallbacks[0], enc.TimestampFallbacks.Load(), func(n int64) { am.EncodingFallback("timestamp", n) })
+		delta(&r.fallbacks[1], enc.MergeFallbacks.Load(), func(n int64) { am.EncodingFallback("json_merge", n) })
+		delta(&r.fallbacks[2], enc.MessagesCut.Load(), func(n int64) { am.EncodingFallback("message_cut", n) })
+	}
+	if st, ok := r.a.prod.SASLStats(); ok {
+		delta(&r.sasl[0], st.Authentications, func(n int64) { am.SASLAuthentications(n, false) })
+		delta(&r.sasl[1], st.Reauthentications, func(n int64) { am.SASLAuthentications(n, true) })
+		delta(&r.sasl[2], st.TokenFetches, func(n int64) { am.TokenFetches(n, false) })
+		delta(&r.sasl[3], st.TokenFailures, func(n int64) { am.TokenFetches(n, true) })
 	}
 }

@@ -21,6 +21,7 @@ type AgentMetrics struct {
 	linesRead, bytesRead, truncated, split, dropped metric.Int64Counter
 	rateLimitWait                                   metric.Float64Counter
 	linesSent, linesAcked, linesFailed, unrouted    metric.Int64Counter
+	encodingFallback, saslAuths, tokenFetches       metric.Int64Counter
 
 	mu    sync.Mutex
 	files map[*FileMetrics]struct{}
@@ -60,6 +61,9 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 	a.linesAcked = counter(MetricAgentLinesAcked, "{line}", "Lines Kafka acknowledged.")
 	a.linesFailed = counter(MetricAgentLinesFailed, "{line}", "Lines whose delivery failed.")
 	a.unrouted = counter(MetricAgentLinesUnrouted, "{line}", "Lines the topic template gave no topic of their own.")
+	a.encodingFallback = counter(MetricAgentLinesEncodingFallback, "{line}", "Lines sent otherwise than --format and --timestamp-field asked.")
+	a.saslAuths = counter(MetricAgentSASLAuthentications, "{authentication}", "Successful SASL exchanges of the producer's connections.")
+	a.tokenFetches = counter(MetricAgentSASLTokenFetches, "{fetch}", "OAUTHBEARER tokens fetched.")
 	behind, err := meter.Int64ObservableGauge(MetricAgentFileBehind, metric.WithUnit("By"),
 		metric.WithDescription("Bytes between the read offset and the end of the file."))
 	errs = append(errs, err)
@@ -178,4 +182,29 @@ func (t *TopicMetrics) Lines(sent, acked, failed int64) {
 // (a few fixed values: "missing", "illegal_name", "max_topics").
 func (a *AgentMetrics) Unrouted(reason string, n int64) {
 	a.unrouted.Add(context.Background(), n, metric.WithAttributes(attribute.String(AttrDropReason, reason)))
+}
+
+// EncodingFallback counts n lines that --format or --timestamp-field could not treat as asked,
+// by reason (timestamp, json_merge, message_cut).
+func (a *AgentMetrics) EncodingFallback(reason string, n int64) {
+	a.encodingFallback.Add(context.Background(), n, metric.WithAttributes(attribute.String(AttrDropReason, reason)))
+}
+
+// SASLAuthentications counts n successful SASL exchanges; reauth says they renewed the session
+// of an established connection (KIP-368) rather than opened one.
+func (a *AgentMetrics) SASLAuthentications(n int64, reauth bool) {
+	reason := "connect"
+	if reauth {
+		reason = "reauthenticate"
+	}
+	a.saslAuths.Add(context.Background(), n, metric.WithAttributes(attribute.String(AttrDropReason, reason)))
+}
+
+// TokenFetches counts n OAUTHBEARER token fetches, failed ones with error.type.
+func (a *AgentMetrics) TokenFetches(n int64, failed bool) {
+	if failed {
+		a.tokenFetches.Add(context.Background(), n, metric.WithAttributes(attribute.String(AttrErrorType, "token_fetch_failed")))
+		return
+	}
+	a.tokenFetches.Add(context.Background(), n)
 }

@@ -256,6 +256,11 @@ func TestAgentMetrics(t *testing.T) {
 	tm.Lines(5, 3, 1)
 	tm.Lines(0, 1, 0)
 	a.Unrouted("missing", 2)
+	a.EncodingFallback("timestamp", 3)
+	a.SASLAuthentications(2, false)
+	a.SASLAuthentications(1, true)
+	a.TokenFetches(2, false)
+	a.TokenFetches(1, true)
 
 	got := collect(t, h)
 	for _, d := range Metrics {
@@ -277,6 +282,16 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	if n := sumOf(got[MetricAgentLinesUnrouted], attribute.String(AttrDropReason, "missing")); n != 2 {
 		t.Errorf("unrouted %d, want 2", n)
+	}
+	if n := sumOf(got[MetricAgentLinesEncodingFallback], attribute.String(AttrDropReason, "timestamp")); n != 3 {
+		t.Errorf("encoding fallbacks %d, want 3", n)
+	}
+	if c, r := sumOf(got[MetricAgentSASLAuthentications], attribute.String(AttrDropReason, "connect")),
+		sumOf(got[MetricAgentSASLAuthentications], attribute.String(AttrDropReason, "reauthenticate")); c != 2 || r != 1 {
+		t.Errorf("SASL authentications %d on connect and %d re-authentications, want 2 and 1", c, r)
+	}
+	if all, failed := sumOf(got[MetricAgentSASLTokenFetches]), sumOf(got[MetricAgentSASLTokenFetches], attribute.String(AttrErrorType, "token_fetch_failed")); all != 3 || failed != 1 {
+		t.Errorf("token fetches %d, %d failed; want 3, 1 failed", all, failed)
 	}
 	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
 	if n := sumOf(got[MetricAgentBytesRead], path); n != 1000 {

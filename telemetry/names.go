@@ -198,6 +198,13 @@ const (
 	MetricAgentLinesAcked    = "kafkatrail.agent.lines.acked"    // counter {line}: lines Kafka acknowledged
 	MetricAgentLinesFailed   = "kafkatrail.agent.lines.failed"   // counter {line}: lines whose delivery failed
 	MetricAgentLinesUnrouted = "kafkatrail.agent.lines.unrouted" // counter {line}, kafkatrail.reason: lines the topic template gave no topic of their own (sent to --fallback-topic, or failed)
+
+	// Agent: what --format and --timestamp-field did instead of failing a line.
+	MetricAgentLinesEncodingFallback = "kafkatrail.agent.lines.encoding_fallback" // counter {line}, kafkatrail.reason: timestamp, json_merge, message_cut
+
+	// Agent: SASL on the producer's connections (KIP-368 re-authentication, OAUTHBEARER tokens).
+	MetricAgentSASLAuthentications = "kafkatrail.agent.sasl.authentications" // counter {authentication}, kafkatrail.reason: connect, reauthenticate
+	MetricAgentSASLTokenFetches    = "kafkatrail.agent.sasl.token_fetches"   // counter {fetch}, error.type on the failed ones
 )
 
 // MetricDesc describes one metric: what the README lists and what the metric tests check.
@@ -249,4 +256,7 @@ var Metrics = []MetricDesc{
 	{MetricAgentLinesAcked, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines Kafka acknowledged"},
 	{MetricAgentLinesFailed, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines whose delivery failed"},
 	{MetricAgentLinesUnrouted, "counter", "{line}", []string{AttrDropReason}, "lines the --topic template gave no topic of their own (reason: missing, illegal_name, max_topics); they went to --fallback-topic, or failed"},
+	{MetricAgentLinesEncodingFallback, "counter", "{line}", []string{AttrDropReason}, "lines sent otherwise than --format and --timestamp-field asked, never failed (reason: timestamp: the read time was used; json_merge: not a JSON object, sent as the json envelope; message_cut: the envelope's message cut to fit max.request.size)"},
+	{MetricAgentSASLAuthentications, "counter", "{authentication}", []string{AttrDropReason}, "successful SASL exchanges of the producer's connections (reason: connect, or reauthenticate before the broker's session ended, KIP-368)"},
+	{MetricAgentSASLTokenFetches, "counter", "{fetch}", []string{AttrErrorType}, "OAUTHBEARER tokens fetched from the token endpoint or read from their file; error.type on the fetches that failed"},
 }

@@ -191,7 +191,7 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 		e.pathJSON, _ = appendJSONString(e.pathJSON[:0], []byte(path), -1)
 	}
 	if e.format == FormatJSONMerge {
-		if fields.object() != nil {
+		if fields.isObject() {
 			r.Value = e.merge(l, fields, ts)
 			return
 		}
@@ -251,7 +251,7 @@ func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time) []byt
 	}
 	end-- // the closing brace: the line parsed as an object
 	b := append(e.buf[:0], line[:end]...)
-	sep := len(fields.object()) > 0
+	sep := fields.hasFields()
 	add := func(name string) bool {
 		if _, has := fields.get(name); has {
 			return false

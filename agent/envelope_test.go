@@ -525,7 +525,7 @@ func BenchmarkMergeSplice(b *testing.B) {
 	rb := testBuilder(b, func(c *Config) { c.Format = FormatJSONMerge })
 	rb.buildLine(l, "/var/log/shop/app.log")
 	rb.fields.reset(l.Data)
-	rb.fields.object()
+	rb.fields.isObject()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(l.Data)))
 	for b.Loop() {

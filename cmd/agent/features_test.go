@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -24,20 +23,7 @@ func TestShipperFeaturesTogether(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t)
 	base := kafkatest.NewTopic(t, 1) // a unique prefix, and the fallback topic
 	services := []string{"api", "web"}
-	adm := kafkatest.NewAdmin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, s := range services {
-		topic := base + "-" + s
-		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, _ = adm.DeleteTopic(ctx, topic)
-		})
-	}
+	createTopics(t, 2, base+"-api", base+"-web")
 
 	type event struct {
 		text   string

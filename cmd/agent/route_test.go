@@ -24,20 +24,7 @@ func TestTopicTemplateRoutesEachLineToItsTopic(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t)
 	fallback := kafkatest.NewTopic(t, 1) // unique: the services' topics are named after it
 	services := []string{"api", "web", "db"}
-	adm := kafkatest.NewAdmin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, s := range services {
-		topic := fallback + "-" + s
-		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, _ = adm.DeleteTopic(ctx, topic)
-		})
-	}
+	createTopics(t, 2, fallback+"-api", fallback+"-web", fallback+"-db")
 
 	// Line i: service services[i%4] (none when i%4 == 3), nested owner.team on even lines.
 	const n = 2000
@@ -111,6 +98,25 @@ func TestTopicTemplateRoutesEachLineToItsTopic(t *testing.T) {
 		}
 	}
 	a.stop(30 * time.Second)
+}
+
+// createTopics creates each topic (partitions each, replication 1) on the test broker and
+// deletes it when the test ends.
+func createTopics(t *testing.T, partitions int32, topics ...string) {
+	t.Helper()
+	adm := kafkatest.NewAdmin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range topics {
+		if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteTopic(ctx, topic)
+		})
+	}
 }
 
 func headers(r *kgo.Record) map[string]string {

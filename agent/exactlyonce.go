@@ -181,8 +181,13 @@ func stillGoing(err error) bool {
 // fileLines sends it) under the read lock, so that it belongs to the transaction the committer
 // commits next.
 func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
-	send := c.a.fileLines(f)
+	send := c.a.fileSender(f)
 	return func(ctx context.Context, line filetail.Line) error {
+		// The rate limit is waited for outside the lock: a long wait (a large line under
+		// --max-bytes-per-second) must not hold the commit back past transaction.timeout.ms.
+		if err := c.a.limit.wait(ctx, len(line.Data)); err != nil {
+			return err
+		}
 		c.mu.RLock()
 		err := send(ctx, line)
 		n := c.lines.Add(1)

@@ -247,3 +247,41 @@ func TestRateLimitedAgent(t *testing.T) {
 		}
 	})
 }
+
+// With --exactly-once a line waits for the rate limit before it takes the committer's lock: a
+// long wait (a large line under --max-bytes-per-second) does not hold a commit back, which
+// would let transaction.timeout.ms abort the transaction.
+func TestRateLimitWaitsOutsideTheCommitLock(t *testing.T) {
+	waiting, release := make(chan struct{}), make(chan struct{})
+	lim := newRateLimiter(0, 1)
+	lim.sleep = func(ctx context.Context, _ time.Duration) error {
+		close(waiting)
+		select {
+		case <-release:
+			return context.Canceled // the run ended: the line is not sent
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	a := &Agent{limit: lim}
+	c := newTxnCommitter(a, "txn", nil)
+	handle := c.fileLines(nil)
+	done := make(chan error, 1)
+	go func() { done <- handle(context.Background(), filetail.Line{Data: make([]byte, 1000)}) }()
+	<-waiting
+	locked := make(chan struct{})
+	go func() {
+		c.mu.Lock() // what a commit takes
+		c.mu.Unlock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the commit lock is held while a line waits for the rate limit")
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("handler returned %v, want the wait's error", err)
+	}
+}

@@ -163,11 +163,20 @@ func (a *Agent) SetTailGlobs(globs []string) error {
 // of f's lines (the record's tag says which line it was), acknowledges or fails the line in f's
 // tracker.
 func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
-	var delivered producer.Callback // bound at the first line: only f's follower sends them, with one ctx
+	send := a.fileSender(f)
 	return func(ctx context.Context, line filetail.Line) error {
 		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
 			return err // the run is ending while the rate limit pauses reading
 		}
+		return send(ctx, line)
+	}
+}
+
+// fileSender is fileLines without the rate limit, for the exactly-once committer, which waits
+// for the limit before it holds its lock.
+func (a *Agent) fileSender(f *filetail.File) filetail.LineHandler {
+	var delivered producer.Callback // bound at the first line: only f's follower sends them, with one ctx
+	return func(ctx context.Context, line filetail.Line) error {
 		if delivered == nil {
 			delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, f, md, err) }
 		}

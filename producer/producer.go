@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -467,10 +468,7 @@ func (p *Producer) addView(v *topicView) {
 			if old.byTopic[v.topic] != nil {
 				return // another Send added it
 			}
-			next.byTopic = make(map[string]*topicView, len(old.byTopic)+1)
-			for t, ov := range old.byTopic {
-				next.byTopic[t] = ov
-			}
+			next.byTopic = maps.Clone(old.byTopic)
 		case v.cluster != p.meta.Fetch():
 			return // metadata changed since v was built: v is stale already
 		default:

@@ -34,11 +34,7 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	topic := kafkatest.NewTopic(t, 3)
 	dir := t.TempDir()
 
-	bin := filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", bin, "github.com/kafkatrail/kafkatrail/cmd/agent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	bin := buildAgent(t, dir)
 
 	logPath := filepath.Join(dir, "app.log")
 	app, err := os.Create(logPath)
@@ -62,42 +58,10 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	}
 	write(100)
 
-	agentLog := filepath.Join(dir, "agent.log")
-	lf, err := os.Create(agentLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	cmd := exec.Command(bin, "--brokers", bootstrap, "--topic", topic, "--tail", logPath,
+	a := startPageAgent(t, bin, dir, "--brokers", bootstrap, "--topic", topic, "--tail", logPath,
 		"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"),
-		"--trace-sample-ratio", "1", "--http", "127.0.0.1:0", "-X", "linger.ms=5")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	// No collector: the page must show traces and metrics all the same.
-	cmd.Env = append(cleanEnv(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	logTail := func() string { b, _ := os.ReadFile(agentLog); return string(b) }
-
-	// The log says where the page is.
-	var base string
-	urlRE := regexp.MustCompile(`"msg":"status page","url":"(http://127\.0\.0\.1:\d+/)"`)
-	waitFor(t, 30*time.Second, "the status page's address in the log", logTail, func() bool {
-		if m := urlRE.FindStringSubmatch(logTail()); m != nil {
-			base = strings.TrimSuffix(m[1], "/")
-			return true
-		}
-		return false
-	})
+		"--trace-sample-ratio", "1", "-X", "linger.ms=5")
+	base, logTail := a.base, a.logTail
 	t.Logf("status page at %s", base)
 
 	if code, body := httpGet(t, base+"/healthz"); code != 200 || body != "ok\n" {
@@ -195,16 +159,7 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 
 	cancel()
 	<-writerDone
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Fatalf("agent exited with %v; log:\n%s", err, logTail())
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatalf("agent did not stop within 40s of SIGTERM; log:\n%s", logTail())
-	}
+	a.stop()
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("the page still answers after the agent exited")
 	}
@@ -316,4 +271,77 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return "...\n" + s[len(s)-n:]
+}
+
+// pageAgent is the agent binary run with its status page on (--http 127.0.0.1:0), telemetry
+// export off, its log in its own file.
+type pageAgent struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	exited  chan error
+	stopped bool
+	logPath string
+	base    string // the status page's URL, without a trailing slash
+}
+
+// buildAgent builds the agent binary into dir.
+func buildAgent(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "agent")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kafkatrail/kafkatrail/cmd/agent").CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startPageAgent starts bin with args and --http 127.0.0.1:0, waits for the page's address in
+// its log, and kills it at the end of the test unless stop ran.
+func startPageAgent(t *testing.T, bin, dir string, args ...string) *pageAgent {
+	t.Helper()
+	a := &pageAgent{t: t, exited: make(chan error, 1), logPath: filepath.Join(dir, "agent.log")}
+	lf, err := os.Create(a.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lf.Close() })
+	a.cmd = exec.Command(bin, append(args, "--http", "127.0.0.1:0")...)
+	a.cmd.Stdout, a.cmd.Stderr = lf, lf
+	// No collector: the page shows traces and metrics all the same.
+	a.cmd.Env = append(cleanEnv(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.exited <- a.cmd.Wait() }()
+	t.Cleanup(func() {
+		if !a.stopped {
+			_ = a.cmd.Process.Kill()
+			<-a.exited
+		}
+	})
+	urlRE := regexp.MustCompile(`"msg":"status page","url":"(http://127\.0\.0\.1:\d+/)"`)
+	waitFor(t, 30*time.Second, "the status page's address in the log", a.logTail, func() bool {
+		if m := urlRE.FindStringSubmatch(a.logTail()); m != nil {
+			a.base = strings.TrimSuffix(m[1], "/")
+			return true
+		}
+		return false
+	})
+	return a
+}
+
+func (a *pageAgent) logTail() string { b, _ := os.ReadFile(a.logPath); return string(b) }
+
+// stop sends SIGTERM and fails the test unless the agent exits 0 within 40 s.
+func (a *pageAgent) stop() {
+	a.t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-a.exited:
+		a.stopped = true
+		if err != nil {
+			a.t.Fatalf("agent exited with %v; log:\n%s", err, a.logTail())
+		}
+	case <-time.After(40 * time.Second):
+		a.t.Fatalf("agent did not stop within 40s of SIGTERM; log:\n%s", a.logTail())
+	}
 }

@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,10 +22,7 @@ func TestAgentRateLimitEndToEnd(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t) // skips under -short
 	topic := kafkatest.NewTopic(t, 3)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kafkatrail/kafkatrail/cmd/agent").CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	bin := buildAgent(t, dir)
 
 	logs := filepath.Join(dir, "logs") // the agent's own log stays out of the glob
 	if err := os.Mkdir(logs, 0o755); err != nil {
@@ -54,41 +48,11 @@ func TestAgentRateLimitEndToEnd(t *testing.T) {
 	}
 	total := len(want)
 
-	agentLog := filepath.Join(dir, "agent.log")
-	lf, err := os.Create(agentLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	cmd := exec.Command(bin, "--brokers", bootstrap, "--topic", topic, "--tail", filepath.Join(logs, "*.log"),
-		"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"), "--http", "127.0.0.1:0",
-		"--max-lines-per-second", strconv.Itoa(rate), "-X", "linger.ms=5")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Env = append(cleanEnv(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	logTail := func() string { b, _ := os.ReadFile(agentLog); return string(b) }
-
-	var base string
-	urlRE := regexp.MustCompile(`"msg":"status page","url":"(http://127\.0\.0\.1:\d+/)"`)
-	waitFor(t, 30*time.Second, "the status page's address in the log", logTail, func() bool {
-		if m := urlRE.FindStringSubmatch(logTail()); m != nil {
-			base = strings.TrimSuffix(m[1], "/")
-			return true
-		}
-		return false
-	})
+	a := startPageAgent(t, bin, dir, "--brokers", bootstrap, "--topic", topic, "--tail", filepath.Join(logs, "*.log"),
+		"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"),
+		"--max-lines-per-second", strconv.Itoa(rate), "-X", "linger.ms=5")
+	base, logTail := a.base, a.logTail
 
 	// While it runs, reading is paused by the limit and says so.
 	var st statuspage.Status
@@ -121,16 +85,7 @@ func TestAgentRateLimitEndToEnd(t *testing.T) {
 		return err == nil && v > 0
 	})
 
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Fatalf("agent exited with %v; log:\n%s", err, logTail())
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatalf("agent did not stop within 40s of SIGTERM; log:\n%s", logTail())
-	}
+	a.stop()
 
 	// Nothing dropped: every line is in the topic, once.
 	got := map[string]int{}

@@ -116,16 +116,6 @@ func (t *template) static() bool {
 	return true
 }
 
-// needsRegex reports whether t takes a --parse-regex group.
-func (t *template) needsRegex() bool {
-	for _, p := range t.parts {
-		if p.kind == partGroup {
-			return true
-		}
-	}
-	return false
-}
-
 // lineSource is what a template reads for one line: the line's JSON view, its --parse-regex
 // match (found at the first group asked for) and its source. It belongs to a recordBuilder.
 type lineSource struct {

@@ -130,9 +130,6 @@ func (s *Server) Close() error { return s.srv.Close() }
 // SetAudience changes the aud claim of the tokens issued from now on.
 func (s *Server) SetAudience(aud string) { s.mu.Lock(); s.audience = aud; s.mu.Unlock() }
 
-// SetLifetime changes the lifetime of the tokens issued from now on.
-func (s *Server) SetLifetime(d time.Duration) { s.mu.Lock(); s.lifetime = d; s.mu.Unlock() }
-
 // FailWith makes /token answer status (with an OAuth error body) until called with 0.
 func (s *Server) FailWith(status int) { s.mu.Lock(); s.failWith = status; s.mu.Unlock() }
 
@@ -188,15 +185,6 @@ func (s *Server) Sign(c Claims) string {
 		panic(err) // a valid RSA key always signs
 	}
 	return signing + "." + enc.EncodeToString(sig)
-}
-
-// Token returns a token as /token would issue it now, without counting it.
-func (s *Server) Token(subject string) string {
-	s.mu.Lock()
-	aud, life := s.audience, s.lifetime
-	s.mu.Unlock()
-	now := time.Now()
-	return s.Sign(Claims{Subject: subject, Issuer: s.opts.Issuer, Audience: aud, IssuedAt: now, Expires: now.Add(life)})
 }
 
 func oauthError(w http.ResponseWriter, status int, code string) {

@@ -307,7 +307,6 @@ func (ch *channel) nameNode(err error) error {
 // correlation ids) to saslReplies. A failure closes the connection with its error: an
 // *AuthenticationError fails the node as an initial one does.
 func (ch *channel) reauthenticate(conn net.Conn) error {
-	start := time.Now()
 	timeout := time.NewTimer(ch.cfg.RequestTimeout)
 	defer timeout.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -362,7 +361,9 @@ func (ch *channel) reauthenticate(conn net.Conn) error {
 		return readErr // the reader stopped after the exchange's last reply
 	}
 	ch.sessionLifetime = s.sessionLifetime
-	ch.reauthAt = reauthenticationTime(start, s.sessionLifetime)
+	// From the end of the exchange, as the first authentication's (Java's
+	// ReauthInfo.setAuthenticationEndAndSessionReauthenticationTimes).
+	ch.reauthAt = reauthenticationTime(time.Now(), s.sessionLifetime)
 	ch.cfg.SASL.reauthentications.Add(1)
 	ch.cfg.SASL.lastSessionLifetime.Store(s.sessionLifetime.Milliseconds())
 	return nil

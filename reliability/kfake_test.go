@@ -78,11 +78,15 @@ func TestBrokerErrors(t *testing.T) {
 					}
 					c.KeepControl()
 					hits.Add(1)
+					// The answer is made up: nothing of this request is written. A one-record
+					// batch beside a big one must therefore not be answered with success (the
+					// record would be acknowledged and lost), but with a retriable error that says
+					// it was not written.
 					return kafkatest.ProduceError(req, func(p kmsg.ProduceRequestTopicPartition) int16 {
 						if batchRecords(p) > 1 {
 							return kerr.MessageTooLarge.Code
 						}
-						return 0
+						return kerr.NotLeaderForPartition.Code
 					}), nil, true
 				})
 			}},

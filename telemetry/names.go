@@ -19,6 +19,10 @@ package telemetry
 // messaging_destination_name). Resource attributes (service.name, ...) arrive as job/instance
 // and target_info.
 
+// SemconvVersion is the release of the OpenTelemetry semantic conventions (messaging, Kafka)
+// the spans and metrics follow; docs/telemetry.md lists them against it.
+const SemconvVersion = "1.44.0"
+
 // InstrumentationName names kafkatrail's tracer and meter (the instrumentation scope).
 const InstrumentationName = "github.com/kafkatrail/kafkatrail"
 

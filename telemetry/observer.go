@@ -170,7 +170,7 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		}
 		traceID = p.TraceID
 	}
-	attrs := o.sendAttrs(ta, r.Value == nil, 3)
+	attrs := o.sendAttrs(ta, r.Value == nil, 2+maxEndAttrs)
 	if r.Key != nil && utf8.Valid(r.Key) {
 		// The conventions want the key's string form, and none when it has no unambiguous one:
 		// a key that is not UTF-8 is left out rather than mangled.

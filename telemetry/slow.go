@@ -113,7 +113,7 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 func (s *slowTracer) trace(b *accumulator.ProducerBatch, i int, r accumulator.RecordTiming, err error, callbacksStart, callbacksEnd time.Time) bool {
 	o := s.o
 	topic := b.TopicPartition.Topic
-	attrs := append(o.sendAttrs(o.topic(topic), false, 2),
+	attrs := append(o.sendAttrs(o.topic(topic), false, 2+maxEndAttrs),
 		attribute.String(AttrTraceReason, TraceReasonSlow),
 		attribute.Float64(AttrTraceThreshold, s.threshold.Seconds()))
 	var links []trace.Link

@@ -51,6 +51,10 @@ type recordTrace struct {
 
 var _ accumulator.RecordTrace = (*recordTrace)(nil)
 
+// maxEndAttrs is how many attributes RecordDone adds to the send span at most: the send
+// span's attribute slice is made with room for them, so appending them allocates nothing.
+const maxEndAttrs = 6
+
 // newRecordTrace starts a record's trace at start: its send span, of kind and with links, has
 // a context that is a child of parent (the log line's span, or invalid) in trace traceID, or,
 // on the tracer path, what the tracer makes of ctx. It returns nil when the tracer records
@@ -158,7 +162,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	// went to (server.address, server.port: the broker's advertised address), its offset, and
 	// the cluster id (a producer's first record is sent before any metadata response). The
 	// direct path makes the span here, so they are there when it is made.
-	end := make([]attribute.KeyValue, 0, 6)
+	end := make([]attribute.KeyValue, 0, maxEndAttrs)
 	if id := t.o.clusterID.Load(); id != nil {
 		end = append(end, *id)
 	}

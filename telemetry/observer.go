@@ -67,8 +67,9 @@ type ObserverConfig struct {
 	// provider's own sampler should be ProviderSampler(Sampler), as Setup arranges.
 	Sampler sdktrace.Sampler
 	// TraceHeader is the record header that carries a traced record's trace context;
-	// empty means DefaultTraceHeader ("traceparent"). A header of that name already on the
-	// record (say, the log line's own context) is replaced by the send span's.
+	// empty means DefaultTraceHeader ("traceparent"). A valid context already there (say, the
+	// log line's own) is the record's creation context and is kept: the send span then links
+	// to it (see StartSend).
 	TraceHeader string
 	// ClientID is messaging.client.id on the send spans (the producer's client.id).
 	ClientID string

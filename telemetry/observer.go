@@ -143,7 +143,7 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	}
 	var traceID trace.TraceID
 	psc := o.spanContext(ctx)
-	ta := o.topic(r.Topic)
+	var ta *topicAttrs
 	var created trace.SpanContext
 	if pr, ok := o.sampler.(parentRatio); ok && !psc.IsValid() {
 		// A root under the default kind of sampler: one random number decides.
@@ -155,9 +155,9 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		for !traceID.IsValid() {
 			binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
 		}
-		created = o.creationContext(r.Headers)
+		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
 	} else {
-		created = o.creationContext(r.Headers)
+		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
 		p := sdktrace.SamplingParameters{ParentContext: ctx, Name: ta.sendName, Kind: sendKind(created),
 			Attributes: ta.spanAttrs}
 		if psc.IsValid() {
@@ -419,6 +419,10 @@ type topicAttrs struct {
 	// modified (sendAttrs copies them).
 	spanAttrs []attribute.KeyValue
 	stage     [stageCount]durationSeries // each stage's duration
+	// parts is each partition's latest metric attributes, by partition id, for the lookup
+	// once per batch; partsMu serialises its (rare) copy-on-write updates.
+	parts   atomic.Pointer[[]*partitionAttrs]
+	partsMu sync.Mutex
 }
 
 func (t *topicAttrs) opAttrs() []attribute.KeyValue {

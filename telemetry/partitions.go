@@ -67,6 +67,8 @@ type partitionKey struct {
 // leader), built once so that a batch's measurements allocate nothing. Their number is bounded
 // by the topics' partitions times the brokers that lead them.
 type partitionAttrs struct {
+	node    int32
+	leader  *nodeAttrs  // node's, nil for -1: its address is compared with addr on a lookup
 	addr    *brokerAddr // the leader's address the sets were built with; nil when unknown
 	attrs   []attribute.KeyValue
 	sentOpt metric.MeasurementOption
@@ -80,17 +82,33 @@ type failedAttrs struct {
 	op      durationSeries
 }
 
+// maxIndexedPartition bounds the partitions a topic keeps in its slice (topicAttrs.parts):
+// past it, lookups go to the map alone.
+const maxIndexedPartition = 1 << 12
+
 // partition returns the metric attributes of records of topic t sent to partition through
-// node (either -1 when not known).
+// node (either -1 when not known). Once per batch: the common case is an atomic load, an index
+// and two compares (the partition's latest entry, whose leader and its address are unchanged).
 func (o *ProducerObserver) partition(t *topicAttrs, partition, node int32) *partitionAttrs {
-	addr := o.brokerAddr(node)
-	k := partitionKey{topic: t.name, partition: partition, node: node}
-	if v, ok := o.partitions.Load(k); ok {
-		if p := v.(*partitionAttrs); p.addr == addr {
+	if parts := t.parts.Load(); parts != nil && partition >= 0 && int(partition) < len(*parts) {
+		if p := (*parts)[partition]; p != nil && p.node == node && (p.leader == nil || p.leader.addr.Load() == p.addr) {
 			return p
 		}
 	}
-	p := &partitionAttrs{addr: addr}
+	var leader *nodeAttrs
+	var addr *brokerAddr
+	if node >= 0 {
+		leader = o.node(node)
+		addr = leader.addr.Load()
+	}
+	k := partitionKey{topic: t.name, partition: partition, node: node}
+	if v, ok := o.partitions.Load(k); ok {
+		if p := v.(*partitionAttrs); p.addr == addr {
+			t.index(partition, p)
+			return p
+		}
+	}
+	p := &partitionAttrs{node: node, leader: leader, addr: addr}
 	p.attrs = append(make([]attribute.KeyValue, 0, 7), t.opAttrs()...)
 	if partition >= 0 {
 		p.attrs = append(p.attrs, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(partition))))
@@ -101,7 +119,25 @@ func (o *ProducerObserver) partition(t *topicAttrs, partition, node int32) *part
 	p.sentOpt = metric.WithAttributeSet(attribute.NewSet(p.sentAttrs()...))
 	p.opOK = o.m.opDuration.series(attribute.NewSet(p.attrs...))
 	o.partitions.Store(k, p)
+	t.index(partition, p)
 	return p
+}
+
+// index makes p partition's entry in t.parts (copy on write: lookups read it without a lock).
+func (t *topicAttrs) index(partition int32, p *partitionAttrs) {
+	if partition < 0 || partition >= maxIndexedPartition {
+		return
+	}
+	t.partsMu.Lock()
+	defer t.partsMu.Unlock()
+	var parts []*partitionAttrs
+	if cur := t.parts.Load(); cur != nil {
+		parts = *cur
+	}
+	next := make([]*partitionAttrs, max(len(parts), int(partition)+1))
+	copy(next, parts)
+	next[partition] = p
+	t.parts.Store(&next)
 }
 
 // sentAttrs are messaging.client.sent.messages' attributes: the operation duration's less

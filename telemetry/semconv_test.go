@@ -284,3 +284,22 @@ func TestMetadataSeenKeepsAddresses(t *testing.T) {
 		t.Fatalf("cluster id %q, want %q", got, id)
 	}
 }
+
+// BenchmarkPartitionAttrs is the lookup BatchDone and RecordDone make once per batch (per
+// traced record) for the messaging metrics' attributes: it must not allocate.
+//
+//	go test -run '^$' -bench PartitionAttrs -benchmem ./telemetry/
+func BenchmarkPartitionAttrs(b *testing.B) {
+	h := newHarness(b, nil)
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 1, Host: "127.0.0.1", Port: 9092}}
+	h.obs.metadataSeen(resp)
+	ta := h.obs.topic("bench")
+	h.obs.partition(ta, 0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if h.obs.partition(ta, 0, 1).addr == nil {
+			b.Fatal("no address")
+		}
+	}
+}

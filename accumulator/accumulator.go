@@ -487,7 +487,7 @@ func (a *RecordAccumulator) drainBatchesForOneNode(c ClusterView, node int32, ma
 			// partition's newer batches need not wait for it.
 			b.Close()
 			size += b.EstimatedSize()
-			b.drained(now)
+			b.drained(node, now)
 			ready = append(ready, b)
 		}
 		if i == start {

@@ -129,6 +129,9 @@ type ProducerBatch struct {
 	// LastAttempt is Created, then the time of the latest re-enqueue; retry.backoff.ms counts
 	// from it.
 	LastAttempt time.Time
+	// Node is the broker node the batch was last drained for (its partition's leader then),
+	// -1 until its first drain: telemetry's server.address.
+	Node int32
 
 	codec      Codec
 	buf        []byte // encoded records, uncompressed; cap is what was taken from the pool
@@ -186,6 +189,7 @@ func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, now time.Time
 		TopicPartition:     tp,
 		Created:            now,
 		LastAttempt:        now,
+		Node:               -1,
 		codec:              codec,
 		buf:                buf[:0],
 		poolBuf:            buf[:0],
@@ -636,8 +640,9 @@ func (b *ProducerBatch) hasLeaderChangedForTheOngoingRetry() bool {
 	return b.Attempts >= 1 && b.Attempts == b.attemptsWhenLeaderLastChanged
 }
 
-// drained records that the batch left its deque.
-func (b *ProducerBatch) drained(now time.Time) {
+// drained records that the batch left its deque for node.
+func (b *ProducerBatch) drained(node int32, now time.Time) {
+	b.Node = node
 	if now.After(b.Drained) {
 		b.Drained = now
 	}

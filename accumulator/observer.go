@@ -4,6 +4,9 @@ import (
 	"iter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
@@ -121,4 +124,34 @@ func (b *ProducerBatch) SentNanos() iter.Seq2[int64, bool] {
 			}
 		}
 	}
+}
+
+// RecordHeader returns the value of record i's first header named key, nil when it has none:
+// telemetry reads a record's trace context back this way when it traces the record only at
+// completion. It decodes the batch's uncompressed records up to i, so it is for the rare
+// record, not every one. Valid until the batch is deallocated; an Observer's BatchDone may use it.
+func (b *ProducerBatch) RecordHeader(i int, key string) []byte {
+	raw := b.buf
+	for j := 0; len(raw) > 0; j++ {
+		length, n := kbin.Varint(raw)
+		end := n + int(length)
+		if n == 0 || length < 0 || end > len(raw) {
+			return nil
+		}
+		if j < i {
+			raw = raw[end:]
+			continue
+		}
+		var rec kmsg.Record
+		if rec.ReadFrom(raw[:end]) != nil {
+			return nil
+		}
+		for _, h := range rec.Headers {
+			if h.Key == key {
+				return h.Value
+			}
+		}
+		return nil
+	}
+	return nil
 }

@@ -205,7 +205,8 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 		}
 	}
 	if tp := b.lineTrace; tp != nil && a.tel != nil {
-		// The line's own trace continues: its context is the parent of the record's send span.
+		// The line's own trace continues: its context is the parent of the record's send span,
+		// and, in the record's trace header (recordBuilder.build), the record's creation context.
 		ctx = telemetry.ContextWithLineTrace(ctx, tp)
 	}
 	for {

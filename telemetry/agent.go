@@ -11,8 +11,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// StdinPath is the log.file.path of lines read from standard input.
+// StdinPath is the path AgentMetrics.File takes for standard input. Its series carry
+// kafkatrail.input="stdin" instead of a log.file.path: "-" is no file's path.
 const StdinPath = "-"
+
+// inputStdin is AttrInput's value for standard input.
+const inputStdin = "stdin"
 
 // AgentMetrics are the agent's file and line metrics (MetricAgent*). Each watched file gets a
 // FileMetrics from File; the files-watched gauge counts those not yet closed. Safe for
@@ -104,6 +108,9 @@ func (a *AgentMetrics) RateLimitWait(d time.Duration) {
 // file is no longer watched.
 func (a *AgentMetrics) File(path string) *FileMetrics {
 	f := &FileMetrics{m: a, path: attribute.String(AttrLogFilePath, path)}
+	if path == StdinPath {
+		f.path = attribute.String(AttrInput, inputStdin)
+	}
 	f.attrs = metric.WithAttributeSet(attribute.NewSet(f.path))
 	a.mu.Lock()
 	a.files[f] = struct{}{}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -123,6 +124,9 @@ func (o *ProducerObserver) RequestDone(r *inflight.Request, body kmsg.Response, 
 	case kmsg.Metadata:
 		if err == nil && body != nil {
 			o.metadataAt.Store(received.UnixNano())
+			if mr, ok := body.(*kmsg.MetadataResponse); ok {
+				o.metadataSeen(mr)
+			}
 		}
 		o.requestSpan(SpanMetadata, r, received, err)
 	case kmsg.ApiVersions:
@@ -144,16 +148,11 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 		return
 	}
 	s := pc.setup
-	attrs := []attribute.KeyValue{attribute.Int(AttrNodeID, int(s.Node))}
+	attrs := []attribute.KeyValue{attribute.String(AttrMessagingSystem, messagingSystemKafka), attribute.Int(AttrNodeID, int(s.Node))}
 	if s.SASLMechanism != "" {
 		attrs = append(attrs, attribute.String(AttrSASLMechanism, s.SASLMechanism))
 	}
-	if host, port, e := net.SplitHostPort(s.Addr); e == nil {
-		attrs = append(attrs, attribute.String(AttrServerAddress, host))
-		if p, e := strconv.Atoi(port); e == nil {
-			attrs = append(attrs, attribute.Int(AttrServerPort, p))
-		}
-	}
+	attrs = appendServer(attrs, s.Addr)
 	ctx, span := o.tracer.Start(markDecided(context.Background()), SpanConnect,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.Start), trace.WithAttributes(attrs...))
 	c := tiler{at: s.Start.Round(0)}
@@ -195,15 +194,32 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 	span.End(trace.WithTimestamp(end))
 }
 
-// requestSpan records one request (Metadata) as a root span from doSend to its response.
+// appendServer appends server.address and server.port of a host:port address.
+func appendServer(attrs []attribute.KeyValue, addr string) []attribute.KeyValue {
+	if host, port, e := net.SplitHostPort(addr); e == nil {
+		attrs = append(attrs, attribute.String(AttrServerAddress, host))
+		if p, e := strconv.Atoi(port); e == nil {
+			attrs = append(attrs, attribute.Int(AttrServerPort, p))
+		}
+	}
+	return attrs
+}
+
+// requestSpan records one request (Metadata) as a root span from doSend to its response. Its
+// server.address is the address the connection was made to: a bootstrap server's for the
+// first request, a broker's advertised one after.
 func (o *ProducerObserver) requestSpan(name string, r *inflight.Request, received time.Time, err error) {
 	if o.sampler == nil {
 		return
 	}
+	o.conn.mu.Lock()
+	addr := o.conn.addrs[r.Destination]
+	o.conn.mu.Unlock()
+	attrs := appendServer([]attribute.KeyValue{attribute.String(AttrMessagingSystem, messagingSystemKafka),
+		attribute.Int(AttrNodeID, int(r.Destination)),
+		attribute.Int(AttrCorrelationID, int(r.CorrelationID)), attribute.Int(AttrAPIVersion, int(r.APIVersion))}, addr)
 	_, span := o.tracer.Start(markDecided(context.Background()), name,
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(r.Queued),
-		trace.WithAttributes(attribute.Int(AttrNodeID, int(r.Destination)),
-			attribute.Int(AttrCorrelationID, int(r.CorrelationID)), attribute.Int(AttrAPIVersion, int(r.APIVersion))))
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(r.Queued), trace.WithAttributes(attrs...))
 	if err != nil {
 		span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
 		span.SetStatus(codes.Error, err.Error())
@@ -214,6 +230,7 @@ func (o *ProducerObserver) requestSpan(name string, r *inflight.Request, receive
 // nodeAttrs are a broker node's attribute sets, built once.
 type nodeAttrs struct {
 	id     attribute.KeyValue
+	addr   atomic.Pointer[brokerAddr] // the advertised address, once a metadata response named the node
 	opt    metric.MeasurementOption
 	tx, rx metric.MeasurementOption
 	apis   sync.Map // int16 -> metric.MeasurementOption

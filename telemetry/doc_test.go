@@ -14,22 +14,52 @@ const docPath = "../docs/telemetry.md"
 func renderDoc() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	conv := "https://github.com/open-telemetry/semantic-conventions/blob/v" + SemconvVersion + "/docs/messaging/"
 	p("# Telemetry: spans, metrics and logs\n\n")
 	p("<!-- Generated from telemetry/names.go by `KAFKATRAIL_UPDATE_DOCS=1 go test ./telemetry/ -run Doc`; a test fails when it is stale. -->\n\n")
 	p("kafkatrail exports OpenTelemetry traces and metrics, configured by the standard `OTEL_*` environment\n")
 	p("variables (`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`: `otlp` (default), `console`, `none`, and\n")
 	p("`prometheus` for metrics; OTLP over gRPC unless `OTEL_EXPORTER_OTLP_PROTOCOL` or its `_TRACES_`/`_METRICS_`\n")
-	p("variant says `http/protobuf`; `OTEL_EXPORTER_OTLP_ENDPOINT`, headers, TLS; `OTEL_SERVICE_NAME` (default\n")
-	p("`%s`); `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_METRIC_EXPORT_INTERVAL`).\n\n", DefaultServiceName)
+	p("variant says `http/protobuf`; `OTEL_EXPORTER_OTLP_COMPRESSION=gzip` compresses either; `OTEL_EXPORTER_OTLP_ENDPOINT`,\n")
+	p("headers, TLS; `OTEL_SERVICE_NAME` (default `%s`); `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_METRIC_EXPORT_INTERVAL`).\n", DefaultServiceName)
+	p("Both protocols, with gzip, are tested end to end against a real Jaeger (traces) and a real Prometheus\n")
+	p("(metrics; its OTLP receiver takes http/protobuf only).\n\n")
+
+	p("## Semantic conventions\n\n")
+	p("Spans and metrics follow the OpenTelemetry semantic conventions **v%s**: [messaging spans](%smessaging-spans.md),\n", SemconvVersion, conv)
+	p("[messaging metrics](%smessaging-metrics.md) and [Kafka](%skafka.md) (all of them still *Development*\n", conv, conv)
+	p("there). Their names are used wherever the conventions have one; everything of kafkatrail's own is `kafkatrail.*`.\n")
+	p("The tables below give, for every attribute, the conventions' requirement level (`-` where the attribute is\n")
+	p("kafkatrail's) and when kafkatrail sets it.\n\n")
+
 	p("## Sampling\n\n")
 	p("A record is traced when the sampler says so at `Send`: parent-based with a ratio of %v by default;\n", DefaultSampleRatio)
 	p("`--trace-sample-ratio` sets the ratio; otherwise `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` are honoured\n")
 	p("(`always_on`, `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off`,\n")
-	p("`parentbased_traceidratio`). A log line that carries a W3C trace context makes the record's `send` span its\n")
-	p("child, and a sampled line is always traced. An unsampled record allocates nothing for tracing.\n")
-	p("A traced record carries its `send` span's context in the `%s` header (configurable), so a consumer\n", DefaultTraceHeader)
-	p("continues the trace. Spans are exported behind a bounded queue (%d spans by default); when it is full,\n", DefaultSpanQueueSize)
-	p("spans are dropped and counted in `%s`, and the producer never waits.\n\n", MetricSpansDropped)
+	p("`parentbased_traceidratio`). An unsampled record allocates nothing for tracing. A sampler of one's own\n")
+	p("(`ObserverConfig.Sampler`) gets, in its `SamplingParameters`, the span name `%s{topic}`, its kind, and the\n", SpanSendPrefix)
+	p("attributes the conventions call sampling-relevant that are known at `Send`: `%s`, `%s`, `%s`, `%s`\n",
+		AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName)
+	p("(and `%s`), so it can sample by topic. `%s` and `%s`/`%s` are not among them:\n", AttrMessagingClientID, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort)
+	p("the partitioner picks the partition, hence its leader, after the decision; the span has them when it is made.\n\n")
+	p("Spans are exported behind a bounded queue (%d spans by default); when it is full, spans are dropped and\n", DefaultSpanQueueSize)
+	p("counted in `%s`, and the producer never waits.\n\n", MetricSpansDropped)
+
+	p("## A log line's own trace context: the creation context\n\n")
+	p("A line that carries a W3C trace context (a `traceparent` field, or `trace_id` and `span_id` JSON fields)\n")
+	p("is sent with it in the `%s` header (the agent's `--trace-header`), and that context is the record's\n", DefaultTraceHeader)
+	p("*creation context* in the conventions' terms (\"Context propagation\", \"Producer spans\"): a custom creation\n")
+	p("context, which is not modified. So:\n\n")
+	p("- the header the record carries is the line's `traceparent`, byte for byte, whether the record was sampled or\n")
+	p("  not: a consumer sees the line's span as its parent either way;\n")
+	p("- a sampled record's `send` span is the line span's child (the line's sampled flag decides, parent-based)\n")
+	p("  and of kind **CLIENT**, not PRODUCER, since its context is not the creation context; it links to the\n")
+	p("  line's context, as the conventions say a send span links to the creation context;\n")
+	p("- a record without one (no `%s` header with a valid context) gets its `send` span's context injected into\n", DefaultTraceHeader)
+	p("  the header, and the span is **PRODUCER**: its context is the creation context.\n\n")
+	p("The same rule holds for any producer user: a record that already has a valid `%s` header keeps it and\n", DefaultTraceHeader)
+	p("its send span links to it.\n\n")
+
 	p("### Slow records\n\n")
 	p("`--trace-slower-than DURATION` (or `p99`) also traces every record whose `Send`-to-acknowledgement latency\n")
 	p("exceeds the threshold, whatever the sampler said: every record keeps its `Send` and append times in its batch\n")
@@ -38,11 +68,20 @@ func renderDoc() string {
 	p("every second once 1000 latencies are in, the older ones weighing half as much after each second; nothing is\n")
 	p("traced as slow until then. At most %d slow records are traced a second (when a broker stalls, every record\n", DefaultSlowTracesPerSecond)
 	p("in flight is slow at once). The `send` span says why it was kept: `%s` is `%s` (head sampling)\n", AttrTraceReason, TraceReasonSampled)
-	p("or `%s`, with `%s` (seconds). A slow record's trace context is not in its headers: it had left\n", TraceReasonSlow, AttrTraceThreshold)
-	p("before anyone knew. The cost: one clock read per record at append, the attempts kept per batch.\n\n")
+	p("or `%s`, with `%s` (seconds). A slow record's span is made after the record left, so its context\n", TraceReasonSlow, AttrTraceThreshold)
+	p("is in no header: it is a root of kind **CLIENT** (never the creation context), and it links to the context\n")
+	p("the record carries in its `%s` header when there is one (the line's), read back from the batch.\n", DefaultTraceHeader)
+	p("It has no `%s` (the key is not kept). The cost: one clock read per record at append, the attempts kept per batch.\n\n", AttrMessagingKafkaKey)
+
 	p("## Spans\n\n")
-	p("A traced record's trace is a `%s{topic}` span (kind PRODUCER) whose children tile it, so their\n", SpanSendPrefix)
-	p("durations add up to the record's latency:\n\n")
+	p("| span | kind | conventions | what |\n|---|---|---|---|\n")
+	p("| `%s{topic}` | PRODUCER, or CLIENT (see above) | Kafka \"Send span (producer)\" / \"(client)\" | one record's send, `Send` called to its callback returned |\n", SpanSendPrefix)
+	p("| `%s`, `%s`, `%s`, `%s`, `%s`, `%s` | INTERNAL | - (kafkatrail's) | the send span's children, below |\n",
+		SpanAppend, SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, SpanCallback)
+	p("| `%s` | CLIENT | - | a connection attempt to READY, children `%s`, `%s`, `%s`, `%s` for the steps taken |\n",
+		SpanConnect, SpanDial, SpanTLSHandshake, SpanSASLAuthenticate, SpanAPIVersions)
+	p("| `%s` | CLIENT | - | one metadata request, queued to answered |\n\n", SpanMetadata)
+	p("The send span's children tile it, so their durations add up to the record's latency:\n\n")
 	p("| span | from | to |\n|---|---|---|\n")
 	for _, r := range [][3]string{
 		{SpanAppend, "Send called", "record in a batch (waits for metadata and buffer memory)"},
@@ -59,18 +98,58 @@ func renderDoc() string {
 	p("An attempt's `%s` carries its request's `%s`, `%s`, `%s`, `%s`, `%s` (the `%s` and `%s`\n",
 		SpanDoSend, AttrNodeID, AttrMessagingBatchCount, AttrBatchBytes, AttrCorrelationID, AttrAPIVersion, SpanCompletedSend, SpanCompletedReceive)
 	p("after it are the same request's; every attribute is paid for in each export); a failed attempt's `%s`\n", SpanCompletedReceive)
-	p("has `%s` (the Kafka error's name, e.g. `NOT_LEADER_OR_FOLLOWER`) and an error status. The `send` span has\n", AttrErrorType)
-	p("`%s`, `%s`, `%s`, `%s`, `%s`, `%s`, `%s`,\n", AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType,
-		AttrMessagingDestinationName, AttrMessagingPartitionID, AttrMessagingKafkaOffset, AttrMessagingClientID)
-	p("`%s`, and `%s` when the record failed.\n\n", AttrTraceReason, AttrErrorType)
-	p("Connection-level spans (kind CLIENT, roots of their own traces, recorded whenever tracing is on): `%s` from\n", SpanConnect)
-	p("the attempt to READY with children `%s`, `%s`, `%s` and `%s` for the steps taken; and `%s`\n",
-		SpanDial, SpanTLSHandshake, SpanSASLAuthenticate, SpanAPIVersions, SpanMetadata)
-	p("for every metadata request.\n\n")
+	p("has `%s` (the Kafka error's name, e.g. `NOT_LEADER_OR_FOLLOWER`) and an error status.\n\n", AttrErrorType)
+
+	p("### The send span's attributes\n\n")
+	p("The direct path (Setup's) makes the span when the record completes, so every attribute is there when it is\n")
+	p("made; with a tracer provider of one's own the span starts at `Send` with the first group and gets the rest at its end.\n\n")
+	p("| attribute | conventions | value |\n|---|---|---|\n")
+	for _, r := range [][3]string{
+		{AttrMessagingOperationName, "Required", "`send`; at creation"},
+		{AttrMessagingSystem, "Required", "`kafka`; at creation"},
+		{AttrMessagingOperationType, "Conditionally Required", "`send`; at creation"},
+		{AttrMessagingDestinationName, "Conditionally Required", "the topic; at creation"},
+		{AttrMessagingClientID, "Recommended", "the producer's `client.id`; at creation"},
+		{AttrMessagingKafkaTombstone, "Conditionally Required (if true)", "`true` for a record with a null value; at creation"},
+		{AttrMessagingKafkaKey, "Recommended (single message)", "the key, for a keyed record whose key is valid UTF-8 (the conventions: no attribute for a null key, nor for one without an unambiguous string form); at creation"},
+		{AttrMessagingPartitionID, "Recommended", "the partition, as a string"},
+		{AttrServerAddress, "Recommended", "the partition leader's advertised host, from the metadata responses, for the node the batch was drained for"},
+		{AttrServerPort, "Recommended", "the leader's advertised port"},
+		{AttrMessagingKafkaClusterID, "Recommended", "the cluster id of the latest metadata response that had one (a record completes after its topic's metadata arrived, so every record that reached a batch has it)"},
+		{AttrMessagingKafkaOffset, "Recommended (single message)", "the record's offset, once acknowledged"},
+		{AttrErrorType, "Conditionally Required (on failure)", "the Kafka error's name, or one of kafkatrail's (`DELIVERY_TIMEOUT`, ...); with an error status"},
+		{AttrTraceReason, "-", "`sampled` or `slow`"},
+		{AttrTraceThreshold, "-", "slow records: the threshold, s"},
+	} {
+		p("| `%s` | %s | %s |\n", r[0], r[1], r[2])
+	}
+	p("\nNot set: `messaging.message.id` (Kafka records have none), `messaging.destination.template` (the agent's\n")
+	p("`--topic` template is not passed to the producer), `messaging.message.conversation_id`, `network.peer.*`,\n")
+	p("and the Opt-In `messaging.message.body.size` and `messaging.message.envelope.size`. `%s` is on the\n", AttrMessagingBatchCount)
+	p("attempt's `%s`, the span of the request that carried the batch.\n\n", SpanDoSend)
+
+	p("### Connection spans' attributes\n\n")
+	p("| span | attributes |\n|---|---|\n")
+	p("| `%s` | `%s`=`kafka`, `%s`, `%s` (the address dialled: a bootstrap server's, or a broker's advertised one), `%s`, `%s` when SASL, `%s` on failure |\n",
+		SpanConnect, AttrMessagingSystem, AttrServerAddress, AttrServerPort, AttrNodeID, AttrSASLMechanism, AttrErrorType)
+	p("| `%s` | `%s`=`kafka`, `%s`, `%s` (the connection's address), `%s`, `%s`, `%s`, `%s` on failure |\n",
+		SpanMetadata, AttrMessagingSystem, AttrServerAddress, AttrServerPort, AttrNodeID, AttrCorrelationID, AttrAPIVersion, AttrErrorType)
+	p("| `%s` | `%s`, `%s` |\n\n", SpanAPIVersions, AttrCorrelationID, AttrAPIVersion)
+
 	p("## Metrics\n\n")
+	p("The conventions' two producer metrics are `%s` (histogram, s: `Send` called to the callback\n", MetricOperationDuration)
+	p("returned, per record) and `%s` (counter: every record the producer attempted, acknowledged or\n", MetricSentMessages)
+	p("not; `%s` on the ones that failed, so acknowledged records are the series without it). Both carry `%s`,\n", AttrErrorType, AttrMessagingSystem)
+	p("`%s`, `%s`, `%s` and the leader's `%s` and `%s` (the conventions: Required,\n", AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort)
+	p("Conditionally Required, Recommended, Conditionally Required \"if available\", Recommended); the duration also has\n")
+	p("`%s`. A record that failed in `Send`, before it had a partition, has neither partition nor server. Their\n", AttrMessagingOperationType)
+	p("series are one per (topic, partition, leader, error.type): their attribute sets are built once per (topic,\n")
+	p("partition, leader) and cached, so the measurements of a batch allocate nothing; a leader that moves starts new\n")
+	p("series. `%s` counts the failed records again (the dashboards' error panels read it).\n\n", MetricRecordsFailed)
 	p("Prometheus names follow the OTLP translation: dots become underscores, the unit becomes a suffix\n")
 	p("(`s` -> `_seconds`, `By` -> `_bytes`) and counters end in `_total`; e.g. `%s` is\n", MetricStageDuration)
-	p("`kafkatrail_producer_stage_duration_seconds_bucket{stage=\"drain\"}`.\n\n")
+	p("`kafkatrail_producer_stage_duration_seconds_bucket{%s=\"drain\"}`. The agent's per-file metrics carry\n", strings.ReplaceAll(AttrStage, ".", "_"))
+	p("`%s`; lines read from standard input have `%s=\"stdin\"` instead (no file path).\n\n", AttrLogFilePath, AttrInput)
 	b.WriteString(metricsTable())
 	p("\n## Logs\n\n")
 	p("Log records written with a context inside a span carry `%s` and `%s`.\n", LogKeyTraceID, LogKeySpanID)

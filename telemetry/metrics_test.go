@@ -184,8 +184,17 @@ func TestMetricsHaveTheDocumentedNamesAndUnits(t *testing.T) {
 
 	// A few values that pin the semantics down.
 	dest := attribute.String(AttrMessagingDestinationName, "orders")
-	if n := sumOf(got[MetricSentMessages], dest); n != 3 {
-		t.Errorf("%s = %d for orders, want 3", MetricSentMessages, n)
+	// Every record attempted counts in sent.messages: the three acknowledged and the one that
+	// failed in Send (no metadata), the failed ones with their error.type.
+	if n := sumOf(got[MetricSentMessages], dest); n != 4 {
+		t.Errorf("%s = %d for orders, want 4 (3 acknowledged, 1 failed)", MetricSentMessages, n)
+	}
+	if n := sumOf(got[MetricSentMessages], dest, attribute.String(AttrErrorType, ErrorTypeMetadata)); n != 1 {
+		t.Errorf("%s = %d for orders with error.type %s, want 1", MetricSentMessages, n, ErrorTypeMetadata)
+	}
+	if n := sumOf(got[MetricSentMessages], attribute.String(AttrMessagingDestinationName, "denied"),
+		attribute.String(AttrErrorType, "TOPIC_AUTHORIZATION_FAILED")); n != 1 {
+		t.Errorf("%s = %d for the denied topic with its error.type, want 1", MetricSentMessages, n)
 	}
 	if n := sumOf(got[MetricRecordsRetried], dest, attribute.String(AttrErrorType, "NOT_LEADER_OR_FOLLOWER")); n != 1 {
 		t.Errorf("%s = %d for NOT_LEADER_OR_FOLLOWER, want 1", MetricRecordsRetried, n)
@@ -293,6 +302,13 @@ func TestAgentMetrics(t *testing.T) {
 	if all, failed := sumOf(got[MetricAgentSASLTokenFetches]), sumOf(got[MetricAgentSASLTokenFetches], attribute.String(AttrErrorType, "token_fetch_failed")); all != 3 || failed != 1 {
 		t.Errorf("token fetches %d, %d failed; want 3, 1 failed", all, failed)
 	}
+	// Standard input is kafkatrail.input="stdin", never a log.file.path of "-".
+	if n := sumOf(got[MetricAgentBytesRead], attribute.String(AttrInput, "stdin")); n != 5 {
+		t.Errorf("bytes read from stdin %d, want 5", n)
+	}
+	if n := sumOf(got[MetricAgentBytesRead], attribute.String(AttrLogFilePath, StdinPath)); n != 0 {
+		t.Errorf("bytes read with log.file.path=%q: %d, want no such series", StdinPath, n)
+	}
 	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
 	if n := sumOf(got[MetricAgentBytesRead], path); n != 1000 {
 		t.Errorf("bytes read %d, want 1000", n)
@@ -302,7 +318,8 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	gauge := func(name string) int64 {
 		for _, p := range got[name].Data.(metricdata.Gauge[int64]).DataPoints {
-			if v, ok := p.Attributes.Value(AttrLogFilePath); !ok || v.AsString() == "/var/log/app.log" {
+			_, stdin := p.Attributes.Value(AttrInput)
+			if v, ok := p.Attributes.Value(AttrLogFilePath); (!ok && !stdin) || v.AsString() == "/var/log/app.log" {
 				return p.Value
 			}
 		}

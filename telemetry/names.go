@@ -19,6 +19,10 @@ package telemetry
 // messaging_destination_name). Resource attributes (service.name, ...) arrive as job/instance
 // and target_info.
 
+// SemconvVersion is the release of the OpenTelemetry semantic conventions (messaging, Kafka)
+// the spans and metrics follow; docs/telemetry.md lists them against it.
+const SemconvVersion = "1.44.0"
+
 // InstrumentationName names kafkatrail's tracer and meter (the instrumentation scope).
 const InstrumentationName = "github.com/kafkatrail/kafkatrail"
 
@@ -117,12 +121,14 @@ const (
 	AttrMessagingKafkaOffset     = "messaging.kafka.offset"             // int
 	AttrMessagingKafkaTombstone  = "messaging.kafka.message.tombstone"  // bool, only when true
 	AttrMessagingClientID        = "messaging.client.id"                // client.id
+	AttrMessagingKafkaKey        = "messaging.kafka.message.key"        // a keyed record's key, when valid UTF-8
+	AttrMessagingKafkaClusterID  = "messaging.kafka.cluster.id"         // the cluster id from the metadata responses
 	AttrMessagingBatchCount      = "messaging.batch.message_count"      // records in the batch
 	AttrErrorType                = "error.type"                         // Kafka error name, e.g. TOPIC_AUTHORIZATION_FAILED
 	AttrServerAddress            = "server.address"                     // broker host
 	AttrServerPort               = "server.port"                        // broker port
 	AttrNetworkIODirection       = "network.io.direction"               // transmit | receive
-	AttrLogFilePath              = "log.file.path"                      // agent: the file, or "-" for stdin
+	AttrLogFilePath              = "log.file.path"                      // agent: the file (not set for stdin)
 
 	AttrNodeID          = "kafkatrail.node.id"                // broker node id (negative: a bootstrap address)
 	AttrBatchBytes      = "kafkatrail.batch.bytes"            // batch size on the wire
@@ -133,7 +139,8 @@ const (
 	AttrConnectionState = "kafkatrail.connection.state"       // DISCONNECTED | CONNECTING | CHECKING_API_VERSIONS | READY | AUTHENTICATION_FAILED
 	AttrCompression     = "kafkatrail.compression"            // none | gzip | snappy | lz4 | zstd
 	AttrSASLMechanism   = "kafkatrail.sasl.mechanism"         // PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
-	AttrStage           = "stage"                             // append | drain | doSend | completedSend | completedReceive | callback
+	AttrStage           = "kafkatrail.stage"                  // append | drain | doSend | completedSend | completedReceive | callback
+	AttrInput           = "kafkatrail.input"                  // agent: "stdin" for lines read from standard input (files have log.file.path)
 	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
 	AttrTraceReason     = "kafkatrail.trace.reason"           // on send spans: sampled (at Send) | slow (at the callback)
 	AttrTraceThreshold  = "kafkatrail.trace.threshold"        // on slow records' send spans: the latency threshold, s
@@ -149,7 +156,7 @@ const (
 const (
 	// Producer: OpenTelemetry messaging metrics.
 	MetricOperationDuration = "messaging.client.operation.duration" // histogram s: Send called -> callback returned, per record; error.type on failure
-	MetricSentMessages      = "messaging.client.sent.messages"      // counter {message}: records a broker acknowledged
+	MetricSentMessages      = "messaging.client.sent.messages"      // counter {message}: records the producer attempted; error.type on the failed ones
 
 	// Producer: records and stages.
 	MetricStageDuration    = "kafkatrail.producer.stage.duration"        // histogram s, stage=...: append per record; the other stages per batch attempt
@@ -182,7 +189,7 @@ const (
 	// Telemetry itself.
 	MetricSpansDropped = "kafkatrail.telemetry.spans.dropped" // counter {span}: spans dropped because the export queue was full
 
-	// Agent: per file (log.file.path; "-" for stdin). Recorded through Provider.Agent().
+	// Agent: per file (log.file.path; kafkatrail.input="stdin" for stdin). Recorded through Provider.Agent().
 	MetricAgentLinesRead      = "kafkatrail.agent.lines.read"      // counter {line}
 	MetricAgentBytesRead      = "kafkatrail.agent.bytes.read"      // counter By
 	MetricAgentFileBehind     = "kafkatrail.agent.file.behind"     // gauge By: file size minus the read offset
@@ -218,8 +225,8 @@ type MetricDesc struct {
 
 // Metrics is every metric kafkatrail produces, in the order the README lists them.
 var Metrics = []MetricDesc{
-	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrErrorType}, "Send called to callback returned, per record"},
-	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName}, "records a broker acknowledged"},
+	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "Send called to callback returned, per record"},
+	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "records the producer attempted to send, acknowledged or not; error.type on the ones that failed"},
 	{MetricStageDuration, "histogram", "s", []string{AttrStage, AttrMessagingDestinationName}, "time in each lifecycle stage: append per record, the others per batch attempt"},
 	{MetricRecordQueueTime, "histogram", "s", []string{AttrMessagingDestinationName}, "batch created (or re-enqueued for retry) to drained"},
 	{MetricRecordsRetried, "counter", "{record}", []string{AttrMessagingDestinationName, AttrErrorType}, "records in batches that are sent again"},
@@ -243,13 +250,13 @@ var Metrics = []MetricDesc{
 	{MetricConnectionFailures, "counter", "{connection}", []string{AttrNodeID, AttrErrorType}, "connection attempts that failed"},
 	{MetricConnectionSetup, "histogram", "s", []string{AttrNodeID}, "connection attempt to established (TCP, TLS, SASL)"},
 	{MetricSpansDropped, "counter", "{span}", nil, "spans dropped because the export queue was full"},
-	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath}, "lines read"},
-	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath}, "bytes read"},
-	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath}, "bytes between the read offset and the end of the file"},
-	{MetricAgentCheckpointLag, "gauge", "By", []string{AttrLogFilePath}, "bytes read but not yet acknowledged and checkpointed"},
-	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath}, "lines cut at the long-line limit"},
-	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath}, "long lines sent as several records"},
-	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrDropReason}, "lines not sent"},
+	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "lines read"},
+	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath, AttrInput}, "bytes read"},
+	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath, AttrInput}, "bytes between the read offset and the end of the file"},
+	{MetricAgentCheckpointLag, "gauge", "By", []string{AttrLogFilePath, AttrInput}, "bytes read but not yet acknowledged and checkpointed"},
+	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "lines cut at the long-line limit"},
+	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "long lines sent as several records"},
+	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrDropReason}, "lines not sent"},
 	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
 	{MetricAgentRateLimitWait, "counter", "s", nil, "time lines waited for --max-lines-per-second and --max-bytes-per-second, all files and stdin together"},
 	{MetricAgentLinesSent, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines routed to the topic and handed to the producer"},

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -36,10 +37,12 @@ type ProducerObserver struct {
 	clientID string
 	m        *instruments
 
-	sendNames sync.Map                   // topic -> "send " + topic
-	topics    sync.Map                   // topic -> *topicAttrs
-	lastTopic atomic.Pointer[topicAttrs] // the last one looked up: most producers send to one topic
-	nodes     sync.Map                   // int32 -> *nodeAttrs
+	topics     sync.Map                   // topic -> *topicAttrs
+	lastTopic  atomic.Pointer[topicAttrs] // the last one looked up: most producers send to one topic
+	partitions sync.Map                   // partitionKey -> *partitionAttrs
+	nodes      sync.Map                   // int32 -> *nodeAttrs
+	// clusterID is messaging.kafka.cluster.id, from the latest metadata response that had one.
+	clusterID atomic.Pointer[attribute.KeyValue]
 	// spanless is the last context StartSend found without a span in it. A producer is mostly
 	// handed one context over and over (the agent's run context), and looking for a span in it
 	// walks its whole chain of parents every time (~30 ns a record, at any sampling ratio);
@@ -64,8 +67,9 @@ type ObserverConfig struct {
 	// provider's own sampler should be ProviderSampler(Sampler), as Setup arranges.
 	Sampler sdktrace.Sampler
 	// TraceHeader is the record header that carries a traced record's trace context;
-	// empty means DefaultTraceHeader ("traceparent"). A header of that name already on the
-	// record (say, the log line's own context) is replaced by the send span's.
+	// empty means DefaultTraceHeader ("traceparent"). A valid context already there (say, the
+	// log line's own) is the record's creation context and is kept: the send span then links
+	// to it (see StartSend).
 	TraceHeader string
 	// ClientID is messaging.client.id on the send spans (the producer's client.id).
 	ClientID string
@@ -121,14 +125,26 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 
 // StartSend decides whether the record is traced. The decision runs the sampler on the
 // context's span (the log line's, when it carried one) or on a fresh random trace id, before
-// any span exists: an unsampled record returns here having allocated nothing. A sampled record
-// gets its `send {topic}` span, started at now, and headers carrying that span's context.
+// any span exists: an unsampled record returns here having allocated nothing. The sampler sees
+// what the conventions call sampling-relevant at creation: the span name `send {topic}`, its
+// kind, and messaging.system, messaging.operation.name and .type, messaging.destination.name
+// (and messaging.client.id). The partition and its leader (server.address) are not known yet:
+// the partitioner picks them after Send. A sampled record gets its `send {topic}` span,
+// started at now.
+//
+// The span's context is the record's creation context and goes into its trace header (the
+// span is PRODUCER), unless the record already carries a valid one there, a custom creation
+// context (the agent's log line's): that is left as it is, so a consumer sees the same parent
+// whether the record was sampled or not, and the send span, which is then only the transport
+// operation, is CLIENT and links to it (the conventions' "Producer spans").
 func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, now time.Time) (accumulator.RecordTrace, []producer.Header) {
 	if o.sampler == nil {
 		return nil, r.Headers
 	}
 	var traceID trace.TraceID
 	psc := o.spanContext(ctx)
+	var ta *topicAttrs
+	var created trace.SpanContext
 	if pr, ok := o.sampler.(parentRatio); ok && !psc.IsValid() {
 		// A root under the default kind of sampler: one random number decides.
 		lo := rand.Uint64()
@@ -139,8 +155,11 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		for !traceID.IsValid() {
 			binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
 		}
+		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
 	} else {
-		p := sdktrace.SamplingParameters{ParentContext: ctx, Name: SpanSendPrefix, Kind: trace.SpanKindProducer}
+		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
+		p := sdktrace.SamplingParameters{ParentContext: ctx, Name: ta.sendName, Kind: sendKind(created),
+			Attributes: ta.spanAttrs}
 		if psc.IsValid() {
 			p.TraceID = psc.TraceID()
 		} else {
@@ -152,14 +171,47 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		}
 		traceID = p.TraceID
 	}
-	attrs := append(o.sendAttrs(r.Topic, r.Value == nil), attribute.String(AttrTraceReason, TraceReasonSampled))
+	attrs := o.sendAttrs(ta, r.Value == nil, 2+maxEndAttrs)
+	if r.Key != nil && utf8.Valid(r.Key) {
+		// The conventions want the key's string form, and none when it has no unambiguous one:
+		// a key that is not UTF-8 is left out rather than mangled.
+		attrs = append(attrs, attribute.String(AttrMessagingKafkaKey, string(r.Key)))
+	}
+	attrs = append(attrs, attribute.String(AttrTraceReason, TraceReasonSampled))
+	var links []trace.Link
+	if created.IsValid() {
+		links = []trace.Link{{SpanContext: created}}
+	}
 	// The trace id the sampler decided on is the trace's (a ratio sampler's decision is a
 	// function of it).
-	t := o.newRecordTrace(ctx, psc, traceID, r.Topic, now, attrs)
+	t := o.newRecordTrace(ctx, psc, traceID, r.Topic, now, attrs, sendKind(created), links)
 	if t == nil {
 		return nil, r.Headers
 	}
+	if created.IsValid() {
+		return t, r.Headers
+	}
 	return t, injectTraceContext(r.Headers, o.header, t.sc)
+}
+
+// sendKind is the send span's kind: PRODUCER when its context is the record's creation
+// context, CLIENT when the record carries one of its own (created).
+func sendKind(created trace.SpanContext) trace.SpanKind {
+	if created.IsValid() {
+		return trace.SpanKindClient
+	}
+	return trace.SpanKindProducer
+}
+
+// creationContext returns the valid trace context in headers' trace header, if there is one.
+func (o *ProducerObserver) creationContext(headers []producer.Header) trace.SpanContext {
+	for _, h := range headers {
+		if h.Key == o.header {
+			sc, _ := parseTraceparent(h.Value)
+			return sc
+		}
+	}
+	return trace.SpanContext{}
 }
 
 // spanlessContext is a context known to hold no valid span context.
@@ -179,18 +231,11 @@ func (o *ProducerObserver) spanContext(ctx context.Context) trace.SpanContext {
 	return psc
 }
 
-// sendAttrs are the attributes a send span starts with.
-func (o *ProducerObserver) sendAttrs(topic string, tombstone bool) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs,
-		attribute.String(AttrMessagingSystem, messagingSystemKafka),
-		attribute.String(AttrMessagingOperationName, messagingOperationSend),
-		attribute.String(AttrMessagingOperationType, messagingOperationSend),
-		attribute.String(AttrMessagingDestinationName, topic),
-	)
-	if o.clientID != "" {
-		attrs = append(attrs, attribute.String(AttrMessagingClientID, o.clientID))
-	}
+// sendAttrs are the attributes a send span starts with: the topic's and the tombstone flag, in
+// a new slice with room for extra more.
+func (o *ProducerObserver) sendAttrs(t *topicAttrs, tombstone bool, extra int) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, len(t.spanAttrs)+1+extra)
+	attrs = append(attrs, t.spanAttrs...)
 	if tombstone {
 		attrs = append(attrs, attribute.Bool(AttrMessagingKafkaTombstone, true))
 	}
@@ -215,14 +260,7 @@ func (o *ProducerObserver) SlowThreshold() time.Duration {
 	return 0
 }
 
-func (o *ProducerObserver) sendName(topic string) string {
-	if n, ok := o.sendNames.Load(topic); ok {
-		return n.(string)
-	}
-	n := SpanSendPrefix + topic
-	o.sendNames.Store(topic, n)
-	return n
-}
+func (o *ProducerObserver) sendName(topic string) string { return o.topic(topic).sendName }
 
 // Appended records the append stage of every record, and counts a record that Send failed.
 // A traced record's append is recorded in its span's context, so the histogram keeps its
@@ -232,9 +270,12 @@ func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, st
 	d := end.Sub(start)
 	ta.stage[stageIndexAppend].record(traceContext(rt), d)
 	if err != nil {
-		et := attribute.String(AttrErrorType, ErrorType(err))
-		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, et))
-		o.opFailed(ta, et).record(context.Background(), d)
+		// The record failed before it had a partition or a leader: its series have neither.
+		et := ErrorType(err)
+		f := o.partition(ta, -1, -1).failure(o, et)
+		o.m.sent.Add(context.Background(), 1, f.sentOpt)
+		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
+		f.op.record(context.Background(), d)
 	}
 }
 
@@ -276,13 +317,19 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 	ta := o.topic(b.TopicPartition.Topic)
 	ta.stage[stageIndexCallback].record(ctx, callbacksEnd.Sub(callbacksStart))
 	n := int64(b.RecordCount())
-	op := ta.opOK
+	pa := o.partition(ta, b.TopicPartition.Partition, b.Node)
+	op := pa.opOK
 	if err == nil {
-		o.m.sent.Add(ctx, n, ta.sentOpt)
+		o.m.sent.Add(ctx, n, pa.sentOpt)
 	} else {
-		et := attribute.String(AttrErrorType, ErrorType(err))
-		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, et))
-		op = o.opFailed(ta, et)
+		// Every record the producer attempted counts in messaging.client.sent.messages, a failed
+		// one with its error.type; kafkatrail.producer.records.failed counts them again for the
+		// dashboards that read it.
+		et := ErrorType(err)
+		f := pa.failure(o, et)
+		o.m.sent.Add(ctx, n, f.sentOpt)
+		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
+		op = f.op
 	}
 	var slowTraced map[int]bool
 	if o.slow != nil {
@@ -348,11 +395,6 @@ func traceContext(rt accumulator.RecordTrace) context.Context {
 	return context.Background()
 }
 
-// opFailed is the send-duration series of a topic's records that failed with et.
-func (o *ProducerObserver) opFailed(t *topicAttrs, et attribute.KeyValue) durationSeries {
-	return o.m.opDuration.series(attribute.NewSet(append(t.opAttrs(), et)...))
-}
-
 // Indexes of the stages in topicAttrs.stage, in lifecycle order.
 const (
 	stageIndexAppend = iota
@@ -369,12 +411,18 @@ var stageNames = [stageCount]string{StageAppend, StageDrain, StageDoSend, StageC
 // topicAttrs are a topic's attribute sets and latency series, built once so that the
 // per-record and per-batch measurements allocate nothing and look nothing up.
 type topicAttrs struct {
-	name    string
-	dest    attribute.KeyValue
-	destOpt metric.MeasurementOption
-	sentOpt metric.MeasurementOption
-	opOK    durationSeries             // the send duration of an acknowledged record
-	stage   [stageCount]durationSeries // each stage's duration
+	name     string
+	sendName string // the send span's: "send " + topic
+	dest     attribute.KeyValue
+	destOpt  metric.MeasurementOption
+	// spanAttrs are the send span's attributes known at Send, the sampler's: shared, never
+	// modified (sendAttrs copies them).
+	spanAttrs []attribute.KeyValue
+	stage     [stageCount]durationSeries // each stage's duration
+	// parts is each partition's latest metric attributes, by partition id, for the lookup
+	// once per batch; partsMu serialises its (rare) copy-on-write updates.
+	parts   atomic.Pointer[[]*partitionAttrs]
+	partsMu sync.Mutex
 }
 
 func (t *topicAttrs) opAttrs() []attribute.KeyValue {
@@ -395,13 +443,12 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 		o.lastTopic.Store(t)
 		return t
 	}
-	t := &topicAttrs{name: topic, dest: attribute.String(AttrMessagingDestinationName, topic)}
+	t := &topicAttrs{name: topic, sendName: SpanSendPrefix + topic, dest: attribute.String(AttrMessagingDestinationName, topic)}
 	t.destOpt = metric.WithAttributeSet(attribute.NewSet(t.dest))
-	t.sentOpt = metric.WithAttributeSet(attribute.NewSet(
-		attribute.String(AttrMessagingSystem, messagingSystemKafka),
-		attribute.String(AttrMessagingOperationName, messagingOperationSend),
-		t.dest))
-	t.opOK = o.m.opDuration.series(attribute.NewSet(t.opAttrs()...))
+	t.spanAttrs = t.opAttrs()
+	if o.clientID != "" {
+		t.spanAttrs = append(t.spanAttrs, attribute.String(AttrMessagingClientID, o.clientID))
+	}
 	for i, s := range stageNames {
 		t.stage[i] = o.m.stage.series(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
 	}

@@ -73,9 +73,10 @@ func formatTraceparent(sc trace.SpanContext) []byte {
 	return b
 }
 
-// injectTraceContext returns a copy of headers with key set to sc's traceparent: a header of
-// that name already there (the log line's own context) is replaced, since the send span, its
-// child, is the consumer's parent now. headers belongs to the caller and is not modified.
+// injectTraceContext returns a copy of headers with key set to sc's traceparent. StartSend
+// calls it only when no valid context is there; a header of that name that holds none (an
+// invalid one) is replaced rather than duplicated. headers belongs to the caller and is not
+// modified.
 func injectTraceContext(headers []producer.Header, key string, sc trace.SpanContext) []producer.Header {
 	out := make([]producer.Header, 0, len(headers)+1)
 	for _, h := range headers {

@@ -2,9 +2,14 @@ package telemetry
 
 import (
 	"context"
+	"net"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
@@ -43,6 +48,21 @@ func TestRealBrokerTraces(t *testing.T) {
 				t.Fatalf("stages %v, want %v", got, want)
 			}
 			checkTiling(t, parent, children)
+			// The conventions' attributes on real traffic: the leader is the one broker, whose
+			// advertised address on this listener is the bootstrap address; the cluster id is
+			// the broker's.
+			host, port, _ := net.SplitHostPort(bootstrap)
+			wantAttr(t, parent, AttrServerAddress, host)
+			wantAttr(t, parent, AttrServerPort, int64(mustAtoi(t, port)))
+			if tc.name == "PLAINTEXT" {
+				wantAttr(t, parent, AttrMessagingKafkaClusterID, realClusterID(t, bootstrap))
+			}
+			leader := []attribute.KeyValue{attribute.String(AttrMessagingDestinationName, topic),
+				attribute.String(AttrMessagingPartitionID, "0"), attribute.String(AttrServerAddress, host),
+				attribute.Int(AttrServerPort, mustAtoi(t, port))}
+			if n := sumOf(collect(t, h)[MetricSentMessages], leader...); n != 1 {
+				t.Fatalf("%s with partition and leader %s = %d, want 1", MetricSentMessages, bootstrap, n)
+			}
 
 			var connects int
 			for _, s := range h.spans.Ended() {
@@ -65,4 +85,21 @@ func TestRealBrokerTraces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// realClusterID asks the broker at bootstrap for its cluster id, with a client of its own.
+func realClusterID(t *testing.T, bootstrap string) string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil || resp.ClusterID == nil || *resp.ClusterID == "" {
+		t.Fatalf("the broker's cluster id: %v", err)
+	}
+	return *resp.ClusterID
 }

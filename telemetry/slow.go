@@ -88,7 +88,7 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 			continue
 		}
 		s.budget--
-		if s.trace(b, r, err, callbacksStart, callbacksEnd) {
+		if s.trace(b, i, r, err, callbacksStart, callbacksEnd) {
 			traced(i)
 		}
 	}
@@ -105,15 +105,23 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 	}
 }
 
-// trace builds record r's trace after the fact: its send span from Send to its callback, and
-// the stage children from the timestamps its batch kept.
-func (s *slowTracer) trace(b *accumulator.ProducerBatch, r accumulator.RecordTiming, err error, callbacksStart, callbacksEnd time.Time) bool {
+// trace builds record r, the batch's i-th, trace after the fact: its send span from Send to its
+// callback, and the stage children from the timestamps its batch kept. The span is CLIENT, not
+// PRODUCER: its context never reached the record, so it is not the record's creation context.
+// When the record carries one of its own (the log line's, in the trace header), the span
+// links to it, read back from the batch.
+func (s *slowTracer) trace(b *accumulator.ProducerBatch, i int, r accumulator.RecordTiming, err error, callbacksStart, callbacksEnd time.Time) bool {
 	o := s.o
 	topic := b.TopicPartition.Topic
-	attrs := append(o.sendAttrs(topic, false),
+	attrs := append(o.sendAttrs(o.topic(topic), false, 2+maxEndAttrs),
 		attribute.String(AttrTraceReason, TraceReasonSlow),
 		attribute.Float64(AttrTraceThreshold, s.threshold.Seconds()))
-	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, r.Sent, attrs)
+	var links []trace.Link
+	if sc, ok := parseTraceparent(b.RecordHeader(i, o.header)); ok {
+		links = []trace.Link{{SpanContext: sc}}
+	}
+	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, r.Sent, attrs,
+		trace.SpanKindClient, links)
 	if t == nil {
 		return false
 	}

@@ -39,6 +39,11 @@ type recordTrace struct {
 	sc     trace.SpanContext // the send span's
 	parent trace.SpanContext // the log line's, when it carried one
 	attrs  []attribute.KeyValue
+	// kind is the send span's: PRODUCER when its context is the record's creation context,
+	// CLIENT when the record carries one of its own or its context never reached the record
+	// (a slow record, traced at its callback). links holds that creation context, if any.
+	kind  trace.SpanKind
+	links []trace.Link
 
 	// Tracer path.
 	span trace.Span
@@ -46,11 +51,16 @@ type recordTrace struct {
 
 var _ accumulator.RecordTrace = (*recordTrace)(nil)
 
-// newRecordTrace starts a record's trace at start: its send span's context is a child of
-// parent (the log line's span, or invalid) in trace traceID, or, on the tracer path, what the
-// tracer makes of ctx. It returns nil when the tracer records nothing.
+// maxEndAttrs is how many attributes RecordDone adds to the send span at most: the send
+// span's attribute slice is made with room for them, so appending them allocates nothing.
+const maxEndAttrs = 6
+
+// newRecordTrace starts a record's trace at start: its send span, of kind and with links, has
+// a context that is a child of parent (the log line's span, or invalid) in trace traceID, or,
+// on the tracer path, what the tracer makes of ctx. It returns nil when the tracer records
+// nothing.
 func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.SpanContext, traceID trace.TraceID,
-	topic string, start time.Time, attrs []attribute.KeyValue,
+	topic string, start time.Time, attrs []attribute.KeyValue, kind trace.SpanKind, links []trace.Link,
 ) *recordTrace {
 	if o.sink != nil {
 		if parent.IsValid() {
@@ -59,16 +69,16 @@ func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.Span
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: newSpanID(),
 			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
 		return &recordTrace{o: o, ctx: trace.ContextWithSpanContext(context.Background(), sc),
-			start: start, topic: topic, sc: sc, parent: parent, attrs: attrs}
+			start: start, topic: topic, sc: sc, parent: parent, attrs: attrs, kind: kind, links: links}
 	}
 	spanCtx, span := o.tracer.Start(markDecided(ctx), o.sendName(topic),
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+		trace.WithSpanKind(kind), trace.WithTimestamp(start), trace.WithAttributes(attrs...), trace.WithLinks(links...))
 	if !span.SpanContext().IsValid() || !span.IsRecording() {
 		// A provider that records nothing (a no-op one, or a sampler that overrode ours).
 		span.End()
 		return nil
 	}
-	return &recordTrace{o: o, ctx: spanCtx, start: start, sc: span.SpanContext(), span: span}
+	return &recordTrace{o: o, ctx: spanCtx, start: start, sc: span.SpanContext(), span: span, kind: kind, links: links}
 }
 
 func newSpanID() trace.SpanID {
@@ -148,9 +158,23 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	}
 	tr.child(SpanCallback, callbackEnd, nil)
 
-	end := make([]attribute.KeyValue, 0, 3)
+	// What is known only once the record is in a batch: its partition, the leader the batch
+	// went to (server.address, server.port: the broker's advertised address), its offset, and
+	// the cluster id (a producer's first record is sent before any metadata response). The
+	// direct path makes the span here, so they are there when it is made.
+	end := make([]attribute.KeyValue, 0, maxEndAttrs)
+	if id := t.o.clusterID.Load(); id != nil {
+		end = append(end, *id)
+	}
 	if md.Partition >= 0 {
 		end = append(end, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(md.Partition))))
+	}
+	var pa *partitionAttrs
+	if b != nil {
+		pa = t.o.partition(t.o.topic(b.TopicPartition.Topic), b.TopicPartition.Partition, b.Node)
+		if pa.addr != nil {
+			end = append(end, pa.addr.kvs[:]...)
+		}
 	}
 	if md.Offset >= 0 {
 		end = append(end, attribute.Int64(AttrMessagingKafkaOffset, md.Offset))
@@ -162,10 +186,9 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		// The record's end-to-end latency, recorded in its span's context so the histogram
 		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
 		// (BatchDone records the untraced records; one that failed in Send, Appended.)
-		ta := t.o.topic(b.TopicPartition.Topic)
-		op := ta.opOK
+		op := pa.opOK
 		if err != nil {
-			op = t.o.opFailed(ta, attribute.String(AttrErrorType, ErrorType(err)))
+			op = pa.failure(t.o, ErrorType(err)).op
 		}
 		op.record(t.ctx, callbackEnd.Sub(t.start))
 	}
@@ -206,7 +229,8 @@ func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err er
 		Name:                 o.sendName(t.topic),
 		SpanContext:          t.sc,
 		Parent:               t.parent,
-		SpanKind:             trace.SpanKindProducer,
+		SpanKind:             t.kind,
+		Links:                sdkLinks(t.links),
 		StartTime:            t.start.Round(0),
 		EndTime:              end,
 		Attributes:           append(t.attrs, endAttrs...),
@@ -218,6 +242,18 @@ func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err er
 		stub.Status = sdktrace.Status{Code: codes.Error, Description: err.Error()}
 	}
 	endSpans(o.sink, append(spans, stub.Snapshot()))
+}
+
+// sdkLinks converts links for a span stub.
+func sdkLinks(links []trace.Link) []sdktrace.Link {
+	if len(links) == 0 {
+		return nil
+	}
+	out := make([]sdktrace.Link, len(links))
+	for i, l := range links {
+		out[i] = sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes}
+	}
+	return out
 }
 
 // emitWithTracer makes the stage spans with the tracer, as children of the send span started

@@ -3,7 +3,9 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -146,6 +148,11 @@ func testTraceSuccess(t *testing.T, h *harness) {
 	wantAttr(t, parent, AttrMessagingPartitionID, "0")
 	wantAttr(t, parent, AttrMessagingKafkaOffset, o.md.Offset)
 	wantAttr(t, parent, AttrMessagingClientID, "kafkatrail-test")
+	wantAttr(t, parent, AttrMessagingKafkaKey, "k")
+	wantAttr(t, parent, AttrMessagingKafkaClusterID, "kfake")
+	host, port, _ := net.SplitHostPort(c.ListenAddrs()[0]) // kfake advertises its listener
+	wantAttr(t, parent, AttrServerAddress, host)
+	wantAttr(t, parent, AttrServerPort, int64(mustAtoi(t, port)))
 	if parent.Status().Code == codes.Error {
 		t.Fatalf("send span status %v", parent.Status())
 	}
@@ -267,43 +274,64 @@ func TestTraceFailureInSendHasAppendAndCallback(t *testing.T) {
 	wantAttr(t, parent, AttrErrorType, ErrorTypeRecordTooLarge)
 }
 
-func TestTraceContinuesTheLineTrace(t *testing.T) {
-	h := newHarness(t, sdktrace.ParentBased(sdktrace.NeverSample())) // only a sampled parent gets a trace
+// TestTraceLineContextIsTheCreationContext pins what the agent does with a line that carried
+// its own trace context: that context is the record's creation context and stays in its
+// header unchanged, sampled or not, so a consumer sees the same parent either way; the send
+// span of a sampled record is the line span's child, of kind CLIENT (only the transport), and
+// links to it, as the conventions' "Producer spans" say.
+func TestTraceLineContextIsTheCreationContext(t *testing.T) {
+	t.Run("direct", func(t *testing.T) {
+		testLineContext(t, newHarness(t, sdktrace.ParentBased(sdktrace.NeverSample())))
+	})
+	t.Run("via tracer", func(t *testing.T) {
+		testLineContext(t, newHarnessVia(t, sdktrace.ParentBased(sdktrace.NeverSample()), ObserverConfig{}, true))
+	})
+}
+
+func testLineContext(t *testing.T, h *harness) {
 	c := newKfake(t, "orders")
 	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
-	const line = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	ctx := ContextWithLineTrace(context.Background(), []byte(line))
-	if o := sendOne(t, p, ctx, &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v"),
-		Headers: []producer.Header{{Key: DefaultTraceHeader, Value: []byte(line)}}}); o.err != nil {
-		t.Fatal(o.err)
+	send := func(line string) {
+		t.Helper()
+		// As the agent sends a line carrying a traceparent: the context in ctx and in the header.
+		ctx := ContextWithLineTrace(context.Background(), []byte(line))
+		if o := sendOne(t, p, ctx, &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v"),
+			Headers: []producer.Header{{Key: DefaultTraceHeader, Value: []byte(line)}}}); o.err != nil {
+			t.Fatal(o.err)
+		}
 	}
-	parent, _ := recordTraceOf(t, h, "send orders")
+	const sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const unsampled = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-00"
+	send(sampled)
+	send(unsampled)
+
+	parent, children := recordTraceOf(t, h, "send orders") // exactly one: the unsampled line has none
 	if got := parent.Parent(); got.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" ||
 		got.SpanID().String() != "00f067aa0ba902b7" || !got.IsRemote() {
 		t.Fatalf("send span's parent %v, want the line's span", got)
 	}
-	// The line's traceparent header is replaced by the send span's, not duplicated.
-	rec := consumeOne(t, c.ListenAddrs(), "orders")
-	var n int
-	for _, hd := range rec.Headers {
-		if hd.Key == DefaultTraceHeader {
-			n++
-			if !strings.Contains(string(hd.Value), parent.SpanContext().SpanID().String()) {
-				t.Fatalf("traceparent %s, want the send span's", hd.Value)
-			}
-		}
+	if parent.SpanKind() != trace.SpanKindClient {
+		t.Fatalf("send span kind %v, want CLIENT: its context is not the record's creation context", parent.SpanKind())
 	}
-	if n != 1 {
-		t.Fatalf("%d traceparent headers, want 1", n)
+	if l := parent.Links(); len(l) != 1 || l[0].SpanContext.SpanID().String() != "00f067aa0ba902b7" ||
+		l[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("send span links %+v, want one to the line's span", l)
+	}
+	if len(children) != 6 {
+		t.Fatalf("stages %v, want six", spanNames(children))
 	}
 
-	// An unsampled line context means no trace at all.
-	h.spans.Reset()
-	unsampled := ContextWithLineTrace(context.Background(), []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"))
-	sendOne(t, p, unsampled, &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")})
-	for _, s := range h.spans.Ended() {
-		if strings.HasPrefix(s.Name(), SpanSendPrefix) {
-			t.Fatalf("unsampled line produced span %q", s.Name())
+	// Both records carry their line's traceparent, untouched and not duplicated.
+	recs := consumeN(t, c.ListenAddrs(), "orders", 2)
+	for i, want := range []string{sampled, unsampled} {
+		var got []string
+		for _, hd := range recs[i].Headers {
+			if hd.Key == DefaultTraceHeader {
+				got = append(got, string(hd.Value))
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("record %d: traceparent headers %q, want exactly the line's %s", i, got, want)
 		}
 	}
 }
@@ -388,6 +416,12 @@ func TestFailedConnectionSpan(t *testing.T) {
 // consumeOne reads the first record of topic.
 func consumeOne(t *testing.T, bootstrap []string, topic string) *kgo.Record {
 	t.Helper()
+	return consumeN(t, bootstrap, topic, 1)[0]
+}
+
+// consumeN reads topic's first n records, in order (the test topics have one partition).
+func consumeN(t *testing.T, bootstrap []string, topic string, n int) []*kgo.Record {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -396,15 +430,24 @@ func consumeOne(t *testing.T, bootstrap []string, topic string) *kgo.Record {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
+	var out []*kgo.Record
+	for len(out) < n {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatal("no record consumed within 20s")
+			t.Fatalf("%d of %d records consumed within 20s", len(out), n)
 		}
-		if recs := fs.Records(); len(recs) > 0 {
-			return recs[0]
-		}
+		out = append(out, fs.Records()...)
 	}
+	return out[:n]
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // uncomparableCtx is a context whose dynamic type cannot be compared with ==.

@@ -25,6 +25,9 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 	errL := n.Label("AttrErrorType")
 	comprL := n.Label("AttrCompression")
 	m := base(topicL, "$topic")
+	// messaging.client.sent.messages counts every record attempted; the acknowledged ones are
+	// its series without error.type.
+	acked := m + fmt.Sprintf(`,%s=""`, errL)
 
 	d := filtered(n, sent, "topic", "Topic", topicL,
 		"kafkatrail: Producer overview", "kafkatrail-producer-overview",
@@ -32,16 +35,16 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 			"errors and retries. Latency panels show exemplars: a dot opens the record's trace in Jaeger.")
 
 	d = d.WithRow(dashboard.NewRowBuilder("Throughput")).
-		WithPanel(statPanel("Records acknowledged / s", "messaging.client.sent.messages: records a broker acknowledged.", "ops",
-			fmt.Sprintf("sum(%s)", rate(sent+"", m)))).
+		WithPanel(statPanel("Records acknowledged / s", "messaging.client.sent.messages without error.type: records a broker acknowledged.", "ops",
+			fmt.Sprintf("sum(%s)", rate(sent, acked)))).
 		WithPanel(statPanel("End-to-end p99", "messaging.client.operation.duration: Send called to callback returned, 99th percentile.", "s",
 			quantile(0.99, opDur, m))).
 		WithPanel(statPanel("Records failed / s", "kafkatrail.producer.records.failed, every error.type.", "ops",
 			fmt.Sprintf("sum(%s)", rate(failed, m)))).
 		WithPanel(statPanel("Records retried / s", "kafkatrail.producer.records.retried, every error.type.", "ops",
 			fmt.Sprintf("sum(%s)", rate(retried, m)))).
-		WithPanel(ts("Records acknowledged / s by topic", "messaging.client.sent.messages per topic.", "ops", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", topicL, rate(sent, m)), legend(topicL)))).
+		WithPanel(ts("Records acknowledged / s by topic", "messaging.client.sent.messages without error.type, per topic.", "ops", 12, 8).
+			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", topicL, rate(sent, acked)), legend(topicL)))).
 		WithPanel(ts("Records per batch and batch size", "kafkatrail.producer.batch.records and kafkatrail.producer.batch.size (on the wire, after compression), means.", "short", 12, 8).
 			WithTarget(q(mean(batchRecs, m), "records per batch")).
 			WithTarget(q(mean(batchSize, m), "bytes per batch")).
@@ -176,6 +179,9 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	dropped := n.Metric("MetricAgentLinesDropped")
 	watched := n.Metric("MetricAgentFilesWatched")
 	fileL := n.Label("AttrLogFilePath")
+	// Standard input has no log.file.path: its series say kafkatrail.input="stdin", which the
+	// per-file panels group by too, so stdin gets a legend of its own.
+	inputL := n.Label("AttrInput")
 	reasonL := n.Label("AttrDropReason")
 	m := base(fileL, "$file")
 
@@ -190,23 +196,23 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 		WithPanel(statPanel("Bytes behind (all files)", "kafkatrail.agent.file.behind summed: bytes not read yet.", "bytes", fmt.Sprintf("sum(%s{%s})", behind, m))).
 		WithPanel(statPanel("Checkpoint lag (all files)", "kafkatrail.agent.checkpoint.lag summed: bytes read, not yet acknowledged.", "bytes", fmt.Sprintf("sum(%s{%s})", ckLag, m))).
 		WithPanel(ts("Lines read / s by file", "kafkatrail.agent.lines.read.", "ops", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", fileL, rate(lines, m)), legend(fileL)))).
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(lines, m)), legend(fileL, inputL)))).
 		WithPanel(ts("Bytes read / s by file", "kafkatrail.agent.bytes.read.", "Bps", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", fileL, rate(bytesRead, m)), legend(fileL))))
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(bytesRead, m)), legend(fileL, inputL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Lag")).
 		WithPanel(ts("Bytes behind the end of each file", "kafkatrail.agent.file.behind: file size minus the read offset. Growing: the agent cannot keep up (or Kafka pushes back).", "bytes", 12, 8).
-			WithTarget(q(fmt.Sprintf("max by (%s) (%s{%s})", fileL, behind, m), legend(fileL)))).
+			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, behind, m), legend(fileL, inputL)))).
 		WithPanel(ts("Checkpoint lag per file", "kafkatrail.agent.checkpoint.lag: read offset minus the committed (acknowledged) offset; what a crash would re-send.", "bytes", 12, 8).
-			WithTarget(q(fmt.Sprintf("max by (%s) (%s{%s})", fileL, ckLag, m), legend(fileL))))
+			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, ckLag, m), legend(fileL, inputL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Long and dropped lines")).
 		WithPanel(ts("Lines truncated / s", "kafkatrail.agent.lines.truncated: cut at the long-line limit (--long-lines truncate).", "ops", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", fileL, rate(truncated, m)), legend(fileL)))).
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(truncated, m)), legend(fileL, inputL)))).
 		WithPanel(ts("Lines split / s", "kafkatrail.agent.lines.split: sent as several records (--long-lines split).", "ops", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", fileL, rate(split, m)), legend(fileL)))).
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(split, m)), legend(fileL, inputL)))).
 		WithPanel(ts("Lines dropped / s", "kafkatrail.agent.lines.dropped, by reason.", "ops", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, reasonL, rate(dropped, m)), legend(fileL, reasonL))))
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s, %s) (%s)", fileL, inputL, reasonL, rate(dropped, m)), legend(fileL, inputL, reasonL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Recent traces")).
 		WithPanel(tracesTable("Recent traces", "Jaeger search: the most recent traces of the agent.", ""))

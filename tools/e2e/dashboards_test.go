@@ -22,7 +22,7 @@ import (
 )
 
 // TestDashboardQueriesReturnData runs the agent in several scenarios at once against the
-// real broker, with metrics pushed over OTLP/HTTP to Prometheus every second and traces to
+// real broker, with metrics pushed over OTLP/HTTP (gzip) to Prometheus every second and traces to
 // Jaeger, then runs every PromQL query of every dashboard in dashboards/ (Grafana's
 // variables set to "All") and asserts that each returns data, that every label_values
 // variable has values, that every Jaeger search finds traces, and that the latency
@@ -52,11 +52,13 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
 			// The signal-specific endpoint is used as is: nothing is appended to it.
 			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": promOTLP,
-			"OTEL_METRIC_EXPORT_INTERVAL":         "1000",
-			"OTEL_TRACES_EXPORTER":                "otlp",
-			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL":  "grpc",
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":  jaegerOTLP,
-			"OTEL_TRACES_SAMPLER":                 "always_on",
+			// gzip, which Prometheus's OTLP receiver takes (Content-Encoding: gzip).
+			"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION": "gzip",
+			"OTEL_METRIC_EXPORT_INTERVAL":            "1000",
+			"OTEL_TRACES_EXPORTER":                   "otlp",
+			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL":     "grpc",
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":     jaegerOTLP,
+			"OTEL_TRACES_SAMPLER":                    "always_on",
 		}
 	}
 	longLine := strings.Repeat("x", 1000)
@@ -233,8 +235,8 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		var ids []string
 		for _, sel := range []string{
 			fmt.Sprintf(`{__name__="messaging_client_operation_duration_seconds_bucket", job=%q}`, service),
-			fmt.Sprintf(`{__name__="kafkatrail_producer_stage_duration_seconds_bucket", stage="append", job=%q}`, service),
-			fmt.Sprintf(`{__name__="kafkatrail_producer_stage_duration_seconds_bucket", stage="completedReceive", job=%q}`, service),
+			fmt.Sprintf(`{__name__="kafkatrail_producer_stage_duration_seconds_bucket", kafkatrail_stage="append", job=%q}`, service),
+			fmt.Sprintf(`{__name__="kafkatrail_producer_stage_duration_seconds_bucket", kafkatrail_stage="completedReceive", job=%q}`, service),
 		} {
 			got, err := promExemplarTraceIDs(ctx, promURL, sel, 10*time.Minute)
 			if err != nil {

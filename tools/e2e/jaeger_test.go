@@ -18,13 +18,27 @@ var stageSpans = []string{"append", "drain", "doSend", "completedSend", "complet
 // TestAgentTracesInJaeger runs the agent on a few hundred lines from stdin against the real
 // broker, every record sampled, traces exported over OTLP/gRPC to Jaeger, and waits until
 // Jaeger's HTTP API has a trace whose `send {topic}` span has exactly the six stage children,
-// in order, tiling the parent.
+// in order, tiling the parent, and the messaging conventions' attributes.
 func TestAgentTracesInJaeger(t *testing.T) {
-	const service = "kafkatrail-agent"
+	testAgentTracesInJaeger(t, "kafkatrail-agent", nil)
+}
+
+// TestAgentTracesInJaegerHTTPGzip is TestAgentTracesInJaeger with the traces exported over
+// OTLP/HTTP (http/protobuf), gzip-compressed, to Jaeger's OTLP/HTTP receiver.
+func TestAgentTracesInJaegerHTTPGzip(t *testing.T) {
+	testAgentTracesInJaeger(t, "kafkatrail-agent-http", map[string]string{
+		"OTEL_EXPORTER_OTLP_PROTOCOL":    "http/protobuf",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":    backend(t, "JAEGER_OTLP_HTTP_ENDPOINT"),
+		"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+	})
+}
+
+func testAgentTracesInJaeger(t *testing.T, service string, env map[string]string) {
 	const lines = 300
+	agentEnv := map[string]string{"OTEL_TRACES_SAMPLER": "always_on"}
+	maps.Copy(agentEnv, env)
 	topic, jaegerURL := runTracingAgent(t, "agent (traces)", "e2e-traces", service, nil,
-		map[string]string{"OTEL_TRACES_SAMPLER": "always_on"},
-		lines, func(i int) string { return fmt.Sprintf(`{"msg":"e2e trace line %d","n":%d}`, i, i) })
+		agentEnv, lines, func(i int) string { return fmt.Sprintf(`{"msg":"e2e trace line %d","n":%d}`, i, i) })
 
 	ctx := context.Background()
 	op := "send " + topic
@@ -46,7 +60,10 @@ func TestAgentTracesInJaeger(t *testing.T) {
 		for _, tr := range r.Data {
 			problem := checkSendTrace(tr, op)
 			if problem == "" {
-				t.Logf("trace %s: %q with its six stages (%d traces found)", tr.TraceID, op, len(r.Data))
+				problem = checkSendConventions(tr, op)
+			}
+			if problem == "" {
+				t.Logf("trace %s: %q with its six stages and the conventions' attributes (%d traces found)", tr.TraceID, op, len(r.Data))
 				return true, nil
 			}
 			last = append(last, tr.TraceID+": "+problem)
@@ -56,6 +73,32 @@ func TestAgentTracesInJaeger(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Jaeger (%s): %v", jaegerURL, err)
 	}
+}
+
+// checkSendConventions returns "" if the trace's span op is a PRODUCER span with the
+// messaging conventions' attributes (the leader's address, the partition, the cluster id), as
+// Jaeger keeps them; else what is missing.
+func checkSendConventions(tr jaegerTrace, op string) string {
+	for _, s := range tr.Spans {
+		if s.OperationName != op {
+			continue
+		}
+		tags := map[string]any{}
+		for _, tg := range s.Tags {
+			tags[tg.Key] = tg.Value
+		}
+		if k := tags["span.kind"]; k != "producer" {
+			return fmt.Sprintf("span.kind %v, want producer", k)
+		}
+		for _, k := range []string{"messaging.system", "messaging.destination.name", "messaging.destination.partition.id",
+			"server.address", "server.port", "messaging.kafka.cluster.id", "messaging.kafka.offset"} {
+			if _, ok := tags[k]; !ok {
+				return fmt.Sprintf("no %s among the send span's tags %v", k, tags)
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("no %q span", op)
 }
 
 // checkSendTrace returns "" if the trace has a span named op whose children are exactly

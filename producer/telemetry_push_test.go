@@ -386,3 +386,64 @@ func TestTelemetryStatsNaN(t *testing.T) {
 		t.Fatal("the interval did not restart")
 	}
 }
+
+// TestSenderTelemetryNeverHoldsProduceBack: with a subscription request unanswered and then a
+// push in flight, the sender still sends the produce requests in the same iterations, and
+// the producer's numbers (records drained, queue time, the produce response's latency) reach
+// the push.
+func TestSenderTelemetryNeverHoldsProduceBack(t *testing.T) {
+	f := newSenderFixture(t, 1, func(*Config) {})
+	s := f.sender
+	s.metrics = newClientMetrics(f.now)
+	s.telemetry = newTelemetryPusher(f.client, s.metrics, slog.New(slog.DiscardHandler), f.cfg, s.sendTelemetryRequest)
+	s.telemetry.jitter = func() float64 { return 0 }
+
+	f.append(0, "a")
+	f.runOnce()
+	if len(f.client.sent) != 2 {
+		t.Fatalf("first iteration sent %d requests, want GetTelemetrySubscriptions and Produce", len(f.client.sent))
+	}
+	if _, ok := f.client.sent[0].Body.(*kmsg.GetTelemetrySubscriptionsRequest); !ok {
+		t.Fatalf("first request %T", f.client.sent[0].Body)
+	}
+	if _, ok := f.client.sent[1].Body.(*kmsg.ProduceRequest); !ok {
+		t.Fatalf("second request %T, want the produce request beside the pending subscription", f.client.sent[1].Body)
+	}
+	// Answer the produce request (the second pending) first, then the subscription.
+	sub, produce := f.client.pending[0], f.client.pending[1]
+	f.client.pending = nil
+	f.now = f.now.Add(20 * time.Millisecond)
+	f.client.answers = append(f.client.answers,
+		answer{req: produce, body: produceAnswer(0, 0)(produce.Body)},
+		answer{req: sub, body: subscription(1000, kipPrefix)})
+	f.client.Poll(0, f.now)
+
+	f.now = f.now.Add(500 * time.Millisecond)
+	f.append(0, "b")
+	f.runOnce()
+	var push *kmsg.PushTelemetryRequest
+	produced := 0
+	for _, r := range f.client.sent[2:] {
+		switch b := r.Body.(type) {
+		case *kmsg.PushTelemetryRequest:
+			push = b
+		case *kmsg.ProduceRequest:
+			produced++
+		}
+	}
+	if push == nil || produced != 1 {
+		t.Fatalf("second iteration: push %v, %d produce requests; want both", push != nil, produced)
+	}
+	got := metricsByName(decodePush(t, push))
+	// The push is built first in the iteration, before the second record is drained.
+	if v := got[kipPrefix+"record.send.total"].GetSum().DataPoints[0].GetAsDouble(); v != 1 {
+		t.Errorf("record.send.total = %v, want the 1 record drained before the push", v)
+	}
+	lat := got[kipNodePrefix+"request.latency.max"].GetGauge().DataPoints[0]
+	if lat.GetAsDouble() != 20 || lat.Attributes[0].GetValue().GetStringValue() != "1" {
+		t.Errorf("node.request.latency.max = %v, want 20 ms for node_id 1", lat)
+	}
+	if _, ok := got[kipPrefix+"record.queue.time.avg"]; !ok {
+		t.Errorf("no record.queue.time.avg in %v", got)
+	}
+}

@@ -294,6 +294,7 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 
 	for node, list := range batches {
 		if len(list) > 0 {
+			s.metrics.produceRequest(list)
 			s.sendProduceRequest(node, list, now)
 		}
 	}
@@ -616,6 +617,7 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, 
 		if s.txn != nil {
 			s.txn.removeInFlight(b)
 		}
+		s.metrics.split()
 		n := s.acc.SplitAndReenqueue(b)
 		s.log.Info("batch too large for the broker: split", "partition", b.TopicPartition.String(),
 			"records", b.RecordCount(), "new_batches", n)

@@ -23,8 +23,9 @@ import (
 // producer-metrics, record-queue-time-avg -> org.apache.kafka.producer.record.queue.time.avg;
 // producer-node-metrics, request-latency-avg -> org.apache.kafka.producer.node.request.latency.avg).
 const (
-	kipPrefix     = "org.apache.kafka.producer."
-	kipNodePrefix = kipPrefix + "node."
+	kipPrefix      = "org.apache.kafka.producer."
+	kipNodePrefix  = kipPrefix + "node."
+	kipTopicPrefix = kipPrefix + "topic."
 )
 
 // stat is one Avg and Max pair of the Java client's Sensors (queue-time, produce-throttle-time,
@@ -66,24 +67,85 @@ type clientMetrics struct {
 	connCreations, connCloses int64
 	requests, bytesOut        int64
 	responses, bytesIn        int64
-	recordsSent, batches      int64
+	recordsSent, batchSplits  int64
 	recordRetries, recordErrs int64
 
 	requestLatency stat // produce requests, every node (producer-metrics request-latency)
-	nodeLatency    map[int32]*stat
 	throttle       stat // produce-throttle-time
 	queueTime      stat // record-queue-time: drain time minus the batch's creation
 	batchSize      stat // batch-size, bytes of a drained batch
+	perRequest     stat // records-per-request
+	requestSize    stat // request-size: bytes of every request's frame
+	compression    stat // compression-rate: a drained batch's size over its uncompressed size
+
+	// open holds the nodes with an established connection (connection-count); inFlight each
+	// node's requests in flight (requests-in-flight).
+	open     map[int32]bool
+	inFlight map[int32]int
+	nodes    map[int32]*nodeMetrics
+	topics   map[string]*topicMetrics
 
 	// lastCollect is when collect last ran: the rates divide by the time since then.
 	lastCollect time.Time
-	// last holds each total's value at the last collect: the rates' base, and with delta
-	// temporality the base of the pushed value.
-	last map[string]float64
+	// last holds each total's value at the last collect, by series: the rates' base, and with
+	// delta temporality the base of the pushed value.
+	last map[seriesKey]float64
+}
+
+// nodeMetrics is a broker's share (the Java producer-node-metrics group, the Selector's
+// per-node sensors).
+type nodeMetrics struct {
+	requests, responses, bytesOut, bytesIn int64
+	latency, size                          stat
+}
+
+// topicMetrics is a topic's share (producer-topic-metrics), counted per batch.
+type topicMetrics struct {
+	records, bytes, retries, errors int64
+}
+
+// maxTelemetryNodes and maxTelemetryTopics bound the per-node and per-topic series: a
+// cluster's brokers with room for the bootstrap entries (negative ids) a producer starts with,
+// and as many topics as a --topic template may route to by default and more.
+const (
+	maxTelemetryNodes  = 256
+	maxTelemetryTopics = 1000
+)
+
+// seriesKey names one series of the last values: a metric with its node or topic, if any.
+type seriesKey struct {
+	name  string
+	node  int32
+	topic string
 }
 
 func newClientMetrics(now time.Time) *clientMetrics {
-	return &clientMetrics{start: now, lastCollect: now, nodeLatency: map[int32]*stat{}, last: map[string]float64{}}
+	return &clientMetrics{start: now, lastCollect: now, open: map[int32]bool{}, inFlight: map[int32]int{},
+		nodes: map[int32]*nodeMetrics{}, topics: map[string]*topicMetrics{}, last: map[seriesKey]float64{}}
+}
+
+func (m *clientMetrics) node(id int32) *nodeMetrics {
+	n := m.nodes[id]
+	if n == nil {
+		if len(m.nodes) >= maxTelemetryNodes {
+			return nil
+		}
+		n = &nodeMetrics{}
+		m.nodes[id] = n
+	}
+	return n
+}
+
+func (m *clientMetrics) topic(name string) *topicMetrics {
+	t := m.topics[name]
+	if t == nil {
+		if len(m.topics) >= maxTelemetryTopics {
+			return nil
+		}
+		t = &topicMetrics{}
+		m.topics[name] = t
+	}
+	return t
 }
 
 // drained records a batch that goes into a produce request (Java's updateProduceRequestMetrics).
@@ -91,23 +153,57 @@ func (m *clientMetrics) drained(b *accumulator.ProducerBatch, now time.Time) {
 	if m == nil {
 		return
 	}
-	m.batches++
-	m.recordsSent += int64(b.RecordCount())
+	records := int64(b.RecordCount())
+	m.recordsSent += records
 	m.queueTime.record(float64(now.Sub(b.Created).Milliseconds()))
 	m.batchSize.record(float64(b.EstimatedSize()))
+	if u := b.UncompressedSize() + accumulator.RecordBatchOverhead; u > 0 {
+		m.compression.record(float64(b.EstimatedSize()) / float64(u))
+	}
+	if t := m.topic(b.TopicPartition.Topic); t != nil {
+		t.records += records
+		t.bytes += int64(b.EstimatedSize())
+	}
+}
+
+// produceRequest records the records of one produce request (records-per-request).
+func (m *clientMetrics) produceRequest(batches []*accumulator.ProducerBatch) {
+	if m == nil {
+		return
+	}
+	n := 0
+	for _, b := range batches {
+		n += b.RecordCount()
+	}
+	m.perRequest.record(float64(n))
 }
 
 // retried records a batch's records going back to the queue (Java's recordRetries).
 func (m *clientMetrics) retried(b *accumulator.ProducerBatch) {
-	if m != nil {
-		m.recordRetries += int64(b.RecordCount())
+	if m == nil {
+		return
+	}
+	m.recordRetries += int64(b.RecordCount())
+	if t := m.topic(b.TopicPartition.Topic); t != nil {
+		t.retries += int64(b.RecordCount())
 	}
 }
 
 // failed records a batch's records failing (Java's recordErrors).
 func (m *clientMetrics) failed(b *accumulator.ProducerBatch) {
+	if m == nil {
+		return
+	}
+	m.recordErrs += int64(b.RecordCount())
+	if t := m.topic(b.TopicPartition.Topic); t != nil {
+		t.errors += int64(b.RecordCount())
+	}
+}
+
+// split records a batch split after MESSAGE_TOO_LARGE (batch-split).
+func (m *clientMetrics) split() {
 	if m != nil {
-		m.recordErrs += int64(b.RecordCount())
+		m.batchSplits++
 	}
 }
 
@@ -119,27 +215,18 @@ func (m *clientMetrics) produceResponse(resp *inflight.Response, throttleMs int3
 	}
 	latency := float64(resp.Received.Sub(resp.Request.Created).Milliseconds())
 	m.requestLatency.record(latency)
-	n := m.nodeLatency[resp.Request.Destination]
-	if n == nil {
-		if len(m.nodeLatency) >= maxTelemetryNodes {
-			return
-		}
-		n = &stat{}
-		m.nodeLatency[resp.Request.Destination] = n
+	if n := m.node(resp.Request.Destination); n != nil {
+		n.latency.record(latency)
 	}
-	n.record(latency)
 	m.throttle.record(float64(throttleMs))
 }
-
-// maxTelemetryNodes bounds the per-node series: a cluster's brokers, with room for the
-// bootstrap entries (negative ids) a producer starts with.
-const maxTelemetryNodes = 256
 
 // ConnectionStateChanged implements network.Observer: a connection closing counts as Java's
 // Selector connection-close.
 func (m *clientMetrics) ConnectionStateChanged(node int32, state network.ConnectionState) {
-	if state == network.Disconnected {
+	if state == network.Disconnected || state == network.AuthenticationFailed {
 		m.connCloses++
+		delete(m.open, node)
 	}
 }
 
@@ -148,41 +235,113 @@ func (m *clientMetrics) ConnectionStateChanged(node int32, state network.Connect
 func (m *clientMetrics) ConnectionSetupDone(s network.ConnectionSetup) {
 	if s.Err == nil {
 		m.connCreations++
+		m.open[s.Node] = true
 	}
 }
 
-// RequestSent implements network.Observer (request-total, outgoing-byte-total).
+// RequestSent implements network.Observer (request-total, outgoing-byte-total, per node too).
 func (m *clientMetrics) RequestSent(r *inflight.Request, bytes int) {
 	m.requests++
 	m.bytesOut += int64(bytes)
-}
-
-// RequestDone implements network.Observer (response-total, incoming-byte-total).
-func (m *clientMetrics) RequestDone(r *inflight.Request, body kmsg.Response, received time.Time, bytes int, err error) {
-	if body != nil {
-		m.responses++
-		m.bytesIn += int64(bytes)
+	m.requestSize.record(float64(bytes))
+	if n := m.node(r.Destination); n != nil {
+		n.requests++
+		n.bytesOut += int64(bytes)
+		n.size.record(float64(bytes))
 	}
 }
 
-// InFlightRequests implements network.Observer.
-func (m *clientMetrics) InFlightRequests(node int32, count int) {}
+// RequestDone implements network.Observer (response-total, incoming-byte-total, per node too).
+func (m *clientMetrics) RequestDone(r *inflight.Request, body kmsg.Response, received time.Time, bytes int, err error) {
+	if body == nil {
+		return
+	}
+	m.responses++
+	m.bytesIn += int64(bytes)
+	if n := m.node(r.Destination); n != nil {
+		n.responses++
+		n.bytesIn += int64(bytes)
+	}
+}
+
+// InFlightRequests implements network.Observer (requests-in-flight).
+func (m *clientMetrics) InFlightRequests(node int32, count int) {
+	if count == 0 {
+		delete(m.inFlight, node)
+		return
+	}
+	m.inFlight[node] = count
+}
 
 // point is one data point of the push, before the name filter and the encoding.
 type point struct {
 	name   string
 	node   int32 // node_id attribute when isNode
+	topic  string
 	isNode bool
 	sum    bool // a monotonic Sum (a Java total); otherwise a Gauge
 	value  float64
 }
 
+// collector builds one collect's points.
+type collector struct {
+	m      *clientMetrics
+	delta  bool
+	secs   float64
+	points []point
+}
+
+// total adds a Java Meter's pair: name.total (a Sum, cumulative or since the last collect)
+// and name.rate (a Gauge, per second since the last collect).
+func (c *collector) total(k seriesKey, v int64) {
+	prev := c.m.last[k]
+	c.m.last[k] = float64(v)
+	rate := 0.0
+	if c.secs > 0 {
+		rate = (float64(v) - prev) / c.secs
+	}
+	pushed := float64(v)
+	if c.delta {
+		pushed -= prev
+	}
+	isNode := k.topic == "" && k.node != noNode
+	c.points = append(c.points,
+		point{name: k.name + ".total", node: k.node, isNode: isNode, topic: k.topic, sum: true, value: pushed},
+		point{name: k.name + ".rate", node: k.node, isNode: isNode, topic: k.topic, value: rate})
+}
+
+// sum adds a Java CumulativeSum: a Sum without a rate.
+func (c *collector) sum(name string, v float64) {
+	k := seriesKey{name: name, node: noNode}
+	prev := c.m.last[k]
+	c.m.last[k] = v
+	if c.delta {
+		v -= prev
+	}
+	c.points = append(c.points, point{name: name, sum: true, value: v})
+}
+
+func (c *collector) gauge(name string, v float64) {
+	c.points = append(c.points, point{name: name, value: v})
+}
+
+// avgMax adds a stat's name.avg and name.max Gauges, for node if it is not noNode.
+func (c *collector) avgMax(name string, node int32, s *stat) {
+	avg, max := s.avgMax()
+	isNode := node != noNode
+	c.points = append(c.points, point{name: name + ".avg", node: node, isNode: isNode, value: avg},
+		point{name: name + ".max", node: node, isNode: isNode, value: max})
+}
+
+// noNode marks a series that is not a node's (node ids of bootstrap entries are negative).
+const noNode = math.MinInt32
+
 // collect takes every metric's value now (Java's KafkaMetricsCollector.collect): totals as
 // Sums, cumulative since start or, with delta, since the last collect; rates, averages,
-// maxima and the buffer gauges as Gauges. It starts the stats' next interval.
+// maxima and the gauges as Gauges. It starts the stats' next interval.
 func (m *clientMetrics) collect(now time.Time, delta bool) (points []point, start time.Time) {
-	secs := now.Sub(m.lastCollect).Seconds()
-	totals := []struct {
+	c := &collector{m: m, delta: delta, secs: now.Sub(m.lastCollect).Seconds()}
+	for _, t := range []struct {
 		name string
 		v    int64
 	}{
@@ -195,72 +354,64 @@ func (m *clientMetrics) collect(now time.Time, delta bool) (points []point, star
 		{"record.send", m.recordsSent},
 		{"record.retry", m.recordRetries},
 		{"record.error", m.recordErrs},
+		{"batch.split", m.batchSplits},
+	} {
+		c.total(seriesKey{name: kipPrefix + t.name, node: noNode}, t.v)
 	}
-	for _, t := range totals {
-		name := kipPrefix + t.name
-		v := float64(t.v)
-		prev := m.last[name]
-		rate := 0.0
-		if secs > 0 {
-			rate = (v - prev) / secs
-		}
-		pushed := v
-		if delta {
-			pushed = v - prev
-		}
-		m.last[name] = v
-		points = append(points,
-			point{name: name + ".total", sum: true, value: pushed},
-			point{name: name + ".rate", value: rate})
+	c.avgMax(kipPrefix+"record.queue.time", noNode, &m.queueTime)
+	c.avgMax(kipPrefix+"produce.throttle.time", noNode, &m.throttle)
+	c.avgMax(kipPrefix+"request.latency", noNode, &m.requestLatency)
+	c.avgMax(kipPrefix+"batch.size", noNode, &m.batchSize)
+	c.avgMax(kipPrefix+"request.size", noNode, &m.requestSize)
+	perRequest, _ := m.perRequest.avgMax()
+	c.gauge(kipPrefix+"records.per.request.avg", perRequest)
+	compression, _ := m.compression.avgMax()
+	c.gauge(kipPrefix+"compression.rate.avg", compression)
+	c.gauge(kipPrefix+"connection.count", float64(len(m.open)))
+	inFlight := 0
+	for _, n := range m.inFlight {
+		inFlight += n
 	}
-	pairs := []struct {
-		name string
-		s    *stat
-	}{
-		{"record.queue.time", &m.queueTime},
-		{"produce.throttle.time", &m.throttle},
-		{"request.latency", &m.requestLatency},
-		{"batch.size", &m.batchSize},
+	c.gauge(kipPrefix+"requests.in.flight", float64(inFlight))
+	if m.pool != nil {
+		c.gauge(kipPrefix+"buffer.total.bytes", float64(m.pool.TotalMemory()))
+		c.gauge(kipPrefix+"buffer.available.bytes", float64(m.pool.AvailableMemory()))
+		c.sum(kipPrefix+"bufferpool.wait.time.ns.total", float64(m.pool.WaitTime().Nanoseconds()))
+		c.total(seriesKey{name: kipPrefix + "buffer.exhausted", node: noNode}, m.pool.ExhaustedCount())
+		c.gauge(kipPrefix+"waiting.threads", float64(m.pool.QueuedWaiters()))
 	}
-	for _, p := range pairs {
-		avg, max := p.s.avgMax()
-		points = append(points, point{name: kipPrefix + p.name + ".avg", value: avg}, point{name: kipPrefix + p.name + ".max", value: max})
-	}
-	nodes := make([]int32, 0, len(m.nodeLatency))
-	for id := range m.nodeLatency {
+	nodes := make([]int32, 0, len(m.nodes))
+	for id := range m.nodes {
 		nodes = append(nodes, id)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i] < nodes[j] })
 	for _, id := range nodes {
-		avg, max := m.nodeLatency[id].avgMax()
-		points = append(points,
-			point{name: kipNodePrefix + "request.latency.avg", node: id, isNode: true, value: avg},
-			point{name: kipNodePrefix + "request.latency.max", node: id, isNode: true, value: max})
+		n := m.nodes[id]
+		c.total(seriesKey{name: kipNodePrefix + "request", node: id}, n.requests)
+		c.total(seriesKey{name: kipNodePrefix + "response", node: id}, n.responses)
+		c.total(seriesKey{name: kipNodePrefix + "outgoing.byte", node: id}, n.bytesOut)
+		c.total(seriesKey{name: kipNodePrefix + "incoming.byte", node: id}, n.bytesIn)
+		c.avgMax(kipNodePrefix+"request.latency", id, &n.latency)
+		c.avgMax(kipNodePrefix+"request.size", id, &n.size)
 	}
-	if m.pool != nil {
-		points = append(points,
-			point{name: kipPrefix + "buffer.total.bytes", value: float64(m.pool.TotalMemory())},
-			point{name: kipPrefix + "buffer.available.bytes", value: float64(m.pool.AvailableMemory())},
-			point{name: kipPrefix + "bufferpool.wait.time.ns.total", sum: true, value: m.poolWait(delta)})
+	topics := make([]string, 0, len(m.topics))
+	for name := range m.topics {
+		topics = append(topics, name)
+	}
+	sort.Strings(topics)
+	for _, name := range topics {
+		t := m.topics[name]
+		c.total(seriesKey{name: kipTopicPrefix + "record.send", node: noNode, topic: name}, t.records)
+		c.total(seriesKey{name: kipTopicPrefix + "byte", node: noNode, topic: name}, t.bytes)
+		c.total(seriesKey{name: kipTopicPrefix + "record.retry", node: noNode, topic: name}, t.retries)
+		c.total(seriesKey{name: kipTopicPrefix + "record.error", node: noNode, topic: name}, t.errors)
 	}
 	start = m.start
 	if delta {
 		start = m.lastCollect
 	}
 	m.lastCollect = now
-	return points, start
-}
-
-// poolWait is the buffer pool's bufferpool-wait-time-ns-total (a Java CumulativeSum), as pushed.
-func (m *clientMetrics) poolWait(delta bool) float64 {
-	const name = kipPrefix + "bufferpool.wait.time.ns.total"
-	v := float64(m.pool.WaitTime().Nanoseconds())
-	prev := m.last[name]
-	m.last[name] = v
-	if delta {
-		return v - prev
-	}
-	return v
+	return c.points, start
 }
 
 // resetDelta forgets the values last pushed, so the next delta push counts from now (Java's
@@ -313,8 +464,12 @@ func metricsData(points []point, res []*commonpb.KeyValue, start, now time.Time,
 	metrics := make([]*metricspb.Metric, 0, len(points))
 	for _, p := range points {
 		dp := &metricspb.NumberDataPoint{TimeUnixNano: nowNs, Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: p.value}}
-		if p.isNode {
-			dp.Attributes = []*commonpb.KeyValue{stringKV("node_id", strconv.Itoa(int(p.node)))}
+		switch {
+		case p.isNode:
+			// The Java client's node-id tag: "node-" and the id (node--1 for a bootstrap entry).
+			dp.Attributes = []*commonpb.KeyValue{stringKV("node_id", "node-"+strconv.Itoa(int(p.node)))}
+		case p.topic != "":
+			dp.Attributes = []*commonpb.KeyValue{stringKV("topic", p.topic)}
 		}
 		m := &metricspb.Metric{Name: p.name}
 		if p.sum {

@@ -189,7 +189,8 @@ func TestRealBrokerTelemetryPush(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"record.send.total", "record.send.rate", "record.queue.time.avg", "record.queue.time.max",
-		"record.error.total", "record.retry.total", "connection.creation.total", "connection.creation.rate"} {
+		"record.error.total", "record.retry.total", "connection.creation.total", "connection.creation.rate",
+		"node.request.total", "node.request.latency.avg", "node.request.size.max"} {
 		if !names[kipPrefix+want] {
 			t.Errorf("no push carried %s%s (got %v)", kipPrefix, want, names)
 		}

@@ -440,8 +440,8 @@ func TestSenderTelemetryNeverHoldsProduceBack(t *testing.T) {
 		t.Errorf("record.send.total = %v, want the 1 record drained before the push", v)
 	}
 	lat := got[kipNodePrefix+"request.latency.max"].GetGauge().DataPoints[0]
-	if lat.GetAsDouble() != 20 || lat.Attributes[0].GetValue().GetStringValue() != "1" {
-		t.Errorf("node.request.latency.max = %v, want 20 ms for node_id 1", lat)
+	if lat.GetAsDouble() != 20 || lat.Attributes[0].GetValue().GetStringValue() != "node-1" {
+		t.Errorf("node.request.latency.max = %v, want 20 ms for node_id node-1", lat)
 	}
 	if _, ok := got[kipPrefix+"record.queue.time.avg"]; !ok {
 		t.Errorf("no record.queue.time.avg in %v", got)

@@ -160,9 +160,14 @@ func (p *telemetryPusher) maybeUpdate(now time.Time) time.Duration {
 	}
 	if !p.client.Ready(*p.node, now) {
 		// KIP-714: a node that cannot take the request now is dropped; the next call picks
-		// again (Ready started connecting to it if it could).
+		// again (Ready started connecting to it if it could). A node in reconnect backoff is
+		// looked at when its backoff ends, not every reconnect.backoff.ms.
+		delay := p.client.ConnectionDelay(p.node.ID, now)
 		p.node = nil
-		return p.reconnectBackoff
+		if delay >= time.Duration(1<<62) {
+			return p.reconnectBackoff // connecting, or connected with no room in flight
+		}
+		return max(delay, p.reconnectBackoff)
 	}
 	body := p.createRequest(now)
 	if body == nil {

@@ -447,3 +447,70 @@ func TestSenderTelemetryNeverHoldsProduceBack(t *testing.T) {
 		t.Errorf("no record.queue.time.avg in %v", got)
 	}
 }
+
+// TestTelemetryDisconnected: a push lost to a disconnection asks for the subscription again
+// after its interval, keeping the instance id, on a node picked again (Java turns telemetry
+// off here; see handleFailedRequest).
+func TestTelemetryDisconnected(t *testing.T) {
+	f := newTelemetryFixture(t)
+	f.subscribe("*")
+	if _, ok := f.update(500 * time.Millisecond).(*kmsg.PushTelemetryRequest); !ok {
+		t.Fatal("no push")
+	}
+	f.answer(600*time.Millisecond, nil, network.ErrDisconnected)
+	if f.p.node != nil {
+		t.Fatal("the sticky node is kept after a disconnection")
+	}
+	if req := f.update(1599 * time.Millisecond); req != nil {
+		t.Fatalf("sent %T before the interval", req)
+	}
+	req, ok := f.update(1600 * time.Millisecond).(*kmsg.GetTelemetrySubscriptionsRequest)
+	if !ok || req.ClientInstanceID != testInstanceID {
+		t.Fatalf("no re-subscription with the instance id after the interval (got %v)", req)
+	}
+}
+
+// TestTelemetryTemporalityChange: a subscription that switches to delta starts a new ledger
+// (Java's metricsReset): its first delta is the whole total, as Java's LastValueTracker gives
+// for a metric it has no previous value of, not the change since the last cumulative push.
+func TestTelemetryTemporalityChange(t *testing.T) {
+	f := newTelemetryFixture(t)
+	f.update(0)
+	sub := subscription(1000, "*")
+	sub.DeltaTemporality = false
+	f.answer(0, sub, nil)
+	f.m.recordsSent = 4
+	f.update(500 * time.Millisecond)
+	f.answer(500*time.Millisecond, pushAnswer(kerr.UnknownSubscriptionID.Code), nil)
+	if _, ok := f.update(500 * time.Millisecond).(*kmsg.GetTelemetrySubscriptionsRequest); !ok {
+		t.Fatal("no re-subscription")
+	}
+	f.m.recordsSent = 9
+	f.answer(600*time.Millisecond, subscription(1000, "*"), nil) // delta now
+	f.m.recordsSent = 11
+	req, ok := f.update(1100 * time.Millisecond).(*kmsg.PushTelemetryRequest)
+	if !ok {
+		t.Fatal("no push after the new subscription")
+	}
+	if v := metricsByName(decodePush(t, req))[kipPrefix+"record.send.total"].GetSum().DataPoints[0].GetAsDouble(); v != 11 {
+		t.Fatalf("first delta after the switch = %v, want the whole total 11 (a new ledger), not 11-4", v)
+	}
+}
+
+// TestTelemetryJitterBounds: the first push waits 0.5 to 1.5 push intervals.
+func TestTelemetryJitterBounds(t *testing.T) {
+	for _, tc := range []struct {
+		jitter float64
+		first  time.Duration
+	}{{0, 500 * time.Millisecond}, {0.5, time.Second}, {0.999, 1499 * time.Millisecond}} {
+		f := newTelemetryFixture(t)
+		f.p.jitter = func() float64 { return tc.jitter }
+		f.subscribe("*")
+		if req := f.update(tc.first - time.Millisecond); req != nil {
+			t.Fatalf("jitter %v: pushed before %v", tc.jitter, tc.first)
+		}
+		if _, ok := f.update(tc.first).(*kmsg.PushTelemetryRequest); !ok {
+			t.Fatalf("jitter %v: no push at %v", tc.jitter, tc.first)
+		}
+	}
+}

@@ -123,11 +123,13 @@ func (s *Sender) forceClose() {
 // transactional one: send its next transactional request, which goes before any data), send
 // what is ready, then poll the network.
 func (s *Sender) runOnce(now time.Time) {
-	txnWait := time.Duration(1<<63 - 1)
+	// pollWait bounds this iteration's poll: the telemetry pusher's next request, a
+	// transactional request's retry backoff.
+	pollWait := time.Duration(1<<63 - 1)
 	if s.telemetry != nil {
 		// NetworkClient.poll's telemetrySender.maybeUpdate: at most one telemetry request, sent
 		// before the data; it bounds the poll below.
-		txnWait = s.telemetry.maybeUpdate(now)
+		pollWait = s.telemetry.maybeUpdate(now)
 	}
 	if s.txn != nil {
 		s.txn.maybeResolveSequences()
@@ -142,7 +144,7 @@ func (s *Sender) runOnce(now time.Time) {
 			if handled, wait = s.maybeSendAndPollTransactionalRequest(now); handled {
 				return
 			}
-			txnWait = min(txnWait, wait)
+			pollWait = min(pollWait, wait)
 		}
 		// Java's bumpIdempotentEpochAndResetIdIfNeeded: a local epoch bump after a gap, and
 		// InitProducerId when there is no producer id (at start, or the epoch is exhausted).
@@ -153,12 +155,12 @@ func (s *Sender) runOnce(now time.Time) {
 		s.txn.bumpIdempotentEpochAndResetIDIfNeeded()
 		if !s.txn.isTransactional() && !s.txn.hasProducerID() {
 			s.maybeInitProducerID(now)
-			s.client.Poll(min(s.pollTimeoutWithoutData(now), txnWait), now)
+			s.client.Poll(min(s.pollTimeoutWithoutData(now), pollWait), now)
 			return
 		}
 	}
 	timeout := s.sendProducerData(now)
-	s.client.Poll(min(timeout, txnWait), now)
+	s.client.Poll(min(timeout, pollWait), now)
 }
 
 // maybeSendAndPollTransactionalRequest is the Java Sender's method of that name: while a

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -435,14 +436,6 @@ func (p *telemetryPusher) closing(now time.Time) bool {
 	return true
 }
 
-func uuidString(u [16]byte) string {
-	const hex = "0123456789abcdef"
-	b := make([]byte, 0, 36)
-	for i, c := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b = append(b, '-')
-		}
-		b = append(b, hex[c>>4], hex[c&0xf])
-	}
-	return string(b)
-}
+// uuidString writes a Kafka Uuid as Uuid.toString does (base64url, no padding), the form the
+// broker's logs and kafka-client-metrics --list show.
+func uuidString(u [16]byte) string { return base64.RawURLEncoding.EncodeToString(u[:]) }

@@ -74,6 +74,11 @@ func readTelemetryPushes(t *testing.T, path string, from int64) []telemetryPush 
 	}
 }
 
+// pushMetrics indexes a push's metrics by name.
+func pushMetrics(p telemetryPush) map[string]*metricspb.Metric {
+	return metricsByName(p.data)
+}
+
 // clientMetricsTool runs Kafka's kafka-client-metrics tool (ClientMetricsCommand) against the
 // test broker with the broker's jars.
 func clientMetricsTool(t *testing.T, bootstrap string, args ...string) {
@@ -96,11 +101,13 @@ func clientMetricsTool(t *testing.T, bootstrap string, args ...string) {
 	}
 }
 
-// TestRealBrokerTelemetryPush subscribes one client id to two metric name prefixes with the
+// TestRealBrokerTelemetryPush subscribes one client id to three metric name prefixes with the
 // kafka-client-metrics tool and produces: the broker's receiver must get our pushes (OTLP
 // MetricsData), holding only the subscribed names, record.send.total deltas adding up to the
-// records produced, a connection created, the node latency with its node_id, and a last push
-// with Terminating set when the producer closes.
+// records produced, a connection created, the node latency with its node_id; after the
+// operator adds a prefix (the broker answers the next push UNKNOWN_SUBSCRIPTION_ID), pushes
+// with the new prefix under the same client instance id; and a last push with Terminating set
+// when the producer closes.
 func TestRealBrokerTelemetryPush(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t)
 	file := os.Getenv("KAFKA_CLIENT_TELEMETRY_FILE")
@@ -116,8 +123,9 @@ func TestRealBrokerTelemetryPush(t *testing.T) {
 	clientID := "kip714-" + hex.EncodeToString(suffix)
 	// Only this test's client id matches, so other tests' producers on the broker are not
 	// subscribed and the pushes read back are ours.
+	prefixes := kipPrefix + "record.," + kipPrefix + "connection.creation.," + kipNodePrefix
 	clientMetricsTool(t, bootstrap, "--alter", "--name", clientID, "--interval", "500",
-		"--metrics", kipPrefix+"record.,"+kipPrefix+"connection.creation.,"+kipNodePrefix, "--match", "client_id="+clientID)
+		"--metrics", prefixes, "--match", "client_id="+clientID)
 	t.Cleanup(func() { clientMetricsTool(t, bootstrap, "--delete", "--name", clientID) })
 
 	topic := kafkatest.NewTopic(t, 3)
@@ -135,6 +143,23 @@ func TestRealBrokerTelemetryPush(t *testing.T) {
 	}
 	if len(pushes) < 2 {
 		t.Fatalf("%d pushes from %s in the receiver's file after 15 s, want >= 2 (broker log: %s)", len(pushes), clientID, os.Getenv("KAFKA_BROKER_LOG"))
+	}
+	// The operator changes the subscription: the next push meets UNKNOWN_SUBSCRIPTION_ID, the
+	// producer asks for the subscription again at once and pushes the new prefix too.
+	before := len(readTelemetryPushes(t, file, from))
+	const added = kipPrefix + "produce.throttle."
+	clientMetricsTool(t, bootstrap, "--alter", "--name", clientID, "--metrics", prefixes+","+added)
+	deadline = time.Now().Add(10 * time.Second)
+	resubscribed := false
+	for ; time.Now().Before(deadline) && !resubscribed; time.Sleep(100 * time.Millisecond) {
+		for _, push := range readTelemetryPushes(t, file, from)[before:] {
+			if _, ok := pushMetrics(push)[added+"time.avg"]; ok {
+				resubscribed = true
+			}
+		}
+	}
+	if !resubscribed {
+		t.Fatalf("no push with %stime.avg within 10 s of the subscription's change", added)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -162,8 +187,11 @@ func TestRealBrokerTelemetryPush(t *testing.T) {
 			for _, sm := range rm.ScopeMetrics {
 				for _, m := range sm.Metrics {
 					names[m.Name] = true
+					if strings.HasPrefix(m.Name, added) && i < before {
+						t.Errorf("push %d carries %s before the subscription asked for it", i, m.Name)
+					}
 					if !strings.HasPrefix(m.Name, kipPrefix+"record.") && !strings.HasPrefix(m.Name, kipPrefix+"connection.creation.") &&
-						!strings.HasPrefix(m.Name, kipNodePrefix) {
+						!strings.HasPrefix(m.Name, kipNodePrefix) && !strings.HasPrefix(m.Name, added) {
 						t.Errorf("push %d carries %s, which the subscription did not ask for", i, m.Name)
 					}
 					switch m.Name {

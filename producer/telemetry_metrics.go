@@ -491,6 +491,11 @@ func stringKV(k, v string) *commonpb.KeyValue {
 	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
 }
 
+var (
+	_ network.Observer = (*clientMetrics)(nil)
+	_ network.Observer = networkObservers{}
+)
+
 // networkObservers tells two network observers the same events: the telemetry's and the
 // client metrics'.
 type networkObservers struct{ a, b network.Observer }

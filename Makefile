@@ -28,8 +28,10 @@ cluster-start cluster-stop cluster-status: cluster-%:
 	scripts/kafka/cluster.sh $*
 
 # vet and the tests both run; the target fails if either failed.
+# The broker has the tests' KIP-714 client telemetry receiver (KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN):
+# it offers the telemetry APIs, and subscribes only the client ids a test subscribes.
 test: deps
-	scripts/kafka/with-broker.sh sh -c '\
+	KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN=1 scripts/kafka/with-broker.sh sh -c '\
 	  rc=0; \
 	  $(GO) vet $(PKGS) || rc=$$?; \
 	  $(GO) test $(GOTEST_FLAGS) $(PKGS) || rc=$$?; \
@@ -46,7 +48,7 @@ KAFKA39_PORT ?= 19192
 KAFKA39_STATE ?= /tmp/kafkatrail-kafka-39
 KAFKA39_PKGS ?= ./producer/ ./network/ ./internal/kafkatest/
 test-kafka39: deps
-	KAFKA_VERSION=3.9.1 KAFKA_PORT=$(KAFKA39_PORT) KAFKATRAIL_STATE=$(KAFKA39_STATE) \
+	KAFKA_VERSION=3.9.1 KAFKA_PORT=$(KAFKA39_PORT) KAFKATRAIL_STATE=$(KAFKA39_STATE) KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN=1 \
 	  scripts/kafka/with-broker.sh $(GO) test $(GOTEST_FLAGS) $(KAFKA39_PKGS)
 
 # Unit tests only: no broker (tests needing it skip themselves under -short).

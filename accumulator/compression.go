@@ -155,3 +155,15 @@ func compressStream[E streamEncoder](pool *sync.Pool, codec string, w *sliceWrit
 	}
 	return nil
 }
+
+// Compress appends src compressed with codec (not CodecNone) to a new slice: for payloads other
+// than record batches, such as the client metrics pushed to the broker (KIP-714), which use the
+// same codecs with the same framing.
+func Compress(codec Codec, src []byte) ([]byte, error) {
+	w := new(sliceWriter)
+	out, err := compress(codec, w, src)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

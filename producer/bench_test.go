@@ -27,29 +27,15 @@ func BenchmarkSendToAck(b *testing.B) {
 		value[i] = 'a' + byte(i%26)
 	}
 
-	b.Run("kafkatrail", func(b *testing.B) {
-		topic := kafkatest.NewTopic(b, 6)
-		cfg := DefaultConfig()
-		cfg.BootstrapServers = []string{bootstrap}
-		p, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
+	// kafkatrail-push-off is enable.metrics.push=false: against "kafkatrail", the cost of the KIP-714
+	// counters (and of the pushes, if the broker has a subscription for the client).
+	for _, push := range []bool{true, false} {
+		name := "kafkatrail"
+		if !push {
+			name = "kafkatrail-push-off"
 		}
-		defer p.Close(context.Background())
-		ctx := context.Background()
-		// Warm up: metadata and producer id.
-		if err := p.Send(ctx, &Record{Topic: topic, Partition: PartitionAny, Value: value}, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		var acks benchAcks
-		cb := func(_ RecordMetadata, err error) { acks.done(err) }
-		rec := &Record{Topic: topic, Partition: PartitionAny, Value: value}
-		acks.run(b, len(value), func() { _ = p.Send(ctx, rec, cb) })
-	})
-
+		b.Run(name, func(b *testing.B) { benchSendToAck(b, bootstrap, value, push) })
+	}
 	b.Run("kgo", func(b *testing.B) {
 		topic := kafkatest.NewTopic(b, 6)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
@@ -106,4 +92,29 @@ func (a *benchAcks) run(b *testing.B, size int, send func()) {
 	if a.failed != nil {
 		b.Fatal(a.failed)
 	}
+}
+
+// benchSendToAck is BenchmarkSendToAck's kafkatrail producer, with enable.metrics.push as push.
+func benchSendToAck(b *testing.B, bootstrap string, value []byte, push bool) {
+	topic := kafkatest.NewTopic(b, 6)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{bootstrap}
+	cfg.EnableMetricsPush = push
+	p, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx := context.Background()
+	// Warm up: metadata and producer id.
+	if err := p.Send(ctx, &Record{Topic: topic, Partition: PartitionAny, Value: value}, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var acks benchAcks
+	cb := func(_ RecordMetadata, err error) { acks.done(err) }
+	rec := &Record{Topic: topic, Partition: PartitionAny, Value: value}
+	acks.run(b, len(value), func() { _ = p.Send(ctx, rec, cb) })
 }

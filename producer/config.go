@@ -43,6 +43,7 @@ type Config struct {
 	AllowAutoCreateTopics            bool  `koanf:"allow.auto.create.topics" doc:"ask the broker to create a missing topic (if the broker allows it)"`
 	PartitionerIgnoreKeys            bool  `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
 	MaxReceiveBytes                  int32 `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
+	EnableMetricsPush                bool  `koanf:"enable.metrics.push" doc:"push the producer's metrics to the broker when the cluster operator subscribed to them (KIP-714: org.apache.kafka.producer.* names, as the Java client); false never asks"`
 
 	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent sets it itself with --exactly-once (--transactional-id) and refuses it here"`
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
@@ -103,6 +104,7 @@ func DefaultConfig() Config {
 		SocketConnectionSetupTimeoutMs:   millis(network.DefaultSocketConnectionSetupTimeout),
 		AllowAutoCreateTopics:            true,
 		MaxReceiveBytes:                  network.DefaultMaxReceiveBytes,
+		EnableMetricsPush:                true,
 		TransactionTimeoutMs:             60000,
 		SecurityProtocol:                 "PLAINTEXT",
 		// SASL OAUTHBEARER: the Java client's login defaults (network/oauth.go).

@@ -139,6 +139,13 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	if o.observer != nil {
 		netCfg.Observer = o.observer
 	}
+	var cm *clientMetrics
+	if cfg.EnableMetricsPush {
+		// KIP-714: the numbers pushed to the broker; the network layer's share through its
+		// Observer, beside the telemetry one if any.
+		cm = newClientMetrics(o.clock())
+		netCfg.Observer = joinNetworkObservers(netCfg.Observer, cm)
+	}
 	var client KafkaClient
 	if o.client != nil {
 		client = o.client(netCfg, meta)
@@ -170,6 +177,11 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	p.sasl = netCfg.SASL
 	p.sender = newSender(cfg, acks, client, acc, meta, o.logger, o.clock)
 	p.sender.obs = o.observer
+	if cm != nil {
+		cm.pool = acc.BufferPool()
+		p.sender.metrics = cm
+		p.sender.telemetry = newTelemetryPusher(client, cm, o.logger, cfg, p.sender.sendTelemetryRequest)
+	}
 	var stopped func()
 	if o.observer != nil {
 		stopped = o.observer.ProducerStarted(acc.BufferPool())

@@ -61,6 +61,11 @@ type Sender struct {
 	// none: the poll must not sleep past it.
 	nextExpiry time.Time
 
+	// metrics and telemetry are the KIP-714 client metrics and their pusher; nil with
+	// enable.metrics.push=false.
+	metrics   *clientMetrics
+	telemetry *telemetryPusher
+
 	running atomic.Bool
 	forced  atomic.Bool
 	clock   func() time.Time
@@ -74,8 +79,14 @@ func (s *Sender) run() {
 	for s.running.Load() {
 		s.runOnce(s.clock())
 	}
+	if s.telemetry != nil {
+		// KafkaProducer.close: the client telemetry's last push (Terminating) goes out while
+		// the buffered records are sent.
+		s.telemetry.initiateClose(s.clock())
+	}
 	// Graceful close: keep going while there is buffered data or a response to wait for.
-	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0 || s.txn.hasPendingRequests()) {
+	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0 || s.txn.hasPendingRequests() ||
+		s.telemetry.closing(s.clock())) {
 		s.runOnce(s.clock())
 	}
 	// A transaction left open is aborted, as the Java Sender does: its records were sent above,
@@ -112,7 +123,14 @@ func (s *Sender) forceClose() {
 // transactional one: send its next transactional request, which goes before any data), send
 // what is ready, then poll the network.
 func (s *Sender) runOnce(now time.Time) {
-	txnWait := time.Duration(1<<63 - 1)
+	// pollWait bounds this iteration's poll: the telemetry pusher's next request, a
+	// transactional request's retry backoff.
+	pollWait := time.Duration(1<<63 - 1)
+	if s.telemetry != nil {
+		// NetworkClient.poll's telemetrySender.maybeUpdate: at most one telemetry request, sent
+		// before the data; it bounds the poll below.
+		pollWait = s.telemetry.maybeUpdate(now)
+	}
 	if s.txn != nil {
 		s.txn.maybeResolveSequences()
 		if err := s.txn.fatal; err != nil {
@@ -122,9 +140,11 @@ func (s *Sender) runOnce(now time.Time) {
 		}
 		if s.txn.isTransactional() {
 			var handled bool
-			if handled, txnWait = s.maybeSendAndPollTransactionalRequest(now); handled {
+			var wait time.Duration
+			if handled, wait = s.maybeSendAndPollTransactionalRequest(now); handled {
 				return
 			}
+			pollWait = min(pollWait, wait)
 		}
 		// Java's bumpIdempotentEpochAndResetIdIfNeeded: a local epoch bump after a gap, and
 		// InitProducerId when there is no producer id (at start, or the epoch is exhausted).
@@ -135,12 +155,12 @@ func (s *Sender) runOnce(now time.Time) {
 		s.txn.bumpIdempotentEpochAndResetIDIfNeeded()
 		if !s.txn.isTransactional() && !s.txn.hasProducerID() {
 			s.maybeInitProducerID(now)
-			s.client.Poll(s.pollTimeoutWithoutData(now), now)
+			s.client.Poll(min(s.pollTimeoutWithoutData(now), pollWait), now)
 			return
 		}
 	}
 	timeout := s.sendProducerData(now)
-	s.client.Poll(min(timeout, txnWait), now)
+	s.client.Poll(min(timeout, pollWait), now)
 }
 
 // maybeSendAndPollTransactionalRequest is the Java Sender's method of that name: while a
@@ -261,6 +281,7 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 	batches := s.acc.Drain(cluster, ready, s.maxRequestSize, now)
 	for _, list := range batches {
 		for _, b := range list {
+			s.metrics.drained(b, now)
 			s.inFlightBatches[b.TopicPartition] = append(s.inFlightBatches[b.TopicPartition], b)
 			if s.txn.isTransactional() {
 				b.SetTransactional()
@@ -275,6 +296,7 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 
 	for node, list := range batches {
 		if len(list) > 0 {
+			s.metrics.produceRequest(list)
 			s.sendProduceRequest(node, list, now)
 		}
 	}
@@ -413,6 +435,12 @@ func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool,
 	}, now)
 }
 
+// sendTelemetryRequest sends a KIP-714 request (GetTelemetrySubscriptions, PushTelemetry) for
+// the telemetry pusher.
+func (s *Sender) sendTelemetryRequest(node int32, body kmsg.Request, now time.Time, cb func(*inflight.Response)) {
+	s.sendRequest(node, body, true, now, cb)
+}
+
 // partitionResult is one partition's answer in a produce response, or the error that stands
 // for it when the request failed as a whole.
 type partitionResult struct {
@@ -476,6 +504,7 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 			}
 			return
 		}
+		s.metrics.produceResponse(resp, pr.ThrottleMillis)
 		var leaders []metadata.LeaderHint
 		for _, t := range pr.Topics {
 			for _, p := range t.Partitions {
@@ -590,12 +619,14 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, 
 		if s.txn != nil {
 			s.txn.removeInFlight(b)
 		}
+		s.metrics.split()
 		n := s.acc.SplitAndReenqueue(b)
 		s.log.Info("batch too large for the broker: split", "partition", b.TopicPartition.String(),
 			"records", b.RecordCount(), "new_batches", n)
 		s.acc.Deallocate(b)
 
 	case s.canRetry(b, err, r.logStartOffset, now):
+		s.metrics.retried(b)
 		s.log.Debug("retrying batch", "partition", b.TopicPartition.String(), "attempt", b.Attempts+1, "error", err)
 		s.reenqueue(b, now)
 
@@ -656,6 +687,7 @@ func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error, adjust bool)
 		err = s.txn.produceFailed(err)
 	}
 	if b.CompleteExceptionally(err, nil) {
+		s.metrics.failed(b)
 		s.log.Debug("batch failed", "partition", b.TopicPartition.String(), "records", b.RecordCount(), "error", err)
 		if s.txn != nil {
 			s.txn.handleFailedBatch(b, err, adjust)

@@ -96,6 +96,7 @@ func (m *mockClient) complete(a answer, now time.Time) *inflight.Response {
 			Destination:    a.req.Destination,
 			Body:           a.req.Body,
 			ExpectResponse: a.req.ExpectResponse,
+			Created:        a.req.Created,
 		},
 		Body:         a.body,
 		Received:     now,

@@ -30,7 +30,12 @@
 # KAFKA_ADVERTISED_PORT (PLAINTEXT's advertised port, default KAFKA_PORT: a proxy's port, so that
 # clients cannot bypass the proxy; read by start, kept by resume), JAVA (default: java on PATH / $JAVA_HOME),
 # KAFKA_VERSION (default 4.4.0; read by start, which records it in the state dir for resume, env, java),
-# KAFKA_OAUTH_REAUTH_MS (the OAUTH listener's connections.max.reauth.ms, default 3000; read by start).
+# KAFKA_OAUTH_REAUTH_MS (the OAUTH listener's connections.max.reauth.ms, default 3000; read by start),
+# KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN (opt-in, read by start: 1 compiles the test client telemetry
+# receiver scripts/kafka/telemetry/FileClientTelemetry.java with javac against the broker's jars,
+# puts it on the broker's classpath and in metric.reporters, so that the broker accepts KIP-714
+# pushes and appends each payload to $STATE/client-telemetry.bin; env then exports
+# KAFKA_CLIENT_TELEMETRY_FILE. Unset: the broker has no receiver and does not offer the APIs).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,6 +56,9 @@ SASL_USER=alice
 SASL_PASSWORD=alice-secret
 STORE_PASSWORD=kafkatrail-test
 
+TELEMETRY_DIR=$STATE/telemetry-plugin
+TELEMETRY_FILE=$STATE/client-telemetry.bin
+TELEMETRY_CLASS=org.kafkatrail.telemetry.FileClientTelemetry
 PIDFILE=$STATE/broker.pid
 LOG=$STATE/broker.log
 CONF=$STATE/config
@@ -119,7 +127,30 @@ ssl.truststore.type=PEM
 ssl.truststore.location=$TLS/ca.pem
 ssl.client.auth=requested
 EOF
+  if [[ -n ${KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN:-} ]]; then
+    cat >>"$CONF/server.properties" <<EOF
+
+# KIP-714: the tests' client telemetry receiver (KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN).
+metric.reporters=$TELEMETRY_CLASS
+kafkatrail.client.telemetry.file=$TELEMETRY_FILE
+EOF
+  fi
 }
+
+# build_telemetry_plugin LIB: compiles the client telemetry receiver against the broker's jars
+# into $TELEMETRY_DIR (javac from the JDK that runs the broker).
+build_telemetry_plugin() {
+  local javac
+  javac=$(dirname "$(readlink -f "$(command -v "$JAVA")")")/javac
+  [[ -x $javac ]] || javac=javac
+  rm -rf "$TELEMETRY_DIR"
+  mkdir -p "$TELEMETRY_DIR"
+  "$javac" -nowarn -d "$TELEMETRY_DIR" -cp "$1/*" "$HERE/telemetry/FileClientTelemetry.java" \
+    >"$STATE/telemetry-plugin.log" 2>&1 || { cat "$STATE/telemetry-plugin.log" >&2; die "javac of the client telemetry plugin failed"; }
+}
+
+# telemetry_enabled: the running (or resumed) configuration has the receiver.
+telemetry_enabled() { grep -q "^metric.reporters=$TELEMETRY_CLASS" "$CONF/server.properties" 2>/dev/null; }
 
 # gen_tls: a self-signed CA, a broker cert (SAN IP:127.0.0.1, DNS:localhost) and a client cert.
 gen_tls() {
@@ -199,8 +230,10 @@ cmd_start() {
     local t_tls=$SECONDS t_format=$SECONDS
     mv -f "$LOG" "$LOG.previous" 2>/dev/null || true
   else
-  rm -rf "$DATA" "$CONF" "$TLS" "$OAUTH" "$LOG" "$STATE/format.log" "$STATE/tls.log" "$STATE/oauth.log" "$STATE/version"
+  rm -rf "$DATA" "$CONF" "$TLS" "$OAUTH" "$LOG" "$STATE/format.log" "$STATE/tls.log" "$STATE/oauth.log" "$STATE/version" \
+    "$TELEMETRY_DIR" "$TELEMETRY_FILE"
   mkdir -p "$DATA" "$CONF" "$TLS" "$OAUTH"
+  [[ -z ${KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN:-} ]] || build_telemetry_plugin "$lib"
   gen_tls
   gen_oauth
   write_configs
@@ -224,6 +257,11 @@ cmd_start() {
   # Kafka 3.9.1 and 4.x read the JWKS only from a URL (and file) these allow.
   KAFKA_JVM_PROPS=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$OAUTH/jwks.json"
     "-Dorg.apache.kafka.sasl.oauthbearer.allowed.files=$OAUTH/jwks.json")
+  KAFKA_EXTRA_CP=
+  if telemetry_enabled; then
+    [[ -d $TELEMETRY_DIR/org ]] || build_telemetry_plugin "$lib"
+    KAFKA_EXTRA_CP=$TELEMETRY_DIR
+  fi
   launch_kafka "$PIDFILE" "$LOG" "$lib" "$CONF/server.properties"
   daemon_wait broker_ready 60
   log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT (log: $LOG)"
@@ -265,6 +303,9 @@ cmd_env() {
     KAFKA_OAUTH_REAUTH_MS "$(oauth_reauth_ms)" \
     KAFKA_LIB "$lib" \
     KAFKA_BROKER_LOG "$LOG"
+  if telemetry_enabled; then
+    printf 'export %s=%q\n' KAFKA_CLIENT_TELEMETRY_FILE "$TELEMETRY_FILE"
+  fi
 }
 
 case ${1:-} in

@@ -39,8 +39,8 @@ cluster_id() {
 }
 
 # launch_kafka PIDFILE LOGFILE LIB PROPERTIES: starts a Kafka server (kafka.Kafka PROPERTIES, the
-# jars in LIB, HEAP, and the caller's KAFKA_JVM_PROPS array of -D options if set) with
-# daemon_launch and returns at once.
+# jars in LIB and the caller's KAFKA_EXTRA_CP directory if set, HEAP, and the caller's
+# KAFKA_JVM_PROPS array of -D options if set) with daemon_launch and returns at once.
 launch_kafka() {
   # shellcheck disable=SC2086
   daemon_launch "$1" "$2" \
@@ -48,7 +48,7 @@ launch_kafka() {
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
     ${KAFKA_JVM_PROPS[@]+"${KAFKA_JVM_PROPS[@]}"} \
     "$(logging_opt "$VERSION" "$CONF" broker)" \
-    -cp "$3/*" kafka.Kafka "$4"
+    -cp "$3/*${KAFKA_EXTRA_CP:+:$KAFKA_EXTRA_CP}" kafka.Kafka "$4"
 }
 
 # kafka_java HEAP ARGS...: runs a Kafka Java tool with the version's classpath (replaces the shell).

@@ -56,6 +56,9 @@ trap 'stop' EXIT
 echo "with-broker.sh: broker ready after $((SECONDS - t0))s" >&2
 
 eval "$("$BROKER" env)"
+# The receiver plugin was this broker's (read by start only): brokers the command starts for
+# itself (outage and reliability tests) stay default ones.
+unset KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN
 run_child "$@"
 if ((rc != 0)); then
   echo "with-broker.sh: command failed (exit $rc); broker log tail ($KAFKA_BROKER_LOG):" >&2

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -55,7 +56,8 @@ type Stage struct {
 }
 
 // Ring is an OpenTelemetry span processor that keeps the last sampled record traces in memory,
-// for the status page: a bounded ring of `send {topic}` spans with their stage children. Other
+// for the status page (the producer hands it records' spans as telemetry.RecordSpans; spans
+// of the tracer path come as SDK spans): a bounded ring of `send {topic}` spans with their stage children. Other
 // spans (connect, Metadata) are ignored. OnEnd runs on the goroutine that ends the span (the
 // producer's sender) and takes a mutex for a few field copies; nothing in it blocks.
 type Ring struct {
@@ -73,7 +75,10 @@ type pendingStage struct {
 	correlation int64 // -1: not a request stage
 }
 
-var _ sdktrace.SpanProcessor = (*Ring)(nil)
+var (
+	_ sdktrace.SpanProcessor        = (*Ring)(nil)
+	_ telemetry.RecordSpanProcessor = (*Ring)(nil)
+)
 
 // NewRing returns a ring of the last capacity traces (DefaultTraceCapacity when not positive).
 func NewRing(capacity int) *Ring {
@@ -96,11 +101,46 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	name := s.Name()
+	st := s.Status()
+	r.keep(ringSpan{name: s.Name(), kind: s.SpanKind(), traceID: s.SpanContext().TraceID(), spanID: s.SpanContext().SpanID(),
+		parent: s.Parent().SpanID(), start: s.StartTime(), end: s.EndTime(), attrs: s.Attributes(),
+		status: st.Code, statusMessage: st.Description})
+}
+
+// OnEndRecordSpans keeps a traced record's spans as the producer builds them: the stages,
+// then the send span (telemetry.RecordSpanProcessor). No read-only span is made for the page.
+func (r *Ring) OnEndRecordSpans(spans []telemetry.RecordSpan) {
+	for i := range spans {
+		s := &spans[i]
+		if !s.Flags.IsSampled() {
+			continue
+		}
+		r.keep(ringSpan{name: s.Name, kind: s.Kind, traceID: s.TraceID, spanID: s.SpanID, parent: s.ParentSpanID,
+			start: time.Unix(0, s.Start), end: time.Unix(0, s.End), attrs: s.Attributes,
+			status: s.Status, statusMessage: s.StatusMessage})
+	}
+}
+
+// ringSpan is what the ring reads of a span, whichever way it came.
+type ringSpan struct {
+	name          string
+	kind          trace.SpanKind
+	traceID       trace.TraceID
+	spanID        trace.SpanID
+	parent        trace.SpanID // zero: a root
+	start, end    time.Time
+	attrs         []attribute.KeyValue
+	status        codes.Code
+	statusMessage string
+}
+
+// keep holds a stage span until its send span comes, then keeps the whole trace.
+func (r *Ring) keep(s ringSpan) {
+	name := s.name
 	switch {
-	case stageNames[name] && s.Parent().IsValid():
-		st := pendingStage{stage: Stage{Name: name}, start: s.StartTime(), end: s.EndTime(), correlation: -1}
-		for _, kv := range s.Attributes() {
+	case stageNames[name] && s.parent.IsValid():
+		st := pendingStage{stage: Stage{Name: name}, start: s.start, end: s.end, correlation: -1}
+		for _, kv := range s.attrs {
 			switch kv.Key {
 			case telemetry.AttrAttempt:
 				st.stage.Attempt = int(kv.Value.AsInt64())
@@ -113,26 +153,26 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 				st.stage.Error = kv.Value.Emit()
 			}
 		}
-		if st.stage.Error == "" && s.Status().Code == codes.Error {
-			st.stage.Error = s.Status().Description
+		if st.stage.Error == "" && s.status == codes.Error {
+			st.stage.Error = s.statusMessage
 		}
-		parent := s.Parent().SpanID()
+		parent := s.parent
 		r.mu.Lock()
 		if _, ok := r.pending[parent]; !ok && len(r.pending) >= maxPending {
 			clear(r.pending) // send spans that never ended: forget them
 		}
 		r.pending[parent] = append(r.pending[parent], st)
 		r.mu.Unlock()
-	case s.SpanKind() == trace.SpanKindProducer && strings.HasPrefix(name, telemetry.SpanSendPrefix):
+	case s.kind == trace.SpanKindProducer && strings.HasPrefix(name, telemetry.SpanSendPrefix):
 		t := Trace{
-			TraceID:    s.SpanContext().TraceID().String(),
-			SpanID:     s.SpanContext().SpanID().String(),
+			TraceID:    s.traceID.String(),
+			SpanID:     s.spanID.String(),
 			Name:       name,
 			Topic:      strings.TrimPrefix(name, telemetry.SpanSendPrefix),
-			Start:      s.StartTime(),
-			DurationUS: micros(s.EndTime().Sub(s.StartTime())),
+			Start:      s.start,
+			DurationUS: micros(s.end.Sub(s.start)),
 		}
-		for _, kv := range s.Attributes() {
+		for _, kv := range s.attrs {
 			switch kv.Key {
 			case telemetry.AttrMessagingDestinationName:
 				t.Topic = kv.Value.AsString()
@@ -145,12 +185,12 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 				t.Error = kv.Value.Emit()
 			}
 		}
-		if t.Error == "" && s.Status().Code == codes.Error {
-			t.Error = s.Status().Description
+		if t.Error == "" && s.status == codes.Error {
+			t.Error = s.statusMessage
 		}
 		r.mu.Lock()
-		stages := r.pending[s.SpanContext().SpanID()]
-		delete(r.pending, s.SpanContext().SpanID())
+		stages := r.pending[s.spanID]
+		delete(r.pending, s.spanID)
 		t.Stages = make([]Stage, len(stages))
 		var request Stage // the last doSend: its node is also its attempt's later stages'
 		for i, st := range stages {

@@ -30,8 +30,7 @@ type ProducerObserver struct {
 	tracer   trace.Tracer
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
 	slow     *slowTracer      // nil unless ObserverConfig.SlowerThan
-	sink     sdktrace.SpanProcessor
-	res      *resource.Resource
+	sink     *recordSink      // nil: records' spans go through the tracer
 	header   string
 	clientID string
 	m        *instruments
@@ -94,12 +93,14 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 		sampler:  cfg.Sampler,
 		header:   cfg.TraceHeader,
 		clientID: cfg.ClientID,
-		sink:     cfg.SpanProcessor,
-		res:      cfg.Resource,
 		pools:    map[*accumulator.BufferPool]struct{}{},
 	}
-	if o.res == nil {
-		o.res = resource.Empty()
+	if cfg.SpanProcessor != nil {
+		res := cfg.Resource
+		if res == nil {
+			res = resource.Empty()
+		}
+		o.sink = newRecordSink(res, cfg.SpanProcessor)
 	}
 	if o.header == "" {
 		o.header = DefaultTraceHeader

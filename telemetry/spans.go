@@ -5,13 +5,11 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
@@ -23,8 +21,8 @@ import (
 // start and end times.
 //
 // With a span processor (ObserverConfig.SpanProcessor, which Setup gives) the spans are built
-// directly as finished read-only spans and handed to it: no SDK span lives while the record is
-// in flight, and a record's seven spans cost about what one SDK span does. Without one they
+// directly as finished RecordSpans and handed to it: no SDK span lives while the record is in
+// flight, and Setup's exporter encodes them straight to OTLP. Without one they
 // go through the tracer: the send span is started at Send, its children at completion.
 type recordTrace struct {
 	o     *ProducerObserver
@@ -177,47 +175,45 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	}
 }
 
-// emit hands the record's spans, finished, to the span processor, all at once: the stages,
+// recordSpansPool holds the slices a record's spans are built in: the processors copy what
+// they keep, so one slice serves record after record.
+var recordSpansPool = sync.Pool{New: func() any { s := make([]RecordSpan, 0, 8); return &s }}
+
+// emit hands the record's spans, finished, to the span processors, all at once: the stages,
 // then the send span.
 func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err error, end time.Time) {
-	o := t.o
-	scope := instrumentation.Scope{Name: InstrumentationName}
-	spans := make([]sdktrace.ReadOnlySpan, 0, len(stages)+1)
-	for _, s := range stages {
-		stub := tracetest.SpanStub{
-			Name: s.name,
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: t.sc.TraceID(), SpanID: newSpanID(),
-				TraceFlags: trace.FlagsSampled, TraceState: t.sc.TraceState()}),
-			Parent:               t.sc,
-			SpanKind:             trace.SpanKindInternal,
-			StartTime:            s.start,
-			EndTime:              s.end,
-			Attributes:           s.attrs,
-			Resource:             o.res,
-			InstrumentationScope: scope,
-		}
-		if s.err != nil {
-			stub.Attributes = append(stub.Attributes[:len(stub.Attributes):len(stub.Attributes)], attribute.String(AttrErrorType, ErrorType(s.err)))
-			stub.Status = sdktrace.Status{Code: codes.Error, Description: s.err.Error()}
-		}
-		spans = append(spans, stub.Snapshot())
+	ps := recordSpansPool.Get().(*[]RecordSpan)
+	spans := (*ps)[:0]
+	traceID, flags, sendID := t.sc.TraceID(), t.sc.TraceFlags(), t.sc.SpanID()
+	var state string
+	if ts := t.sc.TraceState(); ts.Len() > 0 {
+		state = ts.String()
 	}
-	stub := tracetest.SpanStub{
-		Name:                 o.sendName(t.topic),
-		SpanContext:          t.sc,
-		Parent:               t.parent,
-		SpanKind:             trace.SpanKindProducer,
-		StartTime:            t.start.Round(0),
-		EndTime:              end,
-		Attributes:           append(t.attrs, endAttrs...),
-		ChildSpanCount:       len(stages),
-		Resource:             o.res,
-		InstrumentationScope: scope,
+	for _, s := range stages {
+		spans = append(spans, RecordSpan{
+			TraceID: traceID, SpanID: newSpanID(), ParentSpanID: sendID, Flags: flags, TraceState: state,
+			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start.UnixNano(), End: s.end.UnixNano(),
+			Attributes: s.attrs,
+		})
+		if s.err != nil {
+			rs := &spans[len(spans)-1]
+			rs.Attributes = append(rs.Attributes[:len(rs.Attributes):len(rs.Attributes)], attribute.String(AttrErrorType, ErrorType(s.err)))
+			rs.Status, rs.StatusMessage = codes.Error, s.err.Error()
+		}
+	}
+	send := RecordSpan{
+		TraceID: traceID, SpanID: sendID, ParentSpanID: t.parent.SpanID(), ParentRemote: t.parent.IsRemote(),
+		Flags: flags, TraceState: state, Name: t.o.sendName(t.topic), Kind: trace.SpanKindProducer,
+		Start: t.start.Round(0).UnixNano(), End: end.UnixNano(), Attributes: append(t.attrs, endAttrs...),
 	}
 	if err != nil {
-		stub.Status = sdktrace.Status{Code: codes.Error, Description: err.Error()}
+		send.Status, send.StatusMessage = codes.Error, err.Error()
 	}
-	endSpans(o.sink, append(spans, stub.Snapshot()))
+	spans = append(spans, send)
+	t.o.sink.OnEndRecordSpans(spans)
+	clear(spans) // the attribute slices belong to the processors now
+	*ps = spans[:0]
+	recordSpansPool.Put(ps)
 }
 
 // emitWithTracer makes the stage spans with the tracer, as children of the send span started

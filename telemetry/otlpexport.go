@@ -66,6 +66,7 @@ type otlpTraceConfig struct {
 	headers            map[string]string
 	gzip               bool
 	timeout            time.Duration
+	retryInitial       time.Duration // the first wait before a retry (tests shorten it)
 }
 
 // otlpTraceConfigFromEnv reads the OTEL_EXPORTER_OTLP_* variables and their _TRACES_
@@ -76,7 +77,7 @@ type otlpTraceConfig struct {
 // specification's is http/protobuf (see otlpOverGRPC).
 func otlpTraceConfigFromEnv(getenv func(string) string, readFile func(string) ([]byte, error)) (otlpTraceConfig, error) {
 	c := otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: defaultOTLPGRPCHost, httpHost: defaultOTLPHTTPHost,
-		httpPath: defaultOTLPTracePath, timeout: defaultOTLPTimeout}
+		httpPath: defaultOTLPTracePath, timeout: defaultOTLPTimeout, retryInitial: retryInitialInterval}
 	get := func(key string) (string, bool) {
 		v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + key))
 		return v, v != ""
@@ -310,7 +311,7 @@ func (e *otlpTraceExporter) export(ctx context.Context, spans []RecordSpan) erro
 		send = e.sendHTTP
 	}
 	start := time.Now()
-	wait := retryInitialInterval
+	wait := e.cfg.retryInitial
 	for {
 		retry, throttle, err := send(ctx, body)
 		if err == nil || !retry {

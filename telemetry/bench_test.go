@@ -23,10 +23,10 @@ func (discardProcessor) ForceFlush(context.Context) error                { retur
 
 // encodeExporter encodes each batch as the OTLP exporter does and sends it nowhere: with it the
 // export costs what it costs, minus the transport.
-type encodeExporter struct{ enc *traceEncoder }
+type encodeExporter struct{ enc *TraceEncoder }
 
 func (e encodeExporter) export(_ context.Context, spans []RecordSpan) error {
-	e.enc.encode(spans)
+	e.enc.Encode(spans)
 	return nil
 }
 
@@ -73,7 +73,7 @@ func BenchmarkSendTracing(b *testing.B) {
 				var sink sdktrace.SpanProcessor = discardProcessor{}
 				if strings.HasSuffix(bc.name, "+export") {
 					// What Setup builds, with a limit nothing reaches: every span is exported.
-					ep := newExportProcessor(encodeExporter{newTraceEncoder(resource.Default())}, 1<<24, exportOptionsFromEnv(), nil)
+					ep := newExportProcessor(encodeExporter{NewTraceEncoder(resource.Default())}, 1<<24, exportOptionsFromEnv(), nil)
 					defer func() {
 						_ = ep.Shutdown(context.Background())
 						if ep.Dropped() > 0 {

@@ -87,12 +87,13 @@ const (
 	statusCodeError = 2
 )
 
-// traceEncoder appends ExportTraceServiceRequests into a buffer it reuses: one ResourceSpans
+// TraceEncoder appends ExportTraceServiceRequests into a buffer it reuses: one ResourceSpans
 // (the process's resource) with a ScopeSpans per run of spans of the same scope. Every
 // message's length is computed before it is written, so nothing is copied back, and once the
 // buffer and the size table have grown to a batch's needs an encoding allocates nothing.
-// It is not safe for concurrent use: the export goroutine owns it.
-type traceEncoder struct {
+// It is not safe for concurrent use: the export goroutine owns Setup's. It is exported for the
+// bench module's comparison of encoders, and for anyone with RecordSpans to send.
+type TraceEncoder struct {
 	resource  []byte // the Resource message, encoded once
 	schemaURL string // the resource's
 	buf       []byte
@@ -101,10 +102,12 @@ type traceEncoder struct {
 	// them, the writing pass takes them in turn instead of measuring every string again.
 	values []int
 	next   int
+	dirty  bool // a key or string value of the batch's span attributes is not UTF-8
 }
 
-func newTraceEncoder(res *resource.Resource) *traceEncoder {
-	e := &traceEncoder{}
+// NewTraceEncoder returns an encoder of spans of res (the process's resource, written once).
+func NewTraceEncoder(res *resource.Resource) *TraceEncoder {
+	e := &TraceEncoder{}
 	if res != nil {
 		attrs := res.Attributes()
 		e.resource = make([]byte, 0, attrsSize(fResourceAttributes, attrs))
@@ -114,10 +117,10 @@ func newTraceEncoder(res *resource.Resource) *traceEncoder {
 	return e
 }
 
-// encode returns the ExportTraceServiceRequest of spans, in the encoder's buffer: valid until
+// Encode returns the ExportTraceServiceRequest of spans, in the encoder's buffer: valid until
 // the next call.
-func (e *traceEncoder) encode(spans []RecordSpan) []byte {
-	e.sizes, e.values, e.next = e.sizes[:0], e.values[:0], 0
+func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
+	e.sizes, e.values, e.next, e.dirty = e.sizes[:0], e.values[:0], 0, false
 	for i := range spans {
 		e.sizes = append(e.sizes, e.spanSize(&spans[i]))
 	}
@@ -135,16 +138,16 @@ func (e *traceEncoder) encode(spans []RecordSpan) []byte {
 	}
 	b := e.buf[:0]
 	b = protowire.AppendTag(b, fRequestResourceSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(rsSize))
+	b = appendUvarint(b, uint64(rsSize))
 	b = protowire.AppendTag(b, fResourceSpansResource, protowire.BytesType)
 	b = protowire.AppendBytes(b, e.resource)
 	for i := 0; i < len(spans); {
 		j, ssSize := e.scopeRun(spans, i)
 		b = protowire.AppendTag(b, fResourceSpansScopeSpans, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(ssSize))
+		b = appendUvarint(b, uint64(ssSize))
 		sc := spans[i].Scope
 		b = protowire.AppendTag(b, fScopeSpansScope, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(scopeSize(sc)))
+		b = appendUvarint(b, uint64(scopeSize(sc)))
 		if sc == nil {
 			b = appendString(b, fScopeName, InstrumentationName)
 		} else {
@@ -154,7 +157,7 @@ func (e *traceEncoder) encode(spans []RecordSpan) []byte {
 		}
 		for k := i; k < j; k++ {
 			b = protowire.AppendTag(b, fScopeSpansSpans, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(e.sizes[k]))
+			b = appendUvarint(b, uint64(e.sizes[k]))
 			b = e.appendSpan(b, &spans[k])
 		}
 		if sc != nil {
@@ -168,7 +171,7 @@ func (e *traceEncoder) encode(spans []RecordSpan) []byte {
 }
 
 // scopeRun returns the end of the run of spans of spans[i]'s scope, and its ScopeSpans' size.
-func (e *traceEncoder) scopeRun(spans []RecordSpan, i int) (int, int) {
+func (e *TraceEncoder) scopeRun(spans []RecordSpan, i int) (int, int) {
 	sc := spans[i].Scope
 	size := protowire.SizeTag(fScopeSpansScope) + protowire.SizeBytes(scopeSize(sc))
 	if sc != nil {
@@ -202,7 +205,7 @@ func scopeSize(sc *instrumentation.Scope) int {
 		attrsSize(fScopeAttributes, sc.Attributes.ToSlice())
 }
 
-func (e *traceEncoder) spanSize(s *RecordSpan) int {
+func (e *TraceEncoder) spanSize(s *RecordSpan) int {
 	n := idSize(fSpanTraceID, 16) + idSize(fSpanSpanID, 8) + stringSize(fSpanTraceState, s.TraceState)
 	if s.ParentSpanID.IsValid() {
 		n += idSize(fSpanParentSpanID, 8)
@@ -224,7 +227,7 @@ func (e *traceEncoder) spanSize(s *RecordSpan) int {
 	return n + protowire.SizeTag(fSpanFlags) + protowire.SizeFixed32()
 }
 
-func (e *traceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
+func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	b = appendID(b, fSpanTraceID, s.TraceID[:])
 	b = appendID(b, fSpanSpanID, s.SpanID[:])
 	b = appendString(b, fSpanTraceState, s.TraceState)
@@ -242,7 +245,7 @@ func (e *traceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	for i := range s.Events {
 		ev := &s.Events[i]
 		b = protowire.AppendTag(b, fSpanEvents, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(eventSize(ev)))
+		b = appendUvarint(b, uint64(eventSize(ev)))
 		b = protowire.AppendTag(b, fEventTime, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, uint64(max(0, unixNanos(ev.Time))))
 		b = appendString(b, fEventName, ev.Name)
@@ -253,7 +256,7 @@ func (e *traceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	for i := range s.Links {
 		l := &s.Links[i]
 		b = protowire.AppendTag(b, fSpanLinks, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(linkSize(l)))
+		b = appendUvarint(b, uint64(linkSize(l)))
 		b = appendID(b, fLinkTraceID, l.TraceID[:])
 		b = appendID(b, fLinkSpanID, l.SpanID[:])
 		b = appendString(b, fLinkTraceState, l.TraceState)
@@ -264,7 +267,7 @@ func (e *traceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	b = appendVarint(b, fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks)))
 	if st := statusSize(s); st > 0 {
 		b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(st))
+		b = appendUvarint(b, uint64(st))
 		b = appendString(b, fStatusMessage, s.StatusMessage)
 		b = appendVarint(b, fStatusCode, statusCode(s.Status))
 	}
@@ -309,32 +312,79 @@ func linkSize(l *RecordLink) int {
 		attrsSize(fLinkAttributes, l.Attributes) + protowire.SizeTag(fLinkFlags) + protowire.SizeFixed32()
 }
 
-// attrsSize is the size of a span's attributes, each value's size kept for appendAttrs.
-func (e *traceEncoder) attrsSize(attrs []attribute.KeyValue) int {
+// attrsSize is the size of a span's attributes, each value's size kept for appendAttrs. Keys
+// and string values are checked for UTF-8 here; when every one in the batch is valid (dirty
+// stays false) the writing pass copies them without looking again.
+func (e *TraceEncoder) attrsSize(attrs []attribute.KeyValue) int {
 	n := 0
 	for i := range attrs {
-		vs := anySize(&attrs[i].Value)
+		kv := &attrs[i]
+		var vs int
+		if kv.Value.Type() == attribute.STRING {
+			str := kv.Value.AsString()
+			if !utf8.ValidString(str) {
+				e.dirty, str = true, validUTF8(str)
+			}
+			vs = protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(str))
+		} else {
+			vs = anySize(&kv.Value)
+		}
 		e.values = append(e.values, vs)
-		n += protowire.SizeTag(fSpanAttributes) + protowire.SizeBytes(stringSize(fKeyValueKey, string(attrs[i].Key))+
-			protowire.SizeTag(fKeyValueValue)+protowire.SizeBytes(vs))
+		key := string(kv.Key)
+		if !utf8.ValidString(key) {
+			e.dirty, key = true, validUTF8(key)
+		}
+		kl := 0
+		if key != "" {
+			kl = protowire.SizeTag(fKeyValueKey) + protowire.SizeBytes(len(key))
+		}
+		n += protowire.SizeTag(fSpanAttributes) + protowire.SizeBytes(kl+protowire.SizeTag(fKeyValueValue)+protowire.SizeBytes(vs))
 	}
 	return n
 }
 
 // appendAttrs appends a span's attributes, with the value sizes attrsSize kept.
-func (e *traceEncoder) appendAttrs(b []byte, attrs []attribute.KeyValue) []byte {
+func (e *TraceEncoder) appendAttrs(b []byte, attrs []attribute.KeyValue) []byte {
 	for i := range attrs {
+		kv := &attrs[i]
 		vs := e.values[e.next]
 		e.next++
-		key := string(attrs[i].Key)
-		b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(stringSize(fKeyValueKey, key)+protowire.SizeTag(fKeyValueValue)+protowire.SizeBytes(vs)))
-		b = appendString(b, fKeyValueKey, key)
-		b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(vs))
-		b = appendAny(b, &attrs[i].Value)
+		key := string(kv.Key)
+		if e.dirty {
+			key = validUTF8(key)
+		}
+		kl := 0
+		if key != "" {
+			kl = 1 + protowire.SizeBytes(len(key))
+		}
+		b = append(b, byte(fSpanAttributes<<3|protowire.BytesType))
+		b = appendUvarint(b, uint64(kl+1+protowire.SizeBytes(vs)))
+		if key != "" {
+			b = append(b, byte(fKeyValueKey<<3|protowire.BytesType))
+			b = appendUvarint(b, uint64(len(key)))
+			b = append(b, key...)
+		}
+		b = append(b, byte(fKeyValueValue<<3|protowire.BytesType))
+		b = appendUvarint(b, uint64(vs))
+		if kv.Value.Type() == attribute.STRING && !e.dirty {
+			str := kv.Value.AsString()
+			b = append(b, byte(fAnyString<<3|protowire.BytesType))
+			b = appendUvarint(b, uint64(len(str)))
+			b = append(b, str...)
+			continue
+		}
+		b = appendAny(b, &kv.Value)
 	}
 	return b
+}
+
+// appendUvarint is protowire.AppendVarint with the one-byte case inlined: most lengths and
+// every tag the encoder writes but the span flags' are below 128.
+func appendUvarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
 }
 
 // attrsSize is the size of attrs as repeated KeyValue field num.
@@ -360,10 +410,10 @@ func kvSize(key string, v *attribute.Value) int {
 
 func appendKV(b []byte, num protowire.Number, key string, v *attribute.Value) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kvSize(key, v)))
+	b = appendUvarint(b, uint64(kvSize(key, v)))
 	b = appendString(b, fKeyValueKey, key)
 	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(anySize(v)))
+	b = appendUvarint(b, uint64(anySize(v)))
 	return appendAny(b, v)
 }
 
@@ -406,12 +456,12 @@ func appendAny(b []byte, v *attribute.Value) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(b, fAnyBytes, protowire.BytesType), v.AsByteSlice())
 	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE, attribute.STRINGSLICE, attribute.SLICE:
 		b = protowire.AppendTag(b, fAnyArray, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(arraySize(v)))
+		b = appendUvarint(b, uint64(arraySize(v)))
 		return appendArray(b, v)
 	case attribute.MAP:
 		m := v.AsMap()
 		b = protowire.AppendTag(b, fAnyKvlist, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(attrsSize(fArrayValues, m)))
+		b = appendUvarint(b, uint64(attrsSize(fArrayValues, m)))
 		return appendAttrs(b, fArrayValues, m)
 	case attribute.EMPTY:
 		return b
@@ -453,7 +503,7 @@ func arraySize(v *attribute.Value) int {
 func appendArray(b []byte, v *attribute.Value) []byte {
 	elem := func(size int) {
 		b = protowire.AppendTag(b, fArrayValues, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(size))
+		b = appendUvarint(b, uint64(size))
 	}
 	switch v.Type() {
 	case attribute.BOOLSLICE:

@@ -145,8 +145,8 @@ func TestTraceEncoderMatchesSDK(t *testing.T) {
 	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
 		attribute.String("service.name", "kafkatrail-test"), attribute.Int("n", 3))
 	spans := testSpans()
-	enc := newTraceEncoder(res)
-	got := decodeRequest(t, enc.encode(spans))
+	enc := NewTraceEncoder(res)
+	got := decodeRequest(t, enc.Encode(spans))
 	want := sdkRequest(t, spans, res)
 	normalize(got, true)
 	normalize(want, false)
@@ -154,7 +154,7 @@ func TestTraceEncoderMatchesSDK(t *testing.T) {
 		t.Fatalf("encoded request differs from the SDK's:\n got %v\nwant %v", got, want)
 	}
 	// The link's trace state, which the SDK does not write, is ours.
-	got = decodeRequest(t, enc.encode(spans))
+	got = decodeRequest(t, enc.Encode(spans))
 	if s := got.ResourceSpans[0].ScopeSpans[0].Spans[3]; s.Links[0].TraceState != "c=3" {
 		t.Fatalf("link trace state %q, want c=3", s.Links[0].TraceState)
 	}
@@ -170,12 +170,12 @@ func TestTraceEncoderMatchesSDK(t *testing.T) {
 // TestTraceEncoderAttributeTypes: each attribute type alone, as a table, decodes to the SDK's
 // AnyValue for it.
 func TestTraceEncoderAttributeTypes(t *testing.T) {
-	enc := newTraceEncoder(resource.Empty())
+	enc := NewTraceEncoder(resource.Empty())
 	for _, kv := range allTypes() {
 		t.Run(string(kv.Key), func(t *testing.T) {
 			spans := []RecordSpan{{TraceID: testTraceID, SpanID: testSpanID, Flags: trace.FlagsSampled, Name: "s",
 				Attributes: []attribute.KeyValue{kv}}}
-			got, want := decodeRequest(t, enc.encode(spans)), sdkRequest(t, spans, resource.Empty())
+			got, want := decodeRequest(t, enc.Encode(spans)), sdkRequest(t, spans, resource.Empty())
 			normalize(got, true)
 			normalize(want, false)
 			g := got.ResourceSpans[0].ScopeSpans[0].Spans[0].Attributes
@@ -191,9 +191,9 @@ func TestTraceEncoderAttributeTypes(t *testing.T) {
 // spans allocates nothing.
 func TestTraceEncoderNoAllocations(t *testing.T) {
 	spans := benchRecordSpans(100)
-	enc := newTraceEncoder(resource.Default())
-	enc.encode(spans)
-	if n := testing.AllocsPerRun(20, func() { enc.encode(spans) }); n != 0 {
+	enc := NewTraceEncoder(resource.Default())
+	enc.Encode(spans)
+	if n := testing.AllocsPerRun(20, func() { enc.Encode(spans) }); n != 0 {
 		t.Fatalf("%v allocations per encoding, want 0", n)
 	}
 }
@@ -223,7 +223,7 @@ func FuzzTraceEncoder(f *testing.F) {
 		// Strings that are not UTF-8 go out with U+FFFD in place of each bad sequence: the
 		// SDK's request, which could not be marshalled at all, is compared with them so.
 		valid := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-		got := decodeRequest(t, newTraceEncoder(resource.Empty()).encode(mk(string(raw), s)))
+		got := decodeRequest(t, NewTraceEncoder(resource.Empty()).Encode(mk(string(raw), s)))
 		want := sdkRequest(t, mk(valid(string(raw)), valid(s)), resource.Empty())
 		normalize(got, true)
 		normalize(want, false)
@@ -286,10 +286,10 @@ func benchRecordSpans(n int) []RecordSpan {
 // BenchmarkTraceEncoder measures encoding records' spans, 100 records to a request, per record.
 func BenchmarkTraceEncoder(b *testing.B) {
 	spans := benchRecordSpans(100)
-	enc := newTraceEncoder(resource.Default())
+	enc := NewTraceEncoder(resource.Default())
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 100 {
-		enc.encode(spans)
+		enc.Encode(spans)
 	}
 }

@@ -230,10 +230,10 @@ func validHeaderKey(k string) bool {
 }
 
 // otlpTraceExporter sends batches of spans as OTLP ExportTraceServiceRequests, encoded by a
-// traceEncoder, over gRPC or HTTP. Only the export goroutine calls export.
+// TraceEncoder, over gRPC or HTTP. Only the export goroutine calls export.
 type otlpTraceExporter struct {
 	cfg otlpTraceConfig
-	enc *traceEncoder
+	enc *TraceEncoder
 	gz  *gzip.Writer
 	zbf bytes.Buffer // the compressed request, reused
 
@@ -251,7 +251,7 @@ type otlpTraceExporter struct {
 // newOTLPTraceExporter builds the exporter for cfg; spans are res's. A gRPC connection is
 // made lazily, at the first export, as the SDK's is.
 func newOTLPTraceExporter(cfg otlpTraceConfig, res *resource.Resource) (*otlpTraceExporter, error) {
-	e := &otlpTraceExporter{cfg: cfg, enc: newTraceEncoder(res)}
+	e := &otlpTraceExporter{cfg: cfg, enc: NewTraceEncoder(res)}
 	if cfg.gzip && cfg.protocol == otlpProtocolHTTP {
 		e.gz = gzip.NewWriter(io.Discard)
 	}
@@ -296,7 +296,7 @@ func (e *otlpTraceExporter) export(ctx context.Context, spans []RecordSpan) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.timeout)
 	defer cancel()
-	body := e.enc.encode(spans)
+	body := e.enc.Encode(spans)
 	send := e.sendGRPC
 	if e.client != nil {
 		if e.gz != nil {

@@ -161,7 +161,7 @@ func TestOTLPExporterGRPC(t *testing.T) {
 	if got := comp.get(); got != "gzip" {
 		t.Errorf("request compression %q, want gzip", got)
 	}
-	want := decodeRequest(t, newTraceEncoder(res).encode(spans))
+	want := decodeRequest(t, NewTraceEncoder(res).Encode(spans))
 	if !proto.Equal(svc.reqs[0], want) {
 		t.Errorf("received request differs from the encoded spans")
 	}
@@ -286,7 +286,7 @@ func TestOTLPExporterHTTP(t *testing.T) {
 	mu.Lock()
 	got := decodeRequest(t, bodies[0])
 	mu.Unlock()
-	if !proto.Equal(got, decodeRequest(t, newTraceEncoder(res).encode(spans))) {
+	if !proto.Equal(got, decodeRequest(t, NewTraceEncoder(res).Encode(spans))) {
 		t.Fatal("received request differs from the encoded spans")
 	}
 

@@ -69,9 +69,10 @@ type ObserverConfig struct {
 	// ClientID is messaging.client.id on the send spans (the producer's client.id).
 	ClientID string
 	// SpanProcessor, when set, receives the spans of traced records directly, built finished
-	// from the recorded timestamps (no SDK span lives while a record is in flight, and a
-	// record's seven spans cost about what one SDK span does); Resource is theirs. Setup sets
-	// both to what the tracer provider has. Without it, records' spans go through the tracer.
+	// from the recorded timestamps (no SDK span lives while a record is in flight): as
+	// RecordSpans when it is a RecordSpanProcessor, else as read-only views of them; Resource
+	// is theirs. Setup sets both to what the tracer provider has. Without it, records' spans
+	// go through the tracer.
 	SpanProcessor sdktrace.SpanProcessor
 	Resource      *resource.Resource
 	// SlowerThan, when positive, traces every record whose Send-to-acknowledgement latency

@@ -116,10 +116,11 @@ type Provider struct {
 //
 //   - OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER: otlp (the default), console, none, and
 //     for metrics prometheus (a scrape endpoint on OTEL_EXPORTER_PROMETHEUS_HOST:PORT,
-//     default localhost:9464). They are go.opentelemetry.io/contrib/exporters/autoexport's.
+//     default localhost:9464). They are go.opentelemetry.io/contrib/exporters/autoexport's, but for
+//     OTLP traces: kafkatrail's own exporter (otlpexport.go) encodes spans straight to OTLP.
 //   - OTLP goes over gRPC unless OTEL_EXPORTER_OTLP_PROTOCOL (or the _TRACES_ / _METRICS_
-//     variant) says http/protobuf; endpoint, headers, TLS and timeout come from the
-//     OTEL_EXPORTER_OTLP_* variables.
+//     variant) says http/protobuf; endpoint, headers, TLS, compression (gzip) and timeout come
+//     from the OTEL_EXPORTER_OTLP_* variables.
 //   - service.name: OTEL_SERVICE_NAME, else cfg.ServiceName, else "kafkatrail-agent";
 //     OTEL_RESOURCE_ATTRIBUTES adds attributes.
 //   - Sampling: see Config.SampleRatio.

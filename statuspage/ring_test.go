@@ -246,4 +246,12 @@ func TestRingTakesRecordSpans(t *testing.T) {
 	if len(got[0].Stages) != 6 {
 		t.Fatalf("%d stages, want 6", len(got[0].Stages))
 	}
+	// One span a call: the stages wait in the pending map for their send span.
+	apart := NewRing(4)
+	for i := range spans {
+		apart.OnEndRecordSpans(spans[i : i+1])
+	}
+	if got, _ := apart.Traces(0); !reflect.DeepEqual(got, want) {
+		t.Fatalf("from RecordSpans one at a time %+v\nfrom SDK spans %+v", got, want)
+	}
 }

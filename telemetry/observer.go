@@ -38,7 +38,9 @@ type ProducerObserver struct {
 	sendNames sync.Map                   // topic -> "send " + topic
 	topics    sync.Map                   // topic -> *topicAttrs
 	lastTopic atomic.Pointer[topicAttrs] // the last one looked up: most producers send to one topic
-	nodes     sync.Map                   // int32 -> *nodeAttrs
+	// lastRequest is the last doSend attribute list made (requestAttrs).
+	lastRequest atomic.Pointer[requestAttrs]
+	nodes       sync.Map // int32 -> *nodeAttrs
 	// spanless is the last context StartSend found without a span in it. A producer is mostly
 	// handed one context over and over (the agent's run context), and looking for a span in it
 	// walks its whole chain of parents every time (~30 ns a record, at any sampling ratio);

@@ -104,7 +104,8 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
 	// Wall-clock times only (Round(0) drops the monotonic reading): some timestamps come from a
 	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.
-	tr := tiler{at: t.start.Round(0), stages: make([]stage, 0, 8)} // one attempt: 6 stages
+	scratch := recordScratchPool.Get().(*recordScratch)
+	tr := tiler{at: t.start.Round(0), stages: scratch.stages[:0]}
 	appended := t.appended
 	if appended.IsZero() {
 		appended = callbacksStart
@@ -119,12 +120,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 			// belong to the same request (the same attempt), and every attribute is paid for
 			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
 			// three stages repeating them and the send span's partition, ~20 without).
-			tr.child(SpanDoSend, a.Queued, nil, attribute.Int(AttrAttempt, i+1),
-				attribute.Int(AttrNodeID, int(a.Node)),
-				attribute.Int(AttrMessagingBatchCount, a.Records),
-				attribute.Int(AttrBatchBytes, a.Bytes),
-				attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
-				attribute.Int(AttrAPIVersion, int(a.APIVersion)))
+			tr.child(SpanDoSend, a.Queued, nil, t.o.requestAttrs(i+1, &a)...)
 			tr.child(SpanCompletedSend, a.Written, nil, attempt...)
 			tr.child(SpanCompletedReceive, a.Received, a.Err, attempt...)
 		}
@@ -146,7 +142,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	}
 	tr.child(SpanCallback, callbackEnd, nil)
 
-	end := make([]attribute.KeyValue, 0, 3)
+	end := scratch.end[:0]
 	if md.Partition >= 0 {
 		end = append(end, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(md.Partition))))
 	}
@@ -173,6 +169,53 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	} else {
 		t.emit(tr.stages, end, err, tr.at)
 	}
+	clear(tr.stages)
+	clear(end)
+	scratch.stages, scratch.end = tr.stages[:0], end[:0]
+	recordScratchPool.Put(scratch)
+}
+
+// recordScratch is what RecordDone lays a record's stages and its send span's last attributes
+// out in: the spans are built from them (their values copied), so nothing keeps them after.
+type recordScratch struct {
+	stages []stage
+	end    []attribute.KeyValue
+}
+
+var recordScratchPool = sync.Pool{New: func() any {
+	return &recordScratch{stages: make([]stage, 0, 8), end: make([]attribute.KeyValue, 0, 3)} // one attempt: 6 stages
+}}
+
+// requestAttrs returns the attributes of attempt n's doSend, a's request's. Every record of a
+// batch attempt has the same ones, so the last list made is kept and shared (read only, as
+// sharedAttempts): a batch's records complete one after the other. The list is reused only
+// when every value it holds is the same.
+func (o *ProducerObserver) requestAttrs(n int, a *accumulator.Attempt) []attribute.KeyValue {
+	key := requestKey{attempt: n, node: a.Node, correlation: a.CorrelationID, records: a.Records, bytes: a.Bytes, version: a.APIVersion}
+	if last := o.lastRequest.Load(); last != nil && last.key == key {
+		return last.attrs
+	}
+	r := &requestAttrs{key: key, attrs: []attribute.KeyValue{attribute.Int(AttrAttempt, n),
+		attribute.Int(AttrNodeID, int(a.Node)),
+		attribute.Int(AttrMessagingBatchCount, a.Records),
+		attribute.Int(AttrBatchBytes, a.Bytes),
+		attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
+		attribute.Int(AttrAPIVersion, int(a.APIVersion))}}
+	o.lastRequest.Store(r)
+	return r.attrs
+}
+
+// requestKey is every value a doSend's attributes hold.
+type requestKey struct {
+	attempt, records, bytes int
+	node, correlation       int32
+	version                 int16
+}
+
+// requestAttrs is a doSend's attribute list with the values it was made from.
+type requestAttrs struct {
+	key   requestKey
+	attrs []attribute.KeyValue
 }
 
 // recordSpansPool holds the slices a record's spans are built in: the processors copy what

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -103,6 +104,32 @@ type TraceEncoder struct {
 	values []int
 	next   int
 	dirty  bool // a key or string value of the batch's span attributes is not UTF-8
+	// checked remembers strings found valid UTF-8, by where their bytes are: Go strings are
+	// immutable, so the same data and length is the same text. Attribute keys and most values
+	// (the system, the operation, the topic) are the same strings record after record.
+	checked [256]checkedString
+}
+
+type checkedString struct {
+	data *byte
+	n    int
+}
+
+// valid reports whether s is UTF-8, looking at its bytes only the first time they are seen.
+func (e *TraceEncoder) valid(s string) bool {
+	if len(s) < 8 {
+		return utf8.ValidString(s) // as cheap as looking it up
+	}
+	p := unsafe.StringData(s)
+	c := &e.checked[(uintptr(unsafe.Pointer(p))>>3)%uintptr(len(e.checked))]
+	if c.data == p && c.n == len(s) {
+		return true
+	}
+	if !utf8.ValidString(s) {
+		return false
+	}
+	c.data, c.n = p, len(s)
+	return true
 }
 
 // NewTraceEncoder returns an encoder of spans of res (the process's resource, written once).
@@ -137,16 +164,16 @@ func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
 		e.buf = make([]byte, 0, need+need/4)
 	}
 	b := e.buf[:0]
-	b = protowire.AppendTag(b, fRequestResourceSpans, protowire.BytesType)
+	b = appendTag(b, fRequestResourceSpans, protowire.BytesType)
 	b = appendUvarint(b, uint64(rsSize))
-	b = protowire.AppendTag(b, fResourceSpansResource, protowire.BytesType)
+	b = appendTag(b, fResourceSpansResource, protowire.BytesType)
 	b = protowire.AppendBytes(b, e.resource)
 	for i := 0; i < len(spans); {
 		j, ssSize := e.scopeRun(spans, i)
-		b = protowire.AppendTag(b, fResourceSpansScopeSpans, protowire.BytesType)
+		b = appendTag(b, fResourceSpansScopeSpans, protowire.BytesType)
 		b = appendUvarint(b, uint64(ssSize))
 		sc := spans[i].Scope
-		b = protowire.AppendTag(b, fScopeSpansScope, protowire.BytesType)
+		b = appendTag(b, fScopeSpansScope, protowire.BytesType)
 		b = appendUvarint(b, uint64(scopeSize(sc)))
 		if sc == nil {
 			b = appendString(b, fScopeName, InstrumentationName)
@@ -156,7 +183,7 @@ func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
 			b = appendAttrs(b, fScopeAttributes, sc.Attributes.ToSlice())
 		}
 		for k := i; k < j; k++ {
-			b = protowire.AppendTag(b, fScopeSpansSpans, protowire.BytesType)
+			b = appendTag(b, fScopeSpansSpans, protowire.BytesType)
 			b = appendUvarint(b, uint64(e.sizes[k]))
 			b = e.appendSpan(b, &spans[k])
 		}
@@ -236,17 +263,17 @@ func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	}
 	b = appendString(b, fSpanName, s.Name)
 	b = appendVarint(b, fSpanKind, uint64(s.Kind))
-	b = protowire.AppendTag(b, fSpanStart, protowire.Fixed64Type)
+	b = appendTag(b, fSpanStart, protowire.Fixed64Type)
 	b = protowire.AppendFixed64(b, uint64(max(0, s.Start)))
-	b = protowire.AppendTag(b, fSpanEnd, protowire.Fixed64Type)
+	b = appendTag(b, fSpanEnd, protowire.Fixed64Type)
 	b = protowire.AppendFixed64(b, uint64(max(0, s.End)))
 	b = e.appendAttrs(b, s.Attributes)
 	b = appendVarint(b, fSpanDroppedAttributes, uint64(clampUint32(s.DroppedAttributes)))
 	for i := range s.Events {
 		ev := &s.Events[i]
-		b = protowire.AppendTag(b, fSpanEvents, protowire.BytesType)
+		b = appendTag(b, fSpanEvents, protowire.BytesType)
 		b = appendUvarint(b, uint64(eventSize(ev)))
-		b = protowire.AppendTag(b, fEventTime, protowire.Fixed64Type)
+		b = appendTag(b, fEventTime, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, uint64(max(0, unixNanos(ev.Time))))
 		b = appendString(b, fEventName, ev.Name)
 		b = appendAttrs(b, fEventAttributes, ev.Attributes)
@@ -255,24 +282,24 @@ func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	b = appendVarint(b, fSpanDroppedEvents, uint64(clampUint32(s.DroppedEvents)))
 	for i := range s.Links {
 		l := &s.Links[i]
-		b = protowire.AppendTag(b, fSpanLinks, protowire.BytesType)
+		b = appendTag(b, fSpanLinks, protowire.BytesType)
 		b = appendUvarint(b, uint64(linkSize(l)))
 		b = appendID(b, fLinkTraceID, l.TraceID[:])
 		b = appendID(b, fLinkSpanID, l.SpanID[:])
 		b = appendString(b, fLinkTraceState, l.TraceState)
 		b = appendAttrs(b, fLinkAttributes, l.Attributes)
-		b = protowire.AppendTag(b, fLinkFlags, protowire.Fixed32Type)
+		b = appendTag(b, fLinkFlags, protowire.Fixed32Type)
 		b = protowire.AppendFixed32(b, spanFlags(l.Flags, l.Remote))
 	}
 	b = appendVarint(b, fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks)))
 	if st := statusSize(s); st > 0 {
-		b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
+		b = appendTag(b, fSpanStatus, protowire.BytesType)
 		b = appendUvarint(b, uint64(st))
 		b = appendString(b, fStatusMessage, s.StatusMessage)
 		b = appendVarint(b, fStatusCode, statusCode(s.Status))
 	}
 	// The parent's remoteness, as the SDK's exporter reports it.
-	b = protowire.AppendTag(b, fSpanFlags, protowire.Fixed32Type)
+	b = appendTag(b, fSpanFlags, protowire.Fixed32Type)
 	return protowire.AppendFixed32(b, spanFlags(s.Flags, s.ParentSpanID.IsValid() && s.ParentRemote))
 }
 
@@ -322,7 +349,7 @@ func (e *TraceEncoder) attrsSize(attrs []attribute.KeyValue) int {
 		var vs int
 		if kv.Value.Type() == attribute.STRING {
 			str := kv.Value.AsString()
-			if !utf8.ValidString(str) {
+			if !e.valid(str) {
 				e.dirty, str = true, validUTF8(str)
 			}
 			vs = protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(str))
@@ -331,7 +358,7 @@ func (e *TraceEncoder) attrsSize(attrs []attribute.KeyValue) int {
 		}
 		e.values = append(e.values, vs)
 		key := string(kv.Key)
-		if !utf8.ValidString(key) {
+		if !e.valid(key) {
 			e.dirty, key = true, validUTF8(key)
 		}
 		kl := 0
@@ -378,6 +405,11 @@ func (e *TraceEncoder) appendAttrs(b []byte, attrs []attribute.KeyValue) []byte 
 	return b
 }
 
+// appendTag is protowire.AppendTag through appendUvarint.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	return appendUvarint(b, uint64(num)<<3|uint64(typ&7))
+}
+
 // appendUvarint is protowire.AppendVarint with the one-byte case inlined: most lengths and
 // every tag the encoder writes but the span flags' are below 128.
 func appendUvarint(b []byte, v uint64) []byte {
@@ -409,10 +441,10 @@ func kvSize(key string, v *attribute.Value) int {
 }
 
 func appendKV(b []byte, num protowire.Number, key string, v *attribute.Value) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = appendTag(b, num, protowire.BytesType)
 	b = appendUvarint(b, uint64(kvSize(key, v)))
 	b = appendString(b, fKeyValueKey, key)
-	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
+	b = appendTag(b, fKeyValueValue, protowire.BytesType)
 	b = appendUvarint(b, uint64(anySize(v)))
 	return appendAny(b, v)
 }
@@ -445,28 +477,28 @@ func anySize(v *attribute.Value) int {
 func appendAny(b []byte, v *attribute.Value) []byte {
 	switch v.Type() {
 	case attribute.BOOL:
-		return protowire.AppendVarint(protowire.AppendTag(b, fAnyBool, protowire.VarintType), protowire.EncodeBool(v.AsBool()))
+		return protowire.AppendVarint(appendTag(b, fAnyBool, protowire.VarintType), protowire.EncodeBool(v.AsBool()))
 	case attribute.INT64:
-		return protowire.AppendVarint(protowire.AppendTag(b, fAnyInt, protowire.VarintType), uint64(v.AsInt64()))
+		return protowire.AppendVarint(appendTag(b, fAnyInt, protowire.VarintType), uint64(v.AsInt64()))
 	case attribute.FLOAT64:
-		return protowire.AppendFixed64(protowire.AppendTag(b, fAnyDouble, protowire.Fixed64Type), math.Float64bits(v.AsFloat64()))
+		return protowire.AppendFixed64(appendTag(b, fAnyDouble, protowire.Fixed64Type), math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		return protowire.AppendString(protowire.AppendTag(b, fAnyString, protowire.BytesType), validUTF8(v.AsString()))
+		return protowire.AppendString(appendTag(b, fAnyString, protowire.BytesType), validUTF8(v.AsString()))
 	case attribute.BYTESLICE:
-		return protowire.AppendBytes(protowire.AppendTag(b, fAnyBytes, protowire.BytesType), v.AsByteSlice())
+		return protowire.AppendBytes(appendTag(b, fAnyBytes, protowire.BytesType), v.AsByteSlice())
 	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE, attribute.STRINGSLICE, attribute.SLICE:
-		b = protowire.AppendTag(b, fAnyArray, protowire.BytesType)
+		b = appendTag(b, fAnyArray, protowire.BytesType)
 		b = appendUvarint(b, uint64(arraySize(v)))
 		return appendArray(b, v)
 	case attribute.MAP:
 		m := v.AsMap()
-		b = protowire.AppendTag(b, fAnyKvlist, protowire.BytesType)
+		b = appendTag(b, fAnyKvlist, protowire.BytesType)
 		b = appendUvarint(b, uint64(attrsSize(fArrayValues, m)))
 		return appendAttrs(b, fArrayValues, m)
 	case attribute.EMPTY:
 		return b
 	}
-	return protowire.AppendString(protowire.AppendTag(b, fAnyString, protowire.BytesType), "INVALID")
+	return protowire.AppendString(appendTag(b, fAnyString, protowire.BytesType), "INVALID")
 }
 
 // arraySize is the size of a slice value as an ArrayValue: each element an AnyValue. The
@@ -502,30 +534,30 @@ func arraySize(v *attribute.Value) int {
 
 func appendArray(b []byte, v *attribute.Value) []byte {
 	elem := func(size int) {
-		b = protowire.AppendTag(b, fArrayValues, protowire.BytesType)
+		b = appendTag(b, fArrayValues, protowire.BytesType)
 		b = appendUvarint(b, uint64(size))
 	}
 	switch v.Type() {
 	case attribute.BOOLSLICE:
 		for _, x := range v.AsBoolSlice() {
 			elem(protowire.SizeTag(fAnyBool) + 1)
-			b = protowire.AppendVarint(protowire.AppendTag(b, fAnyBool, protowire.VarintType), protowire.EncodeBool(x))
+			b = protowire.AppendVarint(appendTag(b, fAnyBool, protowire.VarintType), protowire.EncodeBool(x))
 		}
 	case attribute.INT64SLICE:
 		for _, x := range v.AsInt64Slice() {
 			elem(protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(x)))
-			b = protowire.AppendVarint(protowire.AppendTag(b, fAnyInt, protowire.VarintType), uint64(x))
+			b = protowire.AppendVarint(appendTag(b, fAnyInt, protowire.VarintType), uint64(x))
 		}
 	case attribute.FLOAT64SLICE:
 		for _, x := range v.AsFloat64Slice() {
 			elem(protowire.SizeTag(fAnyDouble) + protowire.SizeFixed64())
-			b = protowire.AppendFixed64(protowire.AppendTag(b, fAnyDouble, protowire.Fixed64Type), math.Float64bits(x))
+			b = protowire.AppendFixed64(appendTag(b, fAnyDouble, protowire.Fixed64Type), math.Float64bits(x))
 		}
 	case attribute.STRINGSLICE:
 		for _, s := range v.AsStringSlice() {
 			s = validUTF8(s)
 			elem(protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(s)))
-			b = protowire.AppendString(protowire.AppendTag(b, fAnyString, protowire.BytesType), s)
+			b = protowire.AppendString(appendTag(b, fAnyString, protowire.BytesType), s)
 		}
 	case attribute.SLICE:
 		for _, x := range v.AsSlice() {
@@ -549,7 +581,7 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), validUTF8(s))
+	return protowire.AppendString(appendTag(b, num, protowire.BytesType), validUTF8(s))
 }
 
 // validUTF8 returns s with each invalid UTF-8 sequence replaced by U+FFFD. A protobuf string
@@ -574,13 +606,13 @@ func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+	return protowire.AppendVarint(appendTag(b, num, protowire.VarintType), v)
 }
 
 func idSize(num protowire.Number, n int) int { return protowire.SizeTag(num) + protowire.SizeBytes(n) }
 
 func appendID(b []byte, num protowire.Number, id []byte) []byte {
-	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), id)
+	return protowire.AppendBytes(appendTag(b, num, protowire.BytesType), id)
 }
 
 func clampUint32(v int) uint32 {

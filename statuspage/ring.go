@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -55,7 +56,8 @@ type Stage struct {
 }
 
 // Ring is an OpenTelemetry span processor that keeps the last sampled record traces in memory,
-// for the status page: a bounded ring of `send {topic}` spans with their stage children. Other
+// for the status page (the producer hands it records' spans as telemetry.RecordSpans; spans
+// of the tracer path come as SDK spans): a bounded ring of `send {topic}` spans with their stage children. Other
 // spans (connect, Metadata) are ignored. OnEnd runs on the goroutine that ends the span (the
 // producer's sender) and takes a mutex for a few field copies; nothing in it blocks.
 type Ring struct {
@@ -73,7 +75,10 @@ type pendingStage struct {
 	correlation int64 // -1: not a request stage
 }
 
-var _ sdktrace.SpanProcessor = (*Ring)(nil)
+var (
+	_ sdktrace.SpanProcessor        = (*Ring)(nil)
+	_ telemetry.RecordSpanProcessor = (*Ring)(nil)
+)
 
 // NewRing returns a ring of the last capacity traces (DefaultTraceCapacity when not positive).
 func NewRing(capacity int) *Ring {
@@ -96,85 +101,163 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	name := s.Name()
-	switch {
-	case stageNames[name] && s.Parent().IsValid():
-		st := pendingStage{stage: Stage{Name: name}, start: s.StartTime(), end: s.EndTime(), correlation: -1}
-		for _, kv := range s.Attributes() {
-			switch kv.Key {
-			case telemetry.AttrAttempt:
-				st.stage.Attempt = int(kv.Value.AsInt64())
-			case telemetry.AttrNodeID:
-				n := kv.Value.AsInt64()
-				st.stage.Node = &n
-			case telemetry.AttrCorrelationID:
-				st.correlation = kv.Value.AsInt64()
-			case telemetry.AttrErrorType:
-				st.stage.Error = kv.Value.Emit()
+	st := s.Status()
+	r.keep(ringSpan{name: s.Name(), kind: s.SpanKind(), traceID: s.SpanContext().TraceID(), spanID: s.SpanContext().SpanID(),
+		parent: s.Parent().SpanID(), start: s.StartTime(), end: s.EndTime(), attrs: s.Attributes(),
+		status: st.Code, statusMessage: st.Description, sampled: true})
+}
+
+// OnEndRecordSpans keeps a traced record's spans as the producer builds them: the stages,
+// then the send span (telemetry.RecordSpanProcessor). No read-only span is made for the page,
+// and a record handed over whole (its stages before its send span, as the observer does)
+// skips the pending map: one lock for the trace.
+func (r *Ring) OnEndRecordSpans(spans []telemetry.RecordSpan) {
+	if n := len(spans); n > 1 && n <= maxRecordStages+1 {
+		send := ringSpanOf(&spans[n-1])
+		whole := isSend(send) && send.sampled
+		for i := range spans[:n-1] {
+			whole = whole && spans[i].ParentSpanID == send.spanID && stageNames[spans[i].Name]
+		}
+		if whole {
+			var buf [maxRecordStages]pendingStage
+			stages := buf[:0]
+			for i := range spans[:n-1] {
+				stages = append(stages, stageOf(ringSpanOf(&spans[i])))
 			}
+			r.add(send, stages)
+			return
 		}
-		if st.stage.Error == "" && s.Status().Code == codes.Error {
-			st.stage.Error = s.Status().Description
+	}
+	for i := range spans {
+		if s := ringSpanOf(&spans[i]); s.sampled {
+			r.keep(s)
 		}
-		parent := s.Parent().SpanID()
+	}
+}
+
+// maxRecordStages bounds the stages a record handed over whole may have (three attempts';
+// more take the pending map).
+const maxRecordStages = 16
+
+func ringSpanOf(s *telemetry.RecordSpan) ringSpan {
+	return ringSpan{name: s.Name, kind: s.Kind, traceID: s.TraceID, spanID: s.SpanID, parent: s.ParentSpanID,
+		start: time.Unix(0, s.Start), end: time.Unix(0, s.End), attrs: s.Attributes,
+		status: s.Status, statusMessage: s.StatusMessage, sampled: s.Flags.IsSampled()}
+}
+
+// ringSpan is what the ring reads of a span, whichever way it came.
+type ringSpan struct {
+	name          string
+	kind          trace.SpanKind
+	traceID       trace.TraceID
+	spanID        trace.SpanID
+	parent        trace.SpanID // zero: a root
+	start, end    time.Time
+	attrs         []attribute.KeyValue
+	status        codes.Code
+	statusMessage string
+	sampled       bool
+}
+
+// isSend reports whether s is a record's send span. It is PRODUCER, or CLIENT when the record
+// carries its own creation context (a log line's) or was traced only at its callback (a slow
+// record): the page shows them all.
+func isSend(s ringSpan) bool {
+	return (s.kind == trace.SpanKindProducer || s.kind == trace.SpanKindClient) && strings.HasPrefix(s.name, telemetry.SpanSendPrefix)
+}
+
+// stageOf reads a stage span.
+func stageOf(s ringSpan) pendingStage {
+	st := pendingStage{stage: Stage{Name: s.name}, start: s.start, end: s.end, correlation: -1}
+	for _, kv := range s.attrs {
+		switch kv.Key {
+		case telemetry.AttrAttempt:
+			st.stage.Attempt = int(kv.Value.AsInt64())
+		case telemetry.AttrNodeID:
+			n := kv.Value.AsInt64()
+			st.stage.Node = &n
+		case telemetry.AttrCorrelationID:
+			st.correlation = kv.Value.AsInt64()
+		case telemetry.AttrErrorType:
+			st.stage.Error = kv.Value.Emit()
+		}
+	}
+	if st.stage.Error == "" && s.status == codes.Error {
+		st.stage.Error = s.statusMessage
+	}
+	return st
+}
+
+// keep holds a stage span until its send span comes, then keeps the whole trace.
+func (r *Ring) keep(s ringSpan) {
+	switch {
+	case stageNames[s.name] && s.parent.IsValid():
+		st := stageOf(s)
 		r.mu.Lock()
-		if _, ok := r.pending[parent]; !ok && len(r.pending) >= maxPending {
+		if _, ok := r.pending[s.parent]; !ok && len(r.pending) >= maxPending {
 			clear(r.pending) // send spans that never ended: forget them
 		}
-		r.pending[parent] = append(r.pending[parent], st)
+		r.pending[s.parent] = append(r.pending[s.parent], st)
 		r.mu.Unlock()
-	case s.SpanKind() == trace.SpanKindProducer && strings.HasPrefix(name, telemetry.SpanSendPrefix):
-		t := Trace{
-			TraceID:    s.SpanContext().TraceID().String(),
-			SpanID:     s.SpanContext().SpanID().String(),
-			Name:       name,
-			Topic:      strings.TrimPrefix(name, telemetry.SpanSendPrefix),
-			Start:      s.StartTime(),
-			DurationUS: micros(s.EndTime().Sub(s.StartTime())),
-		}
-		for _, kv := range s.Attributes() {
-			switch kv.Key {
-			case telemetry.AttrMessagingDestinationName:
-				t.Topic = kv.Value.AsString()
-			case telemetry.AttrMessagingPartitionID:
-				t.Partition = kv.Value.Emit()
-			case telemetry.AttrMessagingKafkaOffset:
-				o := kv.Value.AsInt64()
-				t.Offset = &o
-			case telemetry.AttrErrorType:
-				t.Error = kv.Value.Emit()
-			}
-		}
-		if t.Error == "" && s.Status().Code == codes.Error {
-			t.Error = s.Status().Description
-		}
+	case isSend(s):
 		r.mu.Lock()
-		stages := r.pending[s.SpanContext().SpanID()]
-		delete(r.pending, s.SpanContext().SpanID())
-		t.Stages = make([]Stage, len(stages))
-		var request Stage // the last doSend: its node is also its attempt's later stages'
-		for i, st := range stages {
-			st.stage.StartUS = micros(st.start.Sub(t.Start))
-			st.stage.DurationUS = micros(st.end.Sub(st.start))
-			if st.stage.Node != nil {
-				request = st.stage
-			} else if (st.stage.Name == telemetry.SpanCompletedSend || st.stage.Name == telemetry.SpanCompletedReceive) &&
-				request.Node != nil && st.stage.Attempt == request.Attempt {
-				st.stage.Node = request.Node
-			}
-			t.Stages[i] = st.stage
-			if st.correlation >= 0 && st.stage.Node != nil {
-				t.Request = strconv.FormatInt(*st.stage.Node, 10) + "/" + strconv.FormatInt(st.correlation, 10)
-			}
-		}
-		r.traces[r.next] = t
-		r.next++
-		if r.next == len(r.traces) {
-			r.next, r.full = 0, true
-		}
-		r.total++
+		stages := r.pending[s.spanID]
+		delete(r.pending, s.spanID)
 		r.mu.Unlock()
+		r.add(s, stages)
 	}
+}
+
+// add keeps the trace of send span s with its stages (not kept: they are copied).
+func (r *Ring) add(s ringSpan, stages []pendingStage) {
+	t := Trace{
+		TraceID:    s.traceID.String(),
+		SpanID:     s.spanID.String(),
+		Name:       s.name,
+		Topic:      strings.TrimPrefix(s.name, telemetry.SpanSendPrefix),
+		Start:      s.start,
+		DurationUS: micros(s.end.Sub(s.start)),
+	}
+	for _, kv := range s.attrs {
+		switch kv.Key {
+		case telemetry.AttrMessagingDestinationName:
+			t.Topic = kv.Value.AsString()
+		case telemetry.AttrMessagingPartitionID:
+			t.Partition = kv.Value.Emit()
+		case telemetry.AttrMessagingKafkaOffset:
+			o := kv.Value.AsInt64()
+			t.Offset = &o
+		case telemetry.AttrErrorType:
+			t.Error = kv.Value.Emit()
+		}
+	}
+	if t.Error == "" && s.status == codes.Error {
+		t.Error = s.statusMessage
+	}
+	t.Stages = make([]Stage, len(stages))
+	var request Stage // the last doSend: its node is also its attempt's later stages'
+	for i, st := range stages {
+		st.stage.StartUS = micros(st.start.Sub(t.Start))
+		st.stage.DurationUS = micros(st.end.Sub(st.start))
+		if st.stage.Node != nil {
+			request = st.stage
+		} else if (st.stage.Name == telemetry.SpanCompletedSend || st.stage.Name == telemetry.SpanCompletedReceive) &&
+			request.Node != nil && st.stage.Attempt == request.Attempt {
+			st.stage.Node = request.Node
+		}
+		t.Stages[i] = st.stage
+		if st.correlation >= 0 && st.stage.Node != nil {
+			t.Request = strconv.FormatInt(*st.stage.Node, 10) + "/" + strconv.FormatInt(st.correlation, 10)
+		}
+	}
+	r.mu.Lock()
+	r.traces[r.next] = t
+	r.next++
+	if r.next == len(r.traces) {
+		r.next, r.full = 0, true
+	}
+	r.total++
+	r.mu.Unlock()
 }
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

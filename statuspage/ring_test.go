@@ -3,6 +3,7 @@ package statuspage
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -211,5 +213,69 @@ func TestRingWithTheProducerObserver(t *testing.T) {
 	}
 	if diff := end - tc.DurationUS; diff < -0.001 || diff > 0.001 {
 		t.Errorf("stages end at %vµs, the send span at %vµs", end, tc.DurationUS)
+	}
+}
+
+// TestRingTakesRecordSpans: a record's spans handed over as telemetry.RecordSpans, the way the
+// producer's observer hands them, make the same trace as the same spans ended as SDK spans.
+func TestRingTakesRecordSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	fakeSend(tp.Tracer("test"), "logs", time.Unix(1700000000, 0), time.Millisecond, "2", 41)
+
+	viaSDK, direct := NewRing(4), NewRing(4)
+	var spans []telemetry.RecordSpan
+	for _, s := range rec.Ended() {
+		viaSDK.OnEnd(s)
+		st := s.Status()
+		spans = append(spans, telemetry.RecordSpan{TraceID: s.SpanContext().TraceID(), SpanID: s.SpanContext().SpanID(),
+			ParentSpanID: s.Parent().SpanID(), Flags: s.SpanContext().TraceFlags(), Name: s.Name(), Kind: s.SpanKind(),
+			Start: s.StartTime().UnixNano(), End: s.EndTime().UnixNano(), Attributes: s.Attributes(),
+			Status: st.Code, StatusMessage: st.Description})
+	}
+	direct.OnEndRecordSpans(spans)
+	want, _ := viaSDK.Traces(0)
+	got, total := direct.Traces(0)
+	if total != 1 || len(want) != 1 {
+		t.Fatalf("%d traces from RecordSpans, %d from SDK spans: want 1 each", total, len(want))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("from RecordSpans %+v\nfrom SDK spans %+v", got[0], want[0])
+	}
+	if len(got[0].Stages) != 6 {
+		t.Fatalf("%d stages, want 6", len(got[0].Stages))
+	}
+	// One span a call: the stages wait in the pending map for their send span.
+	apart := NewRing(4)
+	for i := range spans {
+		apart.OnEndRecordSpans(spans[i : i+1])
+	}
+	if got, _ := apart.Traces(0); !reflect.DeepEqual(got, want) {
+		t.Fatalf("from RecordSpans one at a time %+v\nfrom SDK spans %+v", got, want)
+	}
+}
+
+// TestRingKeepsClientSendSpans: a send span is CLIENT when the record carries its own creation
+// context or was traced only at its callback; the page keeps those traces too.
+func TestRingKeepsClientSendSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	fakeSend(tp.Tracer("test"), "logs", time.Unix(1700000000, 0), time.Millisecond, "2", 41)
+	var spans []telemetry.RecordSpan
+	for _, s := range rec.Ended() {
+		kind := s.SpanKind()
+		if kind == trace.SpanKindProducer {
+			kind = trace.SpanKindClient
+		}
+		spans = append(spans, telemetry.RecordSpan{TraceID: s.SpanContext().TraceID(), SpanID: s.SpanContext().SpanID(),
+			ParentSpanID: s.Parent().SpanID(), Flags: s.SpanContext().TraceFlags(), Name: s.Name(), Kind: kind,
+			Start: s.StartTime().UnixNano(), End: s.EndTime().UnixNano(), Attributes: s.Attributes()})
+	}
+	r := NewRing(4)
+	r.OnEndRecordSpans(spans)
+	if got, total := r.Traces(0); total != 1 || len(got) != 1 || len(got[0].Stages) != 6 {
+		t.Fatalf("CLIENT send span: %d traces kept (%+v), want 1 with 6 stages", total, got)
 	}
 }

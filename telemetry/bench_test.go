@@ -5,12 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkatrail/kafkatrail/producer"
 )
@@ -24,16 +21,19 @@ func (discardProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
 func (discardProcessor) Shutdown(context.Context) error                  { return nil }
 func (discardProcessor) ForceFlush(context.Context) error                { return nil }
 
-// marshalClient is an OTLP client that serialises each export as the gRPC client does and
-// sends it nowhere: with it the otlptrace exporter costs what it costs, minus the transport.
-type marshalClient struct{}
+// OnEndRecordSpans takes records' spans as Setup's processors do: as they are built.
+func (discardProcessor) OnEndRecordSpans([]RecordSpan) {}
 
-func (marshalClient) Start(context.Context) error { return nil }
-func (marshalClient) Stop(context.Context) error  { return nil }
-func (marshalClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
-	_, err := proto.Marshal(&colltrace.ExportTraceServiceRequest{ResourceSpans: rs})
-	return err
+// encodeExporter encodes each batch as the OTLP exporter does and sends it nowhere: with it the
+// export costs what it costs, minus the transport.
+type encodeExporter struct{ enc *TraceEncoder }
+
+func (e encodeExporter) export(_ context.Context, spans []RecordSpan) error {
+	e.enc.Encode(spans)
+	return nil
 }
+
+func (encodeExporter) shutdown(context.Context) error { return nil }
 
 // BenchmarkSendTracing measures Send to acknowledgement of 100-byte records against an
 // in-process kfake broker, without telemetry and with the observer at three sampling ratios:
@@ -42,9 +42,8 @@ func (marshalClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans
 //
 // allocs/op counts every allocation of the process per record: the producer's, the sender's
 // and kfake's, amortised over flushes of 1000 records; the differences between sub-benchmarks
-// are what telemetry costs ("+export" adds the OTLP exporter: spans transformed and
-// serialised, not sent). "off" is the observer with metrics and no tracing; an unsampled
-// record allocates nothing for tracing (TestUnsampledRecordIsUntouched pins it to zero).
+// are what telemetry costs ("+export" adds the OTLP exporter: spans encoded, not sent). "off"
+// is the observer with metrics and no tracing; an unsampled record allocates nothing for tracing (TestUnsampledRecordIsUntouched pins it to zero).
 func BenchmarkSendTracing(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
@@ -77,7 +76,7 @@ func BenchmarkSendTracing(b *testing.B) {
 				var sink sdktrace.SpanProcessor = discardProcessor{}
 				if strings.HasSuffix(bc.name, "+export") {
 					// What Setup builds, with a limit nothing reaches: every span is exported.
-					ep := newExportProcessor(otlptrace.NewUnstarted(marshalClient{}), 1<<24, exportOptionsFromEnv(), nil)
+					ep := newExportProcessor(encodeExporter{NewTraceEncoder(resource.Default())}, 1<<24, exportOptionsFromEnv(), nil)
 					defer func() {
 						_ = ep.Shutdown(context.Background())
 						if ep.Dropped() > 0 {

@@ -31,8 +31,7 @@ type ProducerObserver struct {
 	tracer   trace.Tracer
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
 	slow     *slowTracer      // nil unless ObserverConfig.SlowerThan
-	sink     sdktrace.SpanProcessor
-	res      *resource.Resource
+	sink     *recordSink      // nil: records' spans go through the tracer
 	header   string
 	clientID string
 	m        *instruments
@@ -43,6 +42,8 @@ type ProducerObserver struct {
 	nodes      sync.Map                   // int32 -> *nodeAttrs
 	// clusterID is messaging.kafka.cluster.id, from the latest metadata response that had one.
 	clusterID atomic.Pointer[attribute.KeyValue]
+	// lastRequest is the last doSend attribute list made (requestAttrs).
+	lastRequest atomic.Pointer[requestAttrs]
 	// spanless is the last context StartSend found without a span in it. A producer is mostly
 	// handed one context over and over (the agent's run context), and looking for a span in it
 	// walks its whole chain of parents every time (~30 ns a record, at any sampling ratio);
@@ -74,9 +75,10 @@ type ObserverConfig struct {
 	// ClientID is messaging.client.id on the send spans (the producer's client.id).
 	ClientID string
 	// SpanProcessor, when set, receives the spans of traced records directly, built finished
-	// from the recorded timestamps (no SDK span lives while a record is in flight, and a
-	// record's seven spans cost about what one SDK span does); Resource is theirs. Setup sets
-	// both to what the tracer provider has. Without it, records' spans go through the tracer.
+	// from the recorded timestamps (no SDK span lives while a record is in flight): as
+	// RecordSpans when it is a RecordSpanProcessor, else as read-only views of them; Resource
+	// is theirs. Setup sets both to what the tracer provider has. Without it, records' spans
+	// go through the tracer.
 	SpanProcessor sdktrace.SpanProcessor
 	Resource      *resource.Resource
 	// SlowerThan, when positive, traces every record whose Send-to-acknowledgement latency
@@ -98,12 +100,14 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 		sampler:  cfg.Sampler,
 		header:   cfg.TraceHeader,
 		clientID: cfg.ClientID,
-		sink:     cfg.SpanProcessor,
-		res:      cfg.Resource,
 		pools:    map[*accumulator.BufferPool]struct{}{},
 	}
-	if o.res == nil {
-		o.res = resource.Empty()
+	if cfg.SpanProcessor != nil {
+		res := cfg.Resource
+		if res == nil {
+			res = resource.Empty()
+		}
+		o.sink = newRecordSink(res, cfg.SpanProcessor)
 	}
 	if o.header == "" {
 		o.header = DefaultTraceHeader

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -23,28 +24,31 @@ const (
 )
 
 // exportProcessor batches ended spans and exports them on its own goroutine. It is what the
-// SDK's batch span processor does, with two differences the producer needs:
+// SDK's batch span processor does, with three differences the producer needs:
 //
 //   - ending a span never blocks: spans beyond the bound (queued plus being exported) are
 //     dropped and counted (the SDK's processor drops silently, or blocks the caller);
 //   - a traced record's seven finished spans go in with one lock (OnEndSpans), and the export
 //     goroutine is woken once per batch, not once per span: at 1 % sampling a producer ends
 //     ~40,000 spans a second, and handing each over twice (into a queue of this processor's,
-//     then into the SDK processor's channel) cost ~3 % of the agent's CPU.
+//     then into the SDK processor's channel) cost ~3 % of the agent's CPU;
+//   - spans are queued as RecordSpans, plain values copied into a slice that is reused, and
+//     exported by the protowire encoder (otlpenc.go) rather than transformed into protobuf
+//     structs and marshalled by reflection. The tracer path's SDK spans are converted on entry.
 //
 // Spans are exported when a batch is queued, every delay, at ForceFlush and at Shutdown.
 type exportProcessor struct {
-	exp     sdktrace.SpanExporter
+	exp     spanExporter
 	limit   int // spans held: queued and being exported
 	batch   int
 	delay   time.Duration
 	timeout time.Duration
 
 	mu        sync.Mutex
-	queue     []sdktrace.ReadOnlySpan
-	spare     []sdktrace.ReadOnlySpan // the last export's slice, emptied, for the next queue
-	exporting int                     // spans taken by the export in progress
-	kicked    bool                    // a full batch was signalled and not yet taken
+	queue     []RecordSpan
+	spare     []RecordSpan // the last export's slice, emptied, for the next queue
+	exporting int          // spans taken by the export in progress
+	kicked    bool         // a full batch was signalled and not yet taken
 	closed    bool
 
 	kick    chan struct{} // capacity 1: a full batch is waiting
@@ -92,7 +96,27 @@ func envPositive(key string) int {
 	return n
 }
 
-func newExportProcessor(exp sdktrace.SpanExporter, limit int, o exportOptions, dropCounter metric.Int64Counter) *exportProcessor {
+// spanExporter is where an exportProcessor's batches go: the OTLP exporter (otlpexport.go), or
+// an SDK exporter for the other kinds (sdkExporter). Only the processor's goroutine exports.
+type spanExporter interface {
+	export(ctx context.Context, spans []RecordSpan) error
+	shutdown(ctx context.Context) error
+}
+
+// sdkExporter hands batches to an SDK span exporter (console, or the one a test gives) as
+// read-only views of the spans.
+type sdkExporter struct {
+	exp sdktrace.SpanExporter
+	res *resource.Resource
+}
+
+func (s sdkExporter) export(ctx context.Context, spans []RecordSpan) error {
+	return s.exp.ExportSpans(ctx, readOnlySpans(spans, s.res))
+}
+
+func (s sdkExporter) shutdown(ctx context.Context) error { return s.exp.Shutdown(ctx) }
+
+func newExportProcessor(exp spanExporter, limit int, o exportOptions, dropCounter metric.Int64Counter) *exportProcessor {
 	p := &exportProcessor{
 		exp:         exp,
 		limit:       limit,
@@ -148,7 +172,7 @@ func (p *exportProcessor) export() {
 		for rest := spans; len(rest) > 0; {
 			n := min(len(rest), p.batch)
 			ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
-			if err := p.exp.ExportSpans(ctx, rest[:n]); err != nil {
+			if err := p.exp.export(ctx, rest[:n]); err != nil {
 				otel.Handle(err)
 			}
 			cancel()
@@ -165,17 +189,18 @@ func (p *exportProcessor) export() {
 // OnStart does nothing: only ended spans are exported.
 func (p *exportProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
-// OnEnd queues a sampled span for export, or drops and counts it when the processor holds its
-// limit or has shut down. It never blocks.
+// OnEnd queues a sampled span of the tracer path for export, or drops and counts it when the
+// processor holds its limit or has shut down. It never blocks.
 func (p *exportProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	p.OnEndSpans([]sdktrace.ReadOnlySpan{s})
+	p.OnEndRecordSpans([]RecordSpan{recordSpanOf(s)})
 }
 
-// OnEndSpans queues spans (sampled, all of them: a record's) as OnEnd does, with one lock.
-func (p *exportProcessor) OnEndSpans(spans []sdktrace.ReadOnlySpan) {
+// OnEndRecordSpans queues spans (sampled, all of them: a record's) as OnEnd does, with one
+// lock: they are copied into the queue.
+func (p *exportProcessor) OnEndRecordSpans(spans []RecordSpan) {
 	p.mu.Lock()
 	take := 0
 	if !p.closed {
@@ -238,7 +263,7 @@ func (p *exportProcessor) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 		p.cancelExport() // the goroutine's exports now fail at once, and it ends
 	}
-	if serr := p.exp.Shutdown(ctx); err == nil {
+	if serr := p.exp.shutdown(ctx); err == nil {
 		err = serr
 	}
 	return err

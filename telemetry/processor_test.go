@@ -42,7 +42,7 @@ func TestSpanQueueDropsInsteadOfBlocking(t *testing.T) {
 		t.Fatal(err)
 	}
 	const limit = 8
-	q := newExportProcessor(exp, limit, exportOptions{batch: 1, delay: time.Millisecond, timeout: time.Hour}, dropped)
+	q := newExportProcessor(sdkExporter{exp: exp}, limit, exportOptions{batch: 1, delay: time.Millisecond, timeout: time.Hour}, dropped)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(q))
 	tr := tp.Tracer("test")
 

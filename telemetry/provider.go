@@ -26,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -117,10 +116,11 @@ type Provider struct {
 //
 //   - OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER: otlp (the default), console, none, and
 //     for metrics prometheus (a scrape endpoint on OTEL_EXPORTER_PROMETHEUS_HOST:PORT,
-//     default localhost:9464). They are go.opentelemetry.io/contrib/exporters/autoexport's.
+//     default localhost:9464). They are go.opentelemetry.io/contrib/exporters/autoexport's, but for
+//     OTLP traces: kafkatrail's own exporter (otlpexport.go) encodes spans straight to OTLP.
 //   - OTLP goes over gRPC unless OTEL_EXPORTER_OTLP_PROTOCOL (or the _TRACES_ / _METRICS_
-//     variant) says http/protobuf; endpoint, headers, TLS and timeout come from the
-//     OTEL_EXPORTER_OTLP_* variables.
+//     variant) says http/protobuf; endpoint, headers, TLS, compression (gzip) and timeout come
+//     from the OTEL_EXPORTER_OTLP_* variables.
 //   - service.name: OTEL_SERVICE_NAME, else cfg.ServiceName, else "kafkatrail-agent";
 //     OTEL_RESOURCE_ATTRIBUTES adds attributes.
 //   - Sampling: see Config.SampleRatio.
@@ -177,12 +177,12 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 
 	p.tp = tracenoop.NewTracerProvider()
 	if tracing {
-		exp, err := newSpanExporter(ctx)
+		exp, err := newSpanExporter(ctx, res)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("telemetry: traces exporter: %w", err), p.shutdownNow())
 		}
 		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(ProviderSampler(sampler))}
-		if !autoexport.IsNoneSpanExporter(exp) {
+		if exp != nil {
 			size := cfg.SpanQueueSize
 			if size <= 0 {
 				size = envPositive("OTEL_BSP_MAX_QUEUE_SIZE")
@@ -261,11 +261,22 @@ func otlpOverGRPC(exporterEnv, protocolEnv string) bool {
 		os.Getenv(protocolEnv) == "" && os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL") == ""
 }
 
-func newSpanExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
-	if otlpOverGRPC("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
-		return otlptracegrpc.New(ctx)
+// newSpanExporter builds the exporter OTEL_TRACES_EXPORTER asks for: kafkatrail's own OTLP
+// exporter (otlpexport.go) for otlp, the default; autoexport's for the others (console), or
+// nil for none.
+func newSpanExporter(ctx context.Context, res *resource.Resource) (spanExporter, error) {
+	switch strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")) {
+	case "", "otlp":
+		return otlpTraceExporterFromEnv(res)
 	}
-	return autoexport.NewSpanExporter(ctx)
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if autoexport.IsNoneSpanExporter(exp) {
+		return nil, nil
+	}
+	return sdkExporter{exp: exp, res: res}, nil
 }
 
 // newMetricReader builds the reader OTEL_METRICS_EXPORTER asks for, with hist as a producer.
@@ -377,8 +388,8 @@ func (p *Provider) SpansDropped() int64 {
 	return p.spans.Dropped()
 }
 
-// fanOut hands ended spans to each of procs (only OnEnd is used: record spans are built
-// finished).
+// fanOut hands ended spans to each of procs. The observer takes it apart (newRecordSink): each
+// processor gets a record's spans in the way it takes them.
 func fanOut(procs []sdktrace.SpanProcessor) sdktrace.SpanProcessor {
 	if len(procs) == 1 {
 		return procs[0]
@@ -396,28 +407,6 @@ func (f fanOutProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) 
 
 func (f fanOutProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	for _, p := range f {
-		p.OnEnd(s)
-	}
-}
-
-func (f fanOutProcessor) OnEndSpans(spans []sdktrace.ReadOnlySpan) {
-	for _, p := range f {
-		endSpans(p, spans)
-	}
-}
-
-// spansEnder is a span processor that takes several ended spans in one call.
-type spansEnder interface {
-	OnEndSpans(spans []sdktrace.ReadOnlySpan)
-}
-
-// endSpans hands spans to p, in one call if p takes them so.
-func endSpans(p sdktrace.SpanProcessor, spans []sdktrace.ReadOnlySpan) {
-	if e, ok := p.(spansEnder); ok {
-		e.OnEndSpans(spans)
-		return
-	}
-	for _, s := range spans {
 		p.OnEnd(s)
 	}
 }

@@ -5,13 +5,11 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
@@ -23,8 +21,8 @@ import (
 // start and end times.
 //
 // With a span processor (ObserverConfig.SpanProcessor, which Setup gives) the spans are built
-// directly as finished read-only spans and handed to it: no SDK span lives while the record is
-// in flight, and a record's seven spans cost about what one SDK span does. Without one they
+// directly as finished RecordSpans and handed to it: no SDK span lives while the record is in
+// flight, and Setup's exporter encodes them straight to OTLP. Without one they
 // go through the tracer: the send span is started at Send, its children at completion.
 type recordTrace struct {
 	o     *ProducerObserver
@@ -116,7 +114,8 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
 	// Wall-clock times only (Round(0) drops the monotonic reading): some timestamps come from a
 	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.
-	tr := tiler{at: t.start.Round(0), stages: make([]stage, 0, 8)} // one attempt: 6 stages
+	scratch := recordScratchPool.Get().(*recordScratch)
+	tr := tiler{at: t.start.Round(0), stages: scratch.stages[:0]}
 	appended := t.appended
 	if appended.IsZero() {
 		appended = callbacksStart
@@ -131,12 +130,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 			// belong to the same request (the same attempt), and every attribute is paid for
 			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
 			// three stages repeating them and the send span's partition, ~20 without).
-			tr.child(SpanDoSend, a.Queued, nil, attribute.Int(AttrAttempt, i+1),
-				attribute.Int(AttrNodeID, int(a.Node)),
-				attribute.Int(AttrMessagingBatchCount, a.Records),
-				attribute.Int(AttrBatchBytes, a.Bytes),
-				attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
-				attribute.Int(AttrAPIVersion, int(a.APIVersion)))
+			tr.child(SpanDoSend, a.Queued, nil, t.o.requestAttrs(i+1, &a)...)
 			tr.child(SpanCompletedSend, a.Written, nil, attempt...)
 			tr.child(SpanCompletedReceive, a.Received, a.Err, attempt...)
 		}
@@ -162,7 +156,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	// went to (server.address, server.port: the broker's advertised address), its offset, and
 	// the cluster id (a producer's first record is sent before any metadata response). The
 	// direct path makes the span here, so they are there when it is made.
-	end := make([]attribute.KeyValue, 0, maxEndAttrs)
+	end := scratch.end[:0]
 	if id := t.o.clusterID.Load(); id != nil {
 		end = append(end, *id)
 	}
@@ -198,60 +192,110 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	} else {
 		t.emit(tr.stages, end, err, tr.at)
 	}
+	clear(tr.stages)
+	clear(end)
+	scratch.stages, scratch.end = tr.stages[:0], end[:0]
+	recordScratchPool.Put(scratch)
 }
 
-// emit hands the record's spans, finished, to the span processor, all at once: the stages,
+// recordScratch is what RecordDone lays a record's stages and its send span's last attributes
+// out in: the spans are built from them (their values copied), so nothing keeps them after.
+type recordScratch struct {
+	stages []stage
+	end    []attribute.KeyValue
+}
+
+var recordScratchPool = sync.Pool{New: func() any {
+	return &recordScratch{stages: make([]stage, 0, 8), end: make([]attribute.KeyValue, 0, maxEndAttrs)} // one attempt: 6 stages
+}}
+
+// requestAttrs returns the attributes of attempt n's doSend, a's request's. Every record of a
+// batch attempt has the same ones, so the last list made is kept and shared (read only, as
+// sharedAttempts): a batch's records complete one after the other. The list is reused only
+// when every value it holds is the same.
+func (o *ProducerObserver) requestAttrs(n int, a *accumulator.Attempt) []attribute.KeyValue {
+	key := requestKey{attempt: n, node: a.Node, correlation: a.CorrelationID, records: a.Records, bytes: a.Bytes, version: a.APIVersion}
+	if last := o.lastRequest.Load(); last != nil && last.key == key {
+		return last.attrs
+	}
+	r := &requestAttrs{key: key, attrs: []attribute.KeyValue{attribute.Int(AttrAttempt, n),
+		attribute.Int(AttrNodeID, int(a.Node)),
+		attribute.Int(AttrMessagingBatchCount, a.Records),
+		attribute.Int(AttrBatchBytes, a.Bytes),
+		attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
+		attribute.Int(AttrAPIVersion, int(a.APIVersion))}}
+	o.lastRequest.Store(r)
+	return r.attrs
+}
+
+// requestKey is every value a doSend's attributes hold.
+type requestKey struct {
+	attempt, records, bytes int
+	node, correlation       int32
+	version                 int16
+}
+
+// requestAttrs is a doSend's attribute list with the values it was made from.
+type requestAttrs struct {
+	key   requestKey
+	attrs []attribute.KeyValue
+}
+
+// recordSpansPool holds the slices a record's spans are built in: the processors copy what
+// they keep, so one slice serves record after record.
+var recordSpansPool = sync.Pool{New: func() any { s := make([]RecordSpan, 0, 8); return &s }}
+
+// emit hands the record's spans, finished, to the span processors, all at once: the stages,
 // then the send span.
 func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err error, end time.Time) {
-	o := t.o
-	scope := instrumentation.Scope{Name: InstrumentationName}
-	spans := make([]sdktrace.ReadOnlySpan, 0, len(stages)+1)
-	for _, s := range stages {
-		stub := tracetest.SpanStub{
-			Name: s.name,
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: t.sc.TraceID(), SpanID: newSpanID(),
-				TraceFlags: trace.FlagsSampled, TraceState: t.sc.TraceState()}),
-			Parent:               t.sc,
-			SpanKind:             trace.SpanKindInternal,
-			StartTime:            s.start,
-			EndTime:              s.end,
-			Attributes:           s.attrs,
-			Resource:             o.res,
-			InstrumentationScope: scope,
-		}
-		if s.err != nil {
-			stub.Attributes = append(stub.Attributes[:len(stub.Attributes):len(stub.Attributes)], attribute.String(AttrErrorType, ErrorType(s.err)))
-			stub.Status = sdktrace.Status{Code: codes.Error, Description: s.err.Error()}
-		}
-		spans = append(spans, stub.Snapshot())
+	ps := recordSpansPool.Get().(*[]RecordSpan)
+	spans := (*ps)[:0]
+	traceID, flags, sendID := t.sc.TraceID(), t.sc.TraceFlags(), t.sc.SpanID()
+	var state string
+	if ts := t.sc.TraceState(); ts.Len() > 0 {
+		state = ts.String()
 	}
-	stub := tracetest.SpanStub{
-		Name:                 o.sendName(t.topic),
-		SpanContext:          t.sc,
-		Parent:               t.parent,
-		SpanKind:             t.kind,
-		Links:                sdkLinks(t.links),
-		StartTime:            t.start.Round(0),
-		EndTime:              end,
-		Attributes:           append(t.attrs, endAttrs...),
-		ChildSpanCount:       len(stages),
-		Resource:             o.res,
-		InstrumentationScope: scope,
+	for _, s := range stages {
+		spans = append(spans, RecordSpan{
+			TraceID: traceID, SpanID: newSpanID(), ParentSpanID: sendID, Flags: flags, TraceState: state,
+			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start.UnixNano(), End: s.end.UnixNano(),
+			Attributes: s.attrs,
+		})
+		if s.err != nil {
+			rs := &spans[len(spans)-1]
+			rs.Attributes = append(rs.Attributes[:len(rs.Attributes):len(rs.Attributes)], attribute.String(AttrErrorType, ErrorType(s.err)))
+			rs.Status, rs.StatusMessage = codes.Error, s.err.Error()
+		}
+	}
+	send := RecordSpan{
+		TraceID: traceID, SpanID: sendID, ParentSpanID: t.parent.SpanID(), ParentRemote: t.parent.IsRemote(),
+		Flags: flags, TraceState: state, Name: t.o.sendName(t.topic), Kind: t.kind, Links: recordLinks(t.links),
+		Start: t.start.Round(0).UnixNano(), End: end.UnixNano(), Attributes: append(t.attrs, endAttrs...),
 	}
 	if err != nil {
-		stub.Status = sdktrace.Status{Code: codes.Error, Description: err.Error()}
+		send.Status, send.StatusMessage = codes.Error, err.Error()
 	}
-	endSpans(o.sink, append(spans, stub.Snapshot()))
+	spans = append(spans, send)
+	t.o.sink.OnEndRecordSpans(spans)
+	clear(spans) // the attribute slices belong to the processors now
+	*ps = spans[:0]
+	recordSpansPool.Put(ps)
 }
 
-// sdkLinks converts links for a span stub.
-func sdkLinks(links []trace.Link) []sdktrace.Link {
+// recordLinks converts the send span's links (its creation context, when the record carries
+// one) for a RecordSpan.
+func recordLinks(links []trace.Link) []RecordLink {
 	if len(links) == 0 {
 		return nil
 	}
-	out := make([]sdktrace.Link, len(links))
+	out := make([]RecordLink, len(links))
 	for i, l := range links {
-		out[i] = sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes}
+		sc := l.SpanContext
+		out[i] = RecordLink{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: sc.TraceFlags(),
+			Remote: sc.IsRemote(), Attributes: l.Attributes}
+		if ts := sc.TraceState(); ts.Len() > 0 {
+			out[i].TraceState = ts.String()
+		}
 	}
 	return out
 }

@@ -1,0 +1,395 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/sdk/resource"
+	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// TestOTLPTraceConfigFromEnv: the variables mean what they mean to the SDK's exporters
+// (otlpconfig.getOptionsFromEnv), and gRPC is the protocol when none is set.
+func TestOTLPTraceConfigFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want otlpTraceConfig
+		err  bool
+	}{
+		{name: "defaults", want: otlpTraceConfig{protocol: "grpc", grpcTarget: "localhost:4317", httpHost: "localhost:4318",
+			httpPath: "/v1/traces", timeout: 10 * time.Second}},
+		{name: "base endpoint over http", env: map[string]string{"ENDPOINT": "http://collector:4317/base", "PROTOCOL": "http/protobuf"},
+			want: otlpTraceConfig{protocol: "http/protobuf", grpcTarget: "collector:4317", httpHost: "collector:4317",
+				httpPath: "/base/v1/traces", insecure: true, timeout: 10 * time.Second}},
+		{name: "the signal's endpoint as it is", env: map[string]string{"ENDPOINT": "http://a:1", "TRACES_ENDPOINT": "https://b:2/custom"},
+			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "b:2", httpHost: "b:2", httpPath: "/custom", timeout: 10 * time.Second}},
+		{name: "a signal endpoint without path is the root", env: map[string]string{"TRACES_ENDPOINT": "http://b:2"},
+			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "b:2", httpHost: "b:2", httpPath: "/", insecure: true, timeout: 10 * time.Second}},
+		{name: "insecure overrides the scheme", env: map[string]string{"ENDPOINT": "https://a:1", "TRACES_INSECURE": "TRUE"},
+			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "a:1", httpHost: "a:1", httpPath: "/v1/traces", insecure: true, timeout: 10 * time.Second}},
+		{name: "headers, gzip, timeout; the signal's win", env: map[string]string{
+			"HEADERS": "a=1", "TRACES_HEADERS": "api-key=se%20cret, x=y ,bad", "COMPRESSION": "none", "TRACES_COMPRESSION": "gzip",
+			"TIMEOUT": "2000", "TRACES_TIMEOUT": "1500", "PROTOCOL": "http/protobuf", "TRACES_PROTOCOL": "grpc"},
+			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "localhost:4317", httpHost: "localhost:4318", httpPath: "/v1/traces",
+				headers: map[string]string{"api-key": "se cret", "x": "y"}, gzip: true, timeout: 1500 * time.Millisecond}},
+		{name: "http/json is not supported", env: map[string]string{"TRACES_PROTOCOL": "http/json"}, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string { return tc.env[k[len("OTEL_EXPORTER_OTLP_"):]] }
+			prev := otel.GetErrorHandler()
+			otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) // the malformed header is reported
+			defer otel.SetErrorHandler(prev)
+			got, err := otlpTraceConfigFromEnv(getenv, os.ReadFile)
+			if tc.err {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.want.retryInitial = retryInitialInterval
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// recordingTraceService is an OTLP/gRPC receiver that keeps each request and its metadata,
+// and fails the first failures calls with code.
+type recordingTraceService struct {
+	colltrace.UnimplementedTraceServiceServer
+	mu       sync.Mutex
+	reqs     []*colltrace.ExportTraceServiceRequest
+	md       []metadata.MD
+	failures int
+	code     codes.Code
+	partial  *colltrace.ExportTracePartialSuccess
+}
+
+func (s *recordingTraceService) Export(ctx context.Context, req *colltrace.ExportTraceServiceRequest) (*colltrace.ExportTraceServiceResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	s.md = append(s.md, md)
+	if s.failures > 0 {
+		s.failures--
+		return nil, status.Error(s.code, "try again")
+	}
+	s.reqs = append(s.reqs, req)
+	return &colltrace.ExportTraceServiceResponse{PartialSuccess: s.partial}, nil
+}
+
+// handled collects what otel.Handle receives during the test.
+func handled(t *testing.T) func() []error {
+	var mu sync.Mutex
+	var errs []error
+	prev := otel.GetErrorHandler()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}))
+	t.Cleanup(func() { otel.SetErrorHandler(prev) })
+	return func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]error(nil), errs...)
+	}
+}
+
+// TestOTLPExporterGRPC: a batch goes to an OTLP/gRPC receiver as one request that decodes to
+// the encoder's spans, gzip-compressed, with the configured headers; UNAVAILABLE is retried;
+// a partial success is reported, not failed.
+func TestOTLPExporterGRPC(t *testing.T) {
+	svc := &recordingTraceService{failures: 1, code: codes.Unavailable,
+		partial: &colltrace.ExportTracePartialSuccess{RejectedSpans: 2, ErrorMessage: "too old"}}
+	comp := &compressionSeen{}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.StatsHandler(comp))
+	colltrace.RegisterTraceServiceServer(srv, svc)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	addr := l.Addr().String()
+	errs := handled(t)
+	cfg := otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: addr, insecure: true, gzip: true,
+		headers: map[string]string{"api-key": "secret"}, timeout: 10 * time.Second, retryInitial: time.Millisecond}
+	res := resource.NewSchemaless()
+	exp, err := newOTLPTraceExporter(cfg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.shutdown(context.Background())
+	spans := benchRecordSpans(3)
+	if err := exp.export(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if len(svc.md) != 2 || len(svc.reqs) != 1 {
+		t.Fatalf("%d calls, %d requests kept: want the UNAVAILABLE one retried once", len(svc.md), len(svc.reqs))
+	}
+	if got := svc.md[1].Get("api-key"); len(got) != 1 || got[0] != "secret" {
+		t.Errorf("api-key header %v", got)
+	}
+	if got := comp.get(); got != "gzip" {
+		t.Errorf("request compression %q, want gzip", got)
+	}
+	want := decodeRequest(t, NewTraceEncoder(res).Encode(spans))
+	if !proto.Equal(svc.reqs[0], want) {
+		t.Errorf("received request differs from the encoded spans")
+	}
+	if n := len(svc.reqs[0].ResourceSpans[0].ScopeSpans[0].Spans); n != 21 {
+		t.Errorf("%d spans received, want 21", n)
+	}
+	if e := errs(); len(e) != 1 || !containsString([]string{e[0].Error()}, "OTLP partial success: too old (2 spans rejected)") {
+		t.Errorf("reported %v, want the partial success", e)
+	}
+}
+
+// compressionSeen is a gRPC server stats handler that notes the compression of requests.
+type compressionSeen struct {
+	mu  sync.Mutex
+	got string
+}
+
+func (c *compressionSeen) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return ctx
+}
+func (c *compressionSeen) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok {
+		c.mu.Lock()
+		c.got = h.Compression
+		c.mu.Unlock()
+	}
+}
+func (c *compressionSeen) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (c *compressionSeen) HandleConn(context.Context, stats.ConnStats) {}
+func (c *compressionSeen) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got
+}
+
+// TestOTLPExporterGRPCDoesNotRetryPermanentErrors: INVALID_ARGUMENT fails at once.
+func TestOTLPExporterGRPCDoesNotRetryPermanentErrors(t *testing.T) {
+	svc := &recordingTraceService{failures: 5, code: codes.InvalidArgument}
+	addr := serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
+	exp, err := newOTLPTraceExporter(otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: addr, insecure: true,
+		timeout: 10 * time.Second, retryInitial: time.Millisecond}, resource.Empty())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.shutdown(context.Background())
+	if err := exp.export(context.Background(), benchRecordSpans(1)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("error %v, want InvalidArgument", err)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if len(svc.md) != 1 {
+		t.Fatalf("%d calls, want 1", len(svc.md))
+	}
+}
+
+// TestOTLPExporterHTTP: http/protobuf POSTs the same request to the traces path, gzip-encoded
+// with the headers; 503 is retried after its Retry-After, 400 is not.
+func TestOTLPExporterHTTP(t *testing.T) {
+	var calls atomic.Int32
+	var mu sync.Mutex
+	var bodies [][]byte
+	var status400 atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		if r.URL.Path != "/base/v1/traces" || r.Method != http.MethodPost ||
+			r.Header.Get("Content-Type") != "application/x-protobuf" || r.Header.Get("Content-Encoding") != "gzip" ||
+			r.Header.Get("Api-Key") != "secret" {
+			http.Error(w, "unexpected request "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		if status400.Load() {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		resp, _ := proto.Marshal(&colltrace.ExportTraceServiceResponse{})
+		_, _ = w.Write(resp)
+	}))
+	defer srv.Close()
+	getenv := func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL + "/base", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+			"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=secret"}[k]
+	}
+	cfg, err := otlpTraceConfigFromEnv(getenv, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.retryInitial = time.Millisecond
+	res := resource.NewSchemaless()
+	exp, err := newOTLPTraceExporter(cfg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.shutdown(context.Background())
+	spans := benchRecordSpans(2)
+	if err := exp.export(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want the 503 retried once", n)
+	}
+	mu.Lock()
+	got := decodeRequest(t, bodies[0])
+	mu.Unlock()
+	if !proto.Equal(got, decodeRequest(t, NewTraceEncoder(res).Encode(spans))) {
+		t.Fatal("received request differs from the encoded spans")
+	}
+
+	status400.Store(true)
+	err = exp.export(context.Background(), spans)
+	if err == nil || calls.Load() != 3 {
+		t.Fatalf("error %v after %d calls: want a 400 to fail at once", err, calls.Load())
+	}
+}
+
+// TestOTLPExporterRetriesWithinTheDeadline: a backend that keeps answering UNAVAILABLE makes
+// the export fail by its deadline, not retry past it.
+func TestOTLPExporterRetriesWithinTheDeadline(t *testing.T) {
+	svc := &recordingTraceService{failures: 1 << 30, code: codes.Unavailable}
+	addr := serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
+	exp, err := newOTLPTraceExporter(otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: addr, insecure: true,
+		timeout: 300 * time.Millisecond, retryInitial: 10 * time.Millisecond}, resource.Empty())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.shutdown(context.Background())
+	start := time.Now()
+	err = exp.export(context.Background(), benchRecordSpans(1))
+	if err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want the export to fail", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("export took %v with a 300ms timeout", d)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if len(svc.md) < 2 {
+		t.Fatalf("%d calls: want retries", len(svc.md))
+	}
+}
+
+// TestSetupExportsTracesOverHTTP: with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and
+// gzip, a traced record's spans and the connection's reach an OTLP/HTTP receiver by Shutdown.
+func TestSetupExportsTracesOverHTTP(t *testing.T) {
+	clearOTelEnv(t)
+	var mu sync.Mutex
+	var names []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		var req colltrace.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &req)
+		}
+		if err != nil || r.URL.Path != "/v1/traces" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					names = append(names, s.Name)
+				}
+			}
+		}
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newKfake(t, "orders")
+	cfg := producer.DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := producer.New(cfg, prov.ProducerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutcome()
+	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
+	o.wait(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"send orders", SpanAppend, SpanDoSend, SpanCallback, SpanConnect} {
+		if !containsString(names, want) {
+			t.Errorf("span %q not exported; got %v", want, names)
+		}
+	}
+}

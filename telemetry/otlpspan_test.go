@@ -1,0 +1,36 @@
+package telemetry
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/kafkatrail/kafkatrail/accumulator"
+)
+
+// TestRequestAttrsShared: the records of one batch attempt share their doSend's attribute list;
+// any value that differs (another request, attempt, batch) makes a list of its own.
+func TestRequestAttrsShared(t *testing.T) {
+	o := &ProducerObserver{}
+	a := accumulator.Attempt{Node: 1, CorrelationID: 7, APIVersion: 11, Records: 100, Bytes: 4096}
+	first := o.requestAttrs(1, &a)
+	if again := o.requestAttrs(1, &a); &again[0] != &first[0] {
+		t.Fatal("the same request's records got lists of their own")
+	}
+	b := a
+	b.CorrelationID = 8
+	other := o.requestAttrs(1, &b)
+	if &other[0] == &first[0] {
+		t.Fatal("another request reused the list")
+	}
+	want := map[string]int64{AttrAttempt: 1, AttrNodeID: 1, AttrMessagingBatchCount: 100, AttrBatchBytes: 4096,
+		AttrCorrelationID: 8, AttrAPIVersion: 11}
+	for _, kv := range other {
+		if w, ok := want[string(kv.Key)]; !ok || kv.Value.Type() != attribute.INT64 || kv.Value.AsInt64() != w {
+			t.Errorf("%s = %v, want %d", kv.Key, kv.Value.Emit(), w)
+		}
+	}
+	if retry := o.requestAttrs(2, &b); retry[0].Value.AsInt64() != 2 {
+		t.Fatalf("attempt %d, want 2", retry[0].Value.AsInt64())
+	}
+}

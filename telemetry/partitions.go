@@ -46,15 +46,6 @@ func (o *ProducerObserver) metadataSeen(resp *kmsg.MetadataResponse) {
 	}
 }
 
-// brokerAddr returns node's advertised address, nil when no metadata response named it (or
-// node is -1, no node).
-func (o *ProducerObserver) brokerAddr(node int32) *brokerAddr {
-	if node < 0 {
-		return nil
-	}
-	return o.node(node).addr.Load()
-}
-
 // partitionKey identifies a partition's measurement attributes. The leader is part of the key
 // because server.address is: a leader change starts new series, as it should.
 type partitionKey struct {

@@ -30,6 +30,7 @@ import (
 type ProducerObserver struct {
 	tracer   trace.Tracer
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
+	ratio    *parentRatio     // the sampler, when it is the default kind: StartSend decides roots
 	slow     *slowTracer      // nil unless ObserverConfig.SlowerThan
 	sink     *recordSink      // nil: records' spans go through the tracer
 	header   string
@@ -102,6 +103,9 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 		clientID: cfg.ClientID,
 		pools:    map[*accumulator.BufferPool]struct{}{},
 	}
+	if pr, ok := cfg.Sampler.(parentRatio); ok {
+		o.ratio = &pr
+	}
 	if cfg.SpanProcessor != nil {
 		res := cfg.Resource
 		if res == nil {
@@ -149,15 +153,17 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	psc := o.spanContext(ctx)
 	var ta *topicAttrs
 	var created trace.SpanContext
-	if pr, ok := o.sampler.(parentRatio); ok && !psc.IsValid() {
-		// A root under the default kind of sampler: one random number decides.
+	if o.ratio != nil && !psc.IsValid() {
+		// A root under the default kind of sampler: one random number decides, and is the low
+		// half of the trace id (TraceIDRatioBased's decision is a function of it).
 		lo := rand.Uint64()
-		if !pr.rootSampled(lo) {
+		if !o.ratio.rootSampled(lo) {
 			return nil, r.Headers
 		}
+		binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
 		binary.BigEndian.PutUint64(traceID[8:], lo)
-		for !traceID.IsValid() {
-			binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
+		if !traceID.IsValid() {
+			traceID[0] = 1 // all zeros is the invalid id; the high half does not change the decision
 		}
 		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
 	} else {
@@ -422,6 +428,7 @@ type topicAttrs struct {
 	// spanAttrs are the send span's attributes known at Send, the sampler's: shared, never
 	// modified (sendAttrs copies them).
 	spanAttrs []attribute.KeyValue
+	spanEnc   *attrBlock                 // spanAttrs encoded, for every send span's
 	stage     [stageCount]durationSeries // each stage's duration
 	// parts is each partition's latest metric attributes, by partition id, for the lookup
 	// once per batch; partsMu serialises its (rare) copy-on-write updates.
@@ -453,6 +460,7 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 	if o.clientID != "" {
 		t.spanAttrs = append(t.spanAttrs, attribute.String(AttrMessagingClientID, o.clientID))
 	}
+	t.spanEnc = newAttrBlock(t.spanAttrs)
 	for i, s := range stageNames {
 		t.stage[i] = o.m.stage.series(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
 	}

@@ -152,14 +152,14 @@ func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
 		e.sizes = append(e.sizes, e.spanSize(&spans[i]))
 	}
 	// The ResourceSpans' length: the resource, then each scope's run of spans.
-	rsSize := protowire.SizeTag(fResourceSpansResource) + protowire.SizeBytes(len(e.resource))
+	rsSize := tagSize(fResourceSpansResource) + protowire.SizeBytes(len(e.resource))
 	for i := 0; i < len(spans); {
 		j, ssSize := e.scopeRun(spans, i)
-		rsSize += protowire.SizeTag(fResourceSpansScopeSpans) + protowire.SizeBytes(ssSize)
+		rsSize += tagSize(fResourceSpansScopeSpans) + protowire.SizeBytes(ssSize)
 		i = j
 	}
 	rsSize += stringSize(fResourceSpansSchemaURL, e.schemaURL)
-	need := protowire.SizeTag(fRequestResourceSpans) + protowire.SizeBytes(rsSize)
+	need := tagSize(fRequestResourceSpans) + protowire.SizeBytes(rsSize)
 	if cap(e.buf) < need {
 		e.buf = make([]byte, 0, need+need/4)
 	}
@@ -200,13 +200,13 @@ func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
 // scopeRun returns the end of the run of spans of spans[i]'s scope, and its ScopeSpans' size.
 func (e *TraceEncoder) scopeRun(spans []RecordSpan, i int) (int, int) {
 	sc := spans[i].Scope
-	size := protowire.SizeTag(fScopeSpansScope) + protowire.SizeBytes(scopeSize(sc))
+	size := tagSize(fScopeSpansScope) + protowire.SizeBytes(scopeSize(sc))
 	if sc != nil {
 		size += stringSize(fScopeSpansSchemaURL, sc.SchemaURL)
 	}
 	j := i
 	for ; j < len(spans) && sameScope(spans[j].Scope, sc); j++ {
-		size += protowire.SizeTag(fScopeSpansSpans) + protowire.SizeBytes(e.sizes[j])
+		size += tagSize(fScopeSpansSpans) + protowire.SizeBytes(e.sizes[j])
 	}
 	return j, size
 }
@@ -237,21 +237,21 @@ func (e *TraceEncoder) spanSize(s *RecordSpan) int {
 	if s.ParentSpanID.IsValid() {
 		n += idSize(fSpanParentSpanID, 8)
 	}
-	n += stringSize(fSpanName, s.Name) + varintSize(fSpanKind, uint64(s.Kind)) +
-		2*(protowire.SizeTag(fSpanStart)+protowire.SizeFixed64()) + e.attrsSize(s.Attributes) +
+	n += e.stringSize(fSpanName, s.Name) + varintSize(fSpanKind, uint64(s.Kind)) +
+		2*(tagSize(fSpanStart)+protowire.SizeFixed64()) + e.spanAttrsSize(s) +
 		varintSize(fSpanDroppedAttributes, uint64(clampUint32(s.DroppedAttributes)))
 	for i := range s.Events {
-		n += protowire.SizeTag(fSpanEvents) + protowire.SizeBytes(eventSize(&s.Events[i]))
+		n += tagSize(fSpanEvents) + protowire.SizeBytes(eventSize(&s.Events[i]))
 	}
 	n += varintSize(fSpanDroppedEvents, uint64(clampUint32(s.DroppedEvents)))
 	for i := range s.Links {
-		n += protowire.SizeTag(fSpanLinks) + protowire.SizeBytes(linkSize(&s.Links[i]))
+		n += tagSize(fSpanLinks) + protowire.SizeBytes(linkSize(&s.Links[i]))
 	}
 	n += varintSize(fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks)))
 	if st := statusSize(s); st > 0 {
-		n += protowire.SizeTag(fSpanStatus) + protowire.SizeBytes(st)
+		n += tagSize(fSpanStatus) + protowire.SizeBytes(st)
 	}
-	return n + protowire.SizeTag(fSpanFlags) + protowire.SizeFixed32()
+	return n + tagSize(fSpanFlags) + protowire.SizeFixed32()
 }
 
 func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
@@ -261,13 +261,18 @@ func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	if s.ParentSpanID.IsValid() {
 		b = appendID(b, fSpanParentSpanID, s.ParentSpanID[:])
 	}
-	b = appendString(b, fSpanName, s.Name)
+	b = e.appendString(b, fSpanName, s.Name)
 	b = appendVarint(b, fSpanKind, uint64(s.Kind))
 	b = appendTag(b, fSpanStart, protowire.Fixed64Type)
 	b = protowire.AppendFixed64(b, uint64(max(0, s.Start)))
 	b = appendTag(b, fSpanEnd, protowire.Fixed64Type)
 	b = protowire.AppendFixed64(b, uint64(max(0, s.End)))
-	b = e.appendAttrs(b, s.Attributes)
+	if enc := s.encoded; enc != nil && enc.n <= len(s.Attributes) {
+		b = append(b, enc.b...)
+		b = e.appendAttrs(b, s.Attributes[enc.n:])
+	} else {
+		b = e.appendAttrs(b, s.Attributes)
+	}
 	b = appendVarint(b, fSpanDroppedAttributes, uint64(clampUint32(s.DroppedAttributes)))
 	for i := range s.Events {
 		ev := &s.Events[i]
@@ -330,13 +335,22 @@ func statusSize(s *RecordSpan) int {
 }
 
 func eventSize(ev *sdktrace.Event) int {
-	return protowire.SizeTag(fEventTime) + protowire.SizeFixed64() + stringSize(fEventName, ev.Name) +
+	return tagSize(fEventTime) + protowire.SizeFixed64() + stringSize(fEventName, ev.Name) +
 		attrsSize(fEventAttributes, ev.Attributes) + varintSize(fEventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
 }
 
 func linkSize(l *RecordLink) int {
 	return idSize(fLinkTraceID, 16) + idSize(fLinkSpanID, 8) + stringSize(fLinkTraceState, l.TraceState) +
-		attrsSize(fLinkAttributes, l.Attributes) + protowire.SizeTag(fLinkFlags) + protowire.SizeFixed32()
+		attrsSize(fLinkAttributes, l.Attributes) + tagSize(fLinkFlags) + protowire.SizeFixed32()
+}
+
+// spanAttrsSize is the size of s's attributes: those already encoded (s.encoded) as they are,
+// the rest through attrsSize.
+func (e *TraceEncoder) spanAttrsSize(s *RecordSpan) int {
+	if enc := s.encoded; enc != nil && enc.n <= len(s.Attributes) {
+		return len(enc.b) + e.attrsSize(s.Attributes[enc.n:])
+	}
+	return e.attrsSize(s.Attributes)
 }
 
 // attrsSize is the size of a span's attributes, each value's size kept for appendAttrs. Keys
@@ -352,7 +366,7 @@ func (e *TraceEncoder) attrsSize(attrs []attribute.KeyValue) int {
 			if !e.valid(str) {
 				e.dirty, str = true, validUTF8(str)
 			}
-			vs = protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(str))
+			vs = tagSize(fAnyString) + protowire.SizeBytes(len(str))
 		} else {
 			vs = anySize(&kv.Value)
 		}
@@ -363,9 +377,9 @@ func (e *TraceEncoder) attrsSize(attrs []attribute.KeyValue) int {
 		}
 		kl := 0
 		if key != "" {
-			kl = protowire.SizeTag(fKeyValueKey) + protowire.SizeBytes(len(key))
+			kl = tagSize(fKeyValueKey) + protowire.SizeBytes(len(key))
 		}
-		n += protowire.SizeTag(fSpanAttributes) + protowire.SizeBytes(kl+protowire.SizeTag(fKeyValueValue)+protowire.SizeBytes(vs))
+		n += tagSize(fSpanAttributes) + protowire.SizeBytes(kl+tagSize(fKeyValueValue)+protowire.SizeBytes(vs))
 	}
 	return n
 }
@@ -405,9 +419,21 @@ func (e *TraceEncoder) appendAttrs(b []byte, attrs []attribute.KeyValue) []byte 
 	return b
 }
 
-// appendTag is protowire.AppendTag through appendUvarint.
+// appendTag is protowire.AppendTag, one byte for the fields numbered below 16 (all but one of
+// those the encoder writes).
 func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
-	return appendUvarint(b, uint64(num)<<3|uint64(typ&7))
+	if num < 16 {
+		return append(b, byte(num)<<3|byte(typ&7))
+	}
+	return protowire.AppendVarint(b, uint64(num)<<3|uint64(typ&7))
+}
+
+// tagSize is protowire.SizeTag, known without counting bits below field 16.
+func tagSize(num protowire.Number) int {
+	if num < 16 {
+		return 1
+	}
+	return protowire.SizeTag(num)
 }
 
 // appendUvarint is protowire.AppendVarint with the one-byte case inlined: most lengths and
@@ -423,7 +449,7 @@ func appendUvarint(b []byte, v uint64) []byte {
 func attrsSize(num protowire.Number, attrs []attribute.KeyValue) int {
 	n := 0
 	for i := range attrs {
-		n += protowire.SizeTag(num) + protowire.SizeBytes(kvSize(string(attrs[i].Key), &attrs[i].Value))
+		n += tagSize(num) + protowire.SizeBytes(kvSize(string(attrs[i].Key), &attrs[i].Value))
 	}
 	return n
 }
@@ -437,7 +463,7 @@ func appendAttrs(b []byte, num protowire.Number, attrs []attribute.KeyValue) []b
 
 // kvSize is a KeyValue's size. Its value is always written, even empty: the key is set.
 func kvSize(key string, v *attribute.Value) int {
-	return stringSize(fKeyValueKey, key) + protowire.SizeTag(fKeyValueValue) + protowire.SizeBytes(anySize(v))
+	return stringSize(fKeyValueKey, key) + tagSize(fKeyValueValue) + protowire.SizeBytes(anySize(v))
 }
 
 func appendKV(b []byte, num protowire.Number, key string, v *attribute.Value) []byte {
@@ -455,23 +481,23 @@ func appendKV(b []byte, num protowire.Number, key string, v *attribute.Value) []
 func anySize(v *attribute.Value) int {
 	switch v.Type() {
 	case attribute.BOOL:
-		return protowire.SizeTag(fAnyBool) + 1
+		return tagSize(fAnyBool) + 1
 	case attribute.INT64:
-		return protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(v.AsInt64()))
+		return tagSize(fAnyInt) + protowire.SizeVarint(uint64(v.AsInt64()))
 	case attribute.FLOAT64:
-		return protowire.SizeTag(fAnyDouble) + protowire.SizeFixed64()
+		return tagSize(fAnyDouble) + protowire.SizeFixed64()
 	case attribute.STRING:
-		return protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(validUTF8(v.AsString())))
+		return tagSize(fAnyString) + protowire.SizeBytes(len(validUTF8(v.AsString())))
 	case attribute.BYTESLICE:
-		return protowire.SizeTag(fAnyBytes) + protowire.SizeBytes(len(v.AsByteSlice()))
+		return tagSize(fAnyBytes) + protowire.SizeBytes(len(v.AsByteSlice()))
 	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE, attribute.STRINGSLICE, attribute.SLICE:
-		return protowire.SizeTag(fAnyArray) + protowire.SizeBytes(arraySize(v))
+		return tagSize(fAnyArray) + protowire.SizeBytes(arraySize(v))
 	case attribute.MAP:
-		return protowire.SizeTag(fAnyKvlist) + protowire.SizeBytes(attrsSize(fArrayValues, v.AsMap()))
+		return tagSize(fAnyKvlist) + protowire.SizeBytes(attrsSize(fArrayValues, v.AsMap()))
 	case attribute.EMPTY:
 		return 0
 	}
-	return protowire.SizeTag(fAnyString) + protowire.SizeBytes(len("INVALID"))
+	return tagSize(fAnyString) + protowire.SizeBytes(len("INVALID"))
 }
 
 func appendAny(b []byte, v *attribute.Value) []byte {
@@ -506,23 +532,23 @@ func appendAny(b []byte, v *attribute.Value) []byte {
 // producer's own), and the copies stay on the export goroutine.
 func arraySize(v *attribute.Value) int {
 	n := 0
-	elem := func(size int) { n += protowire.SizeTag(fArrayValues) + protowire.SizeBytes(size) }
+	elem := func(size int) { n += tagSize(fArrayValues) + protowire.SizeBytes(size) }
 	switch v.Type() {
 	case attribute.BOOLSLICE:
 		for range v.AsBoolSlice() {
-			elem(protowire.SizeTag(fAnyBool) + 1)
+			elem(tagSize(fAnyBool) + 1)
 		}
 	case attribute.INT64SLICE:
 		for _, x := range v.AsInt64Slice() {
-			elem(protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(x)))
+			elem(tagSize(fAnyInt) + protowire.SizeVarint(uint64(x)))
 		}
 	case attribute.FLOAT64SLICE:
 		for range v.AsFloat64Slice() {
-			elem(protowire.SizeTag(fAnyDouble) + protowire.SizeFixed64())
+			elem(tagSize(fAnyDouble) + protowire.SizeFixed64())
 		}
 	case attribute.STRINGSLICE:
 		for _, s := range v.AsStringSlice() {
-			elem(protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(validUTF8(s))))
+			elem(tagSize(fAnyString) + protowire.SizeBytes(len(validUTF8(s))))
 		}
 	case attribute.SLICE:
 		for _, x := range v.AsSlice() {
@@ -540,23 +566,23 @@ func appendArray(b []byte, v *attribute.Value) []byte {
 	switch v.Type() {
 	case attribute.BOOLSLICE:
 		for _, x := range v.AsBoolSlice() {
-			elem(protowire.SizeTag(fAnyBool) + 1)
+			elem(tagSize(fAnyBool) + 1)
 			b = protowire.AppendVarint(appendTag(b, fAnyBool, protowire.VarintType), protowire.EncodeBool(x))
 		}
 	case attribute.INT64SLICE:
 		for _, x := range v.AsInt64Slice() {
-			elem(protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(x)))
+			elem(tagSize(fAnyInt) + protowire.SizeVarint(uint64(x)))
 			b = protowire.AppendVarint(appendTag(b, fAnyInt, protowire.VarintType), uint64(x))
 		}
 	case attribute.FLOAT64SLICE:
 		for _, x := range v.AsFloat64Slice() {
-			elem(protowire.SizeTag(fAnyDouble) + protowire.SizeFixed64())
+			elem(tagSize(fAnyDouble) + protowire.SizeFixed64())
 			b = protowire.AppendFixed64(appendTag(b, fAnyDouble, protowire.Fixed64Type), math.Float64bits(x))
 		}
 	case attribute.STRINGSLICE:
 		for _, s := range v.AsStringSlice() {
 			s = validUTF8(s)
-			elem(protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(s)))
+			elem(tagSize(fAnyString) + protowire.SizeBytes(len(s)))
 			b = protowire.AppendString(appendTag(b, fAnyString, protowire.BytesType), s)
 		}
 	case attribute.SLICE:
@@ -568,13 +594,39 @@ func appendArray(b []byte, v *attribute.Value) []byte {
 	return b
 }
 
+// stringSize is stringSize for a string the spans repeat (their names): checked for UTF-8
+// through the cache of strings found valid, like the attributes' (dirty when one is not).
+func (e *TraceEncoder) stringSize(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	if !e.valid(s) {
+		e.dirty, s = true, validUTF8(s)
+	}
+	return tagSize(num) + protowire.SizeBytes(len(s))
+}
+
+// appendString writes what e.stringSize sized: without looking at s again unless a string
+// of the batch was not UTF-8.
+func (e *TraceEncoder) appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	if e.dirty {
+		s = validUTF8(s)
+	}
+	b = appendTag(b, num, protowire.BytesType)
+	b = appendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
 // The scalar fields below follow proto3: a zero value is not written.
 
 func stringSize(num protowire.Number, s string) int {
 	if s == "" {
 		return 0
 	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(validUTF8(s)))
+	return tagSize(num) + protowire.SizeBytes(len(validUTF8(s)))
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
@@ -599,20 +651,24 @@ func varintSize(num protowire.Number, v uint64) int {
 	if v == 0 {
 		return 0
 	}
-	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+	return tagSize(num) + protowire.SizeVarint(v)
 }
 
 func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	return protowire.AppendVarint(appendTag(b, num, protowire.VarintType), v)
+	return appendUvarint(appendTag(b, num, protowire.VarintType), v)
 }
 
-func idSize(num protowire.Number, n int) int { return protowire.SizeTag(num) + protowire.SizeBytes(n) }
+// idSize is the size of a trace or span id field (n is 16 or 8: one byte of length).
+func idSize(num protowire.Number, n int) int { return tagSize(num) + 1 + n }
 
+// appendID appends a trace or span id field: its number is below 16 and its length below 128,
+// so tag and length are a byte each.
 func appendID(b []byte, num protowire.Number, id []byte) []byte {
-	return protowire.AppendBytes(appendTag(b, num, protowire.BytesType), id)
+	b = append(b, byte(num)<<3|byte(protowire.BytesType), byte(len(id)))
+	return append(b, id...)
 }
 
 func clampUint32(v int) uint32 {

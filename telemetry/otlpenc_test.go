@@ -1,16 +1,21 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -19,6 +24,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 // captureClient keeps what the SDK's OTLP exporter would upload: its own transform of spans
@@ -261,24 +268,28 @@ func benchRecordSpans(n int) []RecordSpan {
 		attribute.String(AttrMessagingClientID, "kafkatrail-agent"), attribute.String(AttrTraceReason, TraceReasonSampled),
 		attribute.String(AttrMessagingPartitionID, "3"), attribute.Int64(AttrMessagingKafkaOffset, 123456789),
 	}
-	attempt := []attribute.KeyValue{attribute.Int(AttrAttempt, 1)}
-	doSend := []attribute.KeyValue{attribute.Int(AttrAttempt, 1), attribute.Int(AttrNodeID, 1),
+	// As the producer's: the topic's five and the stages' lists encoded once (attrList).
+	topicEnc := newAttrBlock(sendAttrs[:5])
+	attempt := sharedAttempts[0]
+	doSendKVs := []attribute.KeyValue{attribute.Int(AttrAttempt, 1), attribute.Int(AttrNodeID, 1),
 		attribute.Int(AttrMessagingBatchCount, 100), attribute.Int(AttrBatchBytes, 16384),
 		attribute.Int(AttrCorrelationID, 4242), attribute.Int(AttrAPIVersion, 11)}
+	doSend := attrList{kvs: doSendKVs, enc: newAttrBlock(doSendKVs)}
 	for r := range n {
 		tid := newTraceID()
 		send := newSpanID()
 		at := base + int64(r)*1000
 		for i, st := range []struct {
 			name  string
-			attrs []attribute.KeyValue
-		}{{SpanAppend, nil}, {SpanDrain, attempt}, {SpanDoSend, doSend}, {SpanCompletedSend, attempt},
-			{SpanCompletedReceive, attempt}, {SpanCallback, nil}} {
+			attrs attrList
+		}{{SpanAppend, attrList{}}, {SpanDrain, attempt}, {SpanDoSend, doSend}, {SpanCompletedSend, attempt},
+			{SpanCompletedReceive, attempt}, {SpanCallback, attrList{}}} {
 			out = append(out, RecordSpan{TraceID: tid, SpanID: newSpanID(), ParentSpanID: send, Flags: trace.FlagsSampled,
-				Name: st.name, Kind: trace.SpanKindInternal, Start: at + int64(i)*100, End: at + int64(i+1)*100, Attributes: st.attrs})
+				Name: st.name, Kind: trace.SpanKindInternal, Start: at + int64(i)*100, End: at + int64(i+1)*100,
+				Attributes: st.attrs.kvs, encoded: st.attrs.enc})
 		}
 		out = append(out, RecordSpan{TraceID: tid, SpanID: send, Flags: trace.FlagsSampled, Name: "send orders",
-			Kind: trace.SpanKindProducer, Start: at, End: at + 600, Attributes: sendAttrs})
+			Kind: trace.SpanKindProducer, Start: at, End: at + 600, Attributes: sendAttrs, encoded: topicEnc})
 	}
 	return out
 }
@@ -291,5 +302,71 @@ func BenchmarkTraceEncoder(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 100 {
 		enc.Encode(spans)
+	}
+}
+
+// spanCapture keeps copies of the RecordSpans a producer's observer hands over.
+type spanCapture struct {
+	discardProcessor
+	mu    sync.Mutex
+	spans []RecordSpan
+}
+
+func (c *spanCapture) OnEndRecordSpans(spans []RecordSpan) {
+	c.mu.Lock()
+	c.spans = append(c.spans, spans...)
+	c.mu.Unlock()
+}
+
+// TestRecordSpansEncodedBlocks: the producer's spans carry their shared attribute lists
+// already encoded (a topic's, an attempt's, a request's, also under an added error.type), and
+// the request made with those blocks is byte for byte the one made from the attributes alone.
+func TestRecordSpansEncodedBlocks(t *testing.T) {
+	capture := &spanCapture{}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	obs, err := NewProducerObserver(tp, noopmetric.NewMeterProvider(), ObserverConfig{Sampler: sdktrace.AlwaysSample(),
+		SpanProcessor: capture, ClientID: "kafkatrail-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newKfake(t, "orders")
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		return produceError(r, kerr.NotLeaderForPartition.Code), nil, true // once: a retry, a failed attempt
+	})
+	p := newProducer(t, c.ListenAddrs(), obs, nil)
+	for range 3 {
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny,
+			Key: []byte("k"), Value: []byte("v")}); o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	capture.mu.Lock()
+	spans := slices.Clone(capture.spans)
+	capture.mu.Unlock()
+	withBlocks := 0
+	for _, s := range spans {
+		if s.encoded != nil {
+			withBlocks++
+		}
+	}
+	if len(spans) < 3*7 || withBlocks < len(spans)/2 {
+		t.Fatalf("%d of %d spans have encoded attributes", withBlocks, len(spans))
+	}
+	enc := NewTraceEncoder(resource.Default())
+	got := slices.Clone(enc.Encode(spans))
+	plain := slices.Clone(spans)
+	for i := range plain {
+		plain[i].encoded = nil
+	}
+	if want := enc.Encode(plain); !bytes.Equal(got, want) {
+		t.Fatalf("with blocks the request differs (%d bytes, %d without)", len(got), len(want))
+	}
+	// And it is the SDK's request, too.
+	g, w := decodeRequest(t, got), sdkRequest(t, plain, resource.Default())
+	normalize(g, true)
+	normalize(w, false)
+	if !proto.Equal(g, w) {
+		t.Fatalf("encoded request differs from the SDK's:\n got %v\nwant %v", g, w)
 	}
 }

@@ -39,6 +39,28 @@ type RecordSpan struct {
 	Scope *instrumentation.Scope
 	// Dropped counts of the tracer path's spans (limits of its SDK).
 	DroppedAttributes, DroppedEvents, DroppedLinks int
+
+	// encoded, when set, is the OTLP encoding of Attributes[:encoded.n], made once for an
+	// attribute list that many spans share (a topic's, an attempt's, a request's): the encoder
+	// copies it instead of encoding those attributes again. Only the producer's spans have one.
+	encoded *attrBlock
+}
+
+// attrBlock is an attribute list encoded as a Span's attributes field (repeated KeyValue 9).
+type attrBlock struct {
+	n int // how many attributes it encodes, from the start of the list
+	b []byte
+}
+
+// newAttrBlock encodes attrs, which must never change afterwards.
+func newAttrBlock(attrs []attribute.KeyValue) *attrBlock {
+	return &attrBlock{n: len(attrs), b: appendAttrs(make([]byte, 0, attrsSize(fSpanAttributes, attrs)), fSpanAttributes, attrs)}
+}
+
+// attrList is an attribute list with its encoding, when it has one.
+type attrList struct {
+	kvs []attribute.KeyValue
+	enc *attrBlock
 }
 
 // RecordLink is a link from a RecordSpan to another span.

@@ -13,13 +13,13 @@ import (
 func TestRequestAttrsShared(t *testing.T) {
 	o := &ProducerObserver{}
 	a := accumulator.Attempt{Node: 1, CorrelationID: 7, APIVersion: 11, Records: 100, Bytes: 4096}
-	first := o.requestAttrs(1, &a)
-	if again := o.requestAttrs(1, &a); &again[0] != &first[0] {
+	first := o.requestAttrs(1, &a).kvs
+	if again := o.requestAttrs(1, &a).kvs; &again[0] != &first[0] {
 		t.Fatal("the same request's records got lists of their own")
 	}
 	b := a
 	b.CorrelationID = 8
-	other := o.requestAttrs(1, &b)
+	other := o.requestAttrs(1, &b).kvs
 	if &other[0] == &first[0] {
 		t.Fatal("another request reused the list")
 	}
@@ -30,7 +30,7 @@ func TestRequestAttrsShared(t *testing.T) {
 			t.Errorf("%s = %v, want %d", kv.Key, kv.Value.Emit(), w)
 		}
 	}
-	if retry := o.requestAttrs(2, &b); retry[0].Value.AsInt64() != 2 {
+	if retry := o.requestAttrs(2, &b).kvs; retry[0].Value.AsInt64() != 2 {
 		t.Fatalf("attempt %d, want 2", retry[0].Value.AsInt64())
 	}
 }

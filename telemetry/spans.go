@@ -125,14 +125,14 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		hist := b.AttemptHistory()
 		for i, a := range hist {
 			attempt := attemptAttrs(i + 1)
-			tr.child(SpanDrain, a.Drained, nil, attempt...)
+			tr.childList(SpanDrain, a.Drained, nil, attempt)
 			// The request's attributes go on its doSend span only: the two stages after it
 			// belong to the same request (the same attempt), and every attribute is paid for
 			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
 			// three stages repeating them and the send span's partition, ~20 without).
-			tr.child(SpanDoSend, a.Queued, nil, t.o.requestAttrs(i+1, &a)...)
-			tr.child(SpanCompletedSend, a.Written, nil, attempt...)
-			tr.child(SpanCompletedReceive, a.Received, a.Err, attempt...)
+			tr.childList(SpanDoSend, a.Queued, nil, t.o.requestAttrs(i+1, &a))
+			tr.childList(SpanCompletedSend, a.Written, nil, attempt)
+			tr.childList(SpanCompletedReceive, a.Received, a.Err, attempt)
 		}
 		// b.Attempts counts re-enqueues: as many as the history means the last attempt was
 		// retried, so the record was queued (or in flight again) when it completed.
@@ -143,10 +143,10 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 				lastDrain = hist[len(hist)-1].Drained
 			}
 			if b.Drained.After(lastDrain) {
-				tr.child(SpanDrain, b.Drained, nil, attempt...)
-				tr.child(SpanCompletedReceive, callbacksStart, err, attempt...)
+				tr.childList(SpanDrain, b.Drained, nil, attempt)
+				tr.childList(SpanCompletedReceive, callbacksStart, err, attempt)
 			} else {
-				tr.child(SpanDrain, callbacksStart, nil, attempt...)
+				tr.childList(SpanDrain, callbacksStart, nil, attempt)
 			}
 		}
 	}
@@ -209,21 +209,22 @@ var recordScratchPool = sync.Pool{New: func() any {
 	return &recordScratch{stages: make([]stage, 0, 8), end: make([]attribute.KeyValue, 0, maxEndAttrs)} // one attempt: 6 stages
 }}
 
-// requestAttrs returns the attributes of attempt n's doSend, a's request's. Every record of a
-// batch attempt has the same ones, so the last list made is kept and shared (read only, as
-// sharedAttempts): a batch's records complete one after the other. The list is reused only
-// when every value it holds is the same.
-func (o *ProducerObserver) requestAttrs(n int, a *accumulator.Attempt) []attribute.KeyValue {
+// requestAttrs returns the attributes of attempt n's doSend, a's request's, with their
+// encoding. Every record of a batch attempt has the same ones, so the last list made is kept
+// and shared (read only, as sharedAttempts): a batch's records complete one after the other.
+// The list is reused only when every value it holds is the same.
+func (o *ProducerObserver) requestAttrs(n int, a *accumulator.Attempt) attrList {
 	key := requestKey{attempt: n, node: a.Node, correlation: a.CorrelationID, records: a.Records, bytes: a.Bytes, version: a.APIVersion}
 	if last := o.lastRequest.Load(); last != nil && last.key == key {
 		return last.attrs
 	}
-	r := &requestAttrs{key: key, attrs: []attribute.KeyValue{attribute.Int(AttrAttempt, n),
+	kvs := []attribute.KeyValue{attribute.Int(AttrAttempt, n),
 		attribute.Int(AttrNodeID, int(a.Node)),
 		attribute.Int(AttrMessagingBatchCount, a.Records),
 		attribute.Int(AttrBatchBytes, a.Bytes),
 		attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
-		attribute.Int(AttrAPIVersion, int(a.APIVersion))}}
+		attribute.Int(AttrAPIVersion, int(a.APIVersion))}
+	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: newAttrBlock(kvs)}}
 	o.lastRequest.Store(r)
 	return r.attrs
 }
@@ -238,7 +239,7 @@ type requestKey struct {
 // requestAttrs is a doSend's attribute list with the values it was made from.
 type requestAttrs struct {
 	key   requestKey
-	attrs []attribute.KeyValue
+	attrs attrList
 }
 
 // recordSpansPool holds the slices a record's spans are built in: the processors copy what
@@ -259,7 +260,7 @@ func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err er
 		spans = append(spans, RecordSpan{
 			TraceID: traceID, SpanID: newSpanID(), ParentSpanID: sendID, Flags: flags, TraceState: state,
 			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start.UnixNano(), End: s.end.UnixNano(),
-			Attributes: s.attrs,
+			Attributes: s.attrs, encoded: s.enc,
 		})
 		if s.err != nil {
 			rs := &spans[len(spans)-1]
@@ -267,10 +268,13 @@ func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err er
 			rs.Status, rs.StatusMessage = codes.Error, s.err.Error()
 		}
 	}
+	// The send span's attributes start with its topic's (sendAttrs), encoded once for them.
+	ta := t.o.topic(t.topic)
 	send := RecordSpan{
 		TraceID: traceID, SpanID: sendID, ParentSpanID: t.parent.SpanID(), ParentRemote: t.parent.IsRemote(),
-		Flags: flags, TraceState: state, Name: t.o.sendName(t.topic), Kind: t.kind, Links: recordLinks(t.links),
+		Flags: flags, TraceState: state, Name: ta.sendName, Kind: t.kind, Links: recordLinks(t.links),
 		Start: t.start.Round(0).UnixNano(), End: end.UnixNano(), Attributes: append(t.attrs, endAttrs...),
+		encoded: ta.spanEnc,
 	}
 	if err != nil {
 		send.Status, send.StatusMessage = codes.Error, err.Error()
@@ -323,21 +327,22 @@ func startStages(tracer trace.Tracer, ctx context.Context, stages []stage) {
 	}
 }
 
-// sharedAttempts are the attribute lists of the first attempts' stages, made once: a stage's
-// attributes are only read (a stage that adds error.type copies them first).
-var sharedAttempts = func() (l [8][]attribute.KeyValue) {
+// sharedAttempts are the attribute lists of the first attempts' stages, made and encoded once:
+// a stage's attributes are only read (a stage that adds error.type copies them first).
+var sharedAttempts = func() (l [8]attrList) {
 	for i := range l {
-		l[i] = []attribute.KeyValue{attribute.Int(AttrAttempt, i+1)}
+		kvs := []attribute.KeyValue{attribute.Int(AttrAttempt, i+1)}
+		l[i] = attrList{kvs: kvs, enc: newAttrBlock(kvs)}
 	}
 	return l
 }()
 
 // attemptAttrs returns the attributes of attempt n's drain, completedSend and completedReceive.
-func attemptAttrs(n int) []attribute.KeyValue {
+func attemptAttrs(n int) attrList {
 	if n-1 < len(sharedAttempts) {
 		return sharedAttempts[n-1]
 	}
-	return []attribute.KeyValue{attribute.Int(AttrAttempt, n)}
+	return attrList{kvs: []attribute.KeyValue{attribute.Int(AttrAttempt, n)}}
 }
 
 // stage is one child span of a record's send span.
@@ -346,6 +351,7 @@ type stage struct {
 	start, end time.Time
 	err        error
 	attrs      []attribute.KeyValue
+	enc        *attrBlock // attrs' encoding, when they are a shared list (attrList)
 }
 
 // tiler lays out consecutive stages: each starts where the previous ended.
@@ -358,10 +364,15 @@ type tiler struct {
 // and a zero end, a stage not reached, makes it zero length), with error.type and an error
 // status when err is set.
 func (t *tiler) child(name string, end time.Time, err error, attrs ...attribute.KeyValue) {
+	t.childList(name, end, err, attrList{kvs: attrs})
+}
+
+// childList is child with an attribute list that may carry its encoding.
+func (t *tiler) childList(name string, end time.Time, err error, attrs attrList) {
 	end = end.Round(0)
 	if end.IsZero() || end.Before(t.at) {
 		end = t.at
 	}
-	t.stages = append(t.stages, stage{name: name, start: t.at, end: end, err: err, attrs: attrs})
+	t.stages = append(t.stages, stage{name: name, start: t.at, end: end, err: err, attrs: attrs.kvs, enc: attrs.enc})
 	t.at = end
 }

@@ -121,7 +121,7 @@ type histSeries struct {
 	max    atomic.Int64
 
 	exMu      sync.Mutex
-	exemplars []metricdata.Exemplar[float64] // per bucket, the last one; nil until the first
+	exemplars []exemplarSlot // per bucket, the last one; nil until the first
 }
 
 // record adds one duration. ctx carries the span context an exemplar links to.
@@ -143,17 +143,34 @@ func (s *histSeries) record(ctx context.Context, d time.Duration) {
 	if s.h.owner.exemplar == exemplarsTraceBased && !sc.IsSampled() {
 		return
 	}
-	ex := metricdata.Exemplar[float64]{Time: time.Now(), Value: d.Seconds()}
-	if sc.IsValid() {
-		tid, sid := sc.TraceID(), sc.SpanID()
-		ex.TraceID, ex.SpanID = tid[:], sid[:]
-	}
+	// The ids are kept as arrays: slices of them (what metricdata.Exemplar holds) would be two
+	// allocations a traced record's every stage; collect makes those.
+	ex := exemplarSlot{at: time.Now(), v: d.Seconds(), traced: sc.IsValid(), tid: sc.TraceID(), sid: sc.SpanID()}
 	s.exMu.Lock()
 	if s.exemplars == nil {
-		s.exemplars = make([]metricdata.Exemplar[float64], len(s.counts))
+		s.exemplars = make([]exemplarSlot, len(s.counts))
 	}
 	s.exemplars[i] = ex
 	s.exMu.Unlock()
+}
+
+// exemplarSlot is a bucket's last exemplar.
+type exemplarSlot struct {
+	at     time.Time // zero: none yet
+	v      float64
+	traced bool // tid and sid are set
+	tid    trace.TraceID
+	sid    trace.SpanID
+}
+
+// exemplar is the slot as the metrics SDK's data.
+func (x *exemplarSlot) exemplar() metricdata.Exemplar[float64] {
+	ex := metricdata.Exemplar[float64]{Time: x.at, Value: x.v}
+	if x.traced {
+		tid, sid := x.tid, x.sid
+		ex.TraceID, ex.SpanID = tid[:], sid[:]
+	}
+	return ex
 }
 
 // maxBuckets bounds a histogram's buckets, so that a durationBatch lives on the stack.
@@ -261,9 +278,9 @@ func (s *histSeries) point(now time.Time) (metricdata.HistogramDataPoint[float64
 		Sum: float64(s.sumNs.Load()) / 1e9,
 	}
 	s.exMu.Lock()
-	for _, ex := range s.exemplars {
-		if !ex.Time.IsZero() {
-			p.Exemplars = append(p.Exemplars, ex)
+	for i := range s.exemplars {
+		if ex := &s.exemplars[i]; !ex.at.IsZero() {
+			p.Exemplars = append(p.Exemplars, ex.exemplar())
 		}
 	}
 	s.exMu.Unlock()

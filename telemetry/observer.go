@@ -181,20 +181,19 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		}
 		traceID = p.TraceID
 	}
-	attrs := o.sendAttrs(ta, r.Value == nil, 2+maxEndAttrs)
+	extra := sendExtra{tombstone: r.Value == nil, reason: TraceReasonSampled}
 	if r.Key != nil && utf8.Valid(r.Key) {
 		// The conventions want the key's string form, and none when it has no unambiguous one:
 		// a key that is not UTF-8 is left out rather than mangled.
-		attrs = append(attrs, attribute.String(AttrMessagingKafkaKey, string(r.Key)))
+		extra.key, extra.hasKey = string(r.Key), true
 	}
-	attrs = append(attrs, attribute.String(AttrTraceReason, TraceReasonSampled))
 	var links []trace.Link
 	if created.IsValid() {
 		links = []trace.Link{{SpanContext: created}}
 	}
 	// The trace id the sampler decided on is the trace's (a ratio sampler's decision is a
 	// function of it).
-	t := o.newRecordTrace(ctx, psc, traceID, r.Topic, now, attrs, sendKind(created), links)
+	t := o.newRecordTrace(ctx, psc, traceID, r.Topic, now, extra, sendKind(created), links)
 	if t == nil {
 		return nil, r.Headers
 	}
@@ -241,13 +240,45 @@ func (o *ProducerObserver) spanContext(ctx context.Context) trace.SpanContext {
 	return psc
 }
 
-// sendAttrs are the attributes a send span starts with: the topic's and the tombstone flag, in
-// a new slice with room for extra more.
-func (o *ProducerObserver) sendAttrs(t *topicAttrs, tombstone bool, extra int) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, len(t.spanAttrs)+1+extra)
+// sendExtra is what a record's send span has among its attributes besides its topic's: kept
+// as values, not as an attribute list, while the record is in flight (a list made at Send
+// would cost ~1 KB a traced record of buffer.memory's worth of them), and laid out at its end.
+type sendExtra struct {
+	tombstone bool
+	hasKey    bool
+	key       string // messaging.kafka.message.key, when hasKey
+	reason    string // kafkatrail.trace.reason
+	threshold float64 // kafkatrail.trace.threshold, seconds, for a slow record's; 0: none
+}
+
+func (x *sendExtra) count() int {
+	n := 1 // the reason
+	if x.tombstone {
+		n++
+	}
+	if x.hasKey {
+		n++
+	}
+	if x.threshold > 0 {
+		n++
+	}
+	return n
+}
+
+// sendAttrs returns the send span's attributes: its topic's (t.spanAttrs, first, so that their
+// encoding is shared), then x's, in a new slice with room for extra more.
+func (o *ProducerObserver) sendAttrs(t *topicAttrs, x *sendExtra, extra int) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, len(t.spanAttrs)+x.count()+extra)
 	attrs = append(attrs, t.spanAttrs...)
-	if tombstone {
+	if x.tombstone {
 		attrs = append(attrs, attribute.Bool(AttrMessagingKafkaTombstone, true))
+	}
+	if x.hasKey {
+		attrs = append(attrs, attribute.String(AttrMessagingKafkaKey, x.key))
+	}
+	attrs = append(attrs, attribute.String(AttrTraceReason, x.reason))
+	if x.threshold > 0 {
+		attrs = append(attrs, attribute.Float64(AttrTraceThreshold, x.threshold))
 	}
 	return attrs
 }

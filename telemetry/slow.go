@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
@@ -113,14 +112,12 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 func (s *slowTracer) trace(b *accumulator.ProducerBatch, i int, r accumulator.RecordTiming, err error, callbacksStart, callbacksEnd time.Time) bool {
 	o := s.o
 	topic := b.TopicPartition.Topic
-	attrs := append(o.sendAttrs(o.topic(topic), false, 2+maxEndAttrs),
-		attribute.String(AttrTraceReason, TraceReasonSlow),
-		attribute.Float64(AttrTraceThreshold, s.threshold.Seconds()))
+	extra := sendExtra{reason: TraceReasonSlow, threshold: s.threshold.Seconds()}
 	var links []trace.Link
 	if sc, ok := parseTraceparent(b.RecordHeader(i, o.header)); ok {
 		links = []trace.Link{{SpanContext: sc}}
 	}
-	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, r.Sent, attrs,
+	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, r.Sent, extra,
 		trace.SpanKindClient, links)
 	if t == nil {
 		return false

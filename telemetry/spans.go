@@ -36,7 +36,7 @@ type recordTrace struct {
 	topic  string
 	sc     trace.SpanContext // the send span's
 	parent trace.SpanContext // the log line's, when it carried one
-	attrs  []attribute.KeyValue
+	extra  sendExtra
 	// kind is the send span's: PRODUCER when its context is the record's creation context,
 	// CLIENT when the record carries one of its own or its context never reached the record
 	// (a slow record, traced at its callback). links holds that creation context, if any.
@@ -49,8 +49,8 @@ type recordTrace struct {
 
 var _ accumulator.RecordTrace = (*recordTrace)(nil)
 
-// maxEndAttrs is how many attributes RecordDone adds to the send span at most: the send
-// span's attribute slice is made with room for them, so appending them allocates nothing.
+// maxEndAttrs is how many attributes RecordDone adds to the send span at most: its scratch
+// list has room for them.
 const maxEndAttrs = 6
 
 // newRecordTrace starts a record's trace at start: its send span, of kind and with links, has
@@ -58,7 +58,7 @@ const maxEndAttrs = 6
 // on the tracer path, what the tracer makes of ctx. It returns nil when the tracer records
 // nothing.
 func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.SpanContext, traceID trace.TraceID,
-	topic string, start time.Time, attrs []attribute.KeyValue, kind trace.SpanKind, links []trace.Link,
+	topic string, start time.Time, extra sendExtra, kind trace.SpanKind, links []trace.Link,
 ) *recordTrace {
 	if o.sink != nil {
 		if parent.IsValid() {
@@ -67,10 +67,11 @@ func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.Span
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: newSpanID(),
 			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
 		return &recordTrace{o: o, ctx: trace.ContextWithSpanContext(context.Background(), sc),
-			start: start, topic: topic, sc: sc, parent: parent, attrs: attrs, kind: kind, links: links}
+			start: start, topic: topic, sc: sc, parent: parent, extra: extra, kind: kind, links: links}
 	}
-	spanCtx, span := o.tracer.Start(markDecided(ctx), o.sendName(topic),
-		trace.WithSpanKind(kind), trace.WithTimestamp(start), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	ta := o.topic(topic)
+	spanCtx, span := o.tracer.Start(markDecided(ctx), ta.sendName, trace.WithSpanKind(kind), trace.WithTimestamp(start),
+		trace.WithAttributes(o.sendAttrs(ta, &extra, 0)...), trace.WithLinks(links...))
 	if !span.SpanContext().IsValid() || !span.IsRecording() {
 		// A provider that records nothing (a no-op one, or a sampler that overrode ours).
 		span.End()
@@ -273,7 +274,7 @@ func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err er
 	send := RecordSpan{
 		TraceID: traceID, SpanID: sendID, ParentSpanID: t.parent.SpanID(), ParentRemote: t.parent.IsRemote(),
 		Flags: flags, TraceState: state, Name: ta.sendName, Kind: t.kind, Links: recordLinks(t.links),
-		Start: t.start.Round(0).UnixNano(), End: end.UnixNano(), Attributes: append(t.attrs, endAttrs...),
+		Start: t.start.Round(0).UnixNano(), End: end.UnixNano(), Attributes: append(t.o.sendAttrs(ta, &t.extra, len(endAttrs)), endAttrs...),
 		encoded: ta.spanEnc,
 	}
 	if err != nil {

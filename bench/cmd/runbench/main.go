@@ -38,6 +38,7 @@ import (
 type Params struct {
 	Runs            int      `json:"runs"`
 	Records         int      `json:"records"`
+	TracingRecords  int      `json:"tracing_records"`
 	FileLines       int      `json:"file_lines"`
 	FileLineSize    int      `json:"file_line_size"`
 	Sections        []string `json:"sections"`
@@ -169,11 +170,14 @@ func main() {
 		MaxRequestBytes: 1 << 20,
 		BufferMemory:    32 << 20,
 	}
+	// The tracing runs are longer than the producers': a few per cent between modes must stand
+	// out of the start and the completion poll.
+	prm.TracingRecords = envInt("BENCH_TRACING_RECORDS", 3*prm.Records)
 	for _, s := range envInts("BENCH_MEMORY_BUFFERS", "33554432,8388608") {
 		prm.MemoryBuffers = append(prm.MemoryBuffers, int64(s))
 	}
-	if prm.Runs < 1 || prm.Records < 1 || prm.FileLines < 1 {
-		fatalf("BENCH_RUNS, BENCH_RECORDS and BENCH_FILE_LINES must be positive")
+	if prm.Runs < 1 || prm.Records < 1 || prm.FileLines < 1 || prm.TracingRecords < 1 {
+		fatalf("BENCH_RUNS, BENCH_RECORDS, BENCH_TRACING_RECORDS and BENCH_FILE_LINES must be positive")
 	}
 	p.bootstrap = os.Getenv("KAFKA_BOOTSTRAP")
 	if p.bootstrap == "" {

@@ -551,7 +551,7 @@ func renderMarkdown(r *Report) string {
 
 	// Tracing.
 	if cells := r.cells("tracing"); len(cells) > 0 {
-		w("## Tracing cost: the agent, %s records of 100 B, batch 16 KiB, no compression\n\n", groupThousands(fmt.Sprint(p.Records)))
+		w("## Tracing cost: the agent, %s records of 100 B, batch 16 KiB, no compression\n\n", groupThousands(fmt.Sprint(p.TracingRecords)))
 		if r.Env["agent_trace_sample_ratio_flag"] == "true" {
 			w("Sampling set with `--trace-sample-ratio`. ")
 		} else {
@@ -654,18 +654,18 @@ func renderMarkdown(r *Report) string {
 	for _, k := range keys {
 		w("- %s: `%s`\n", k, r.Env[k])
 	}
-	w("- parameters: %d repetitions, %d records per producer run, %d file lines, sizes %v, batch.size %v, compression %v, %d partitions\n",
-		p.Runs, p.Records, p.FileLines, p.Sizes, p.Batches, p.Compressions, p.Partitions)
+	w("- parameters: %d repetitions, %d records per producer run, %d per tracing run, %d file lines, sizes %v, batch.size %v, compression %v, %d partitions\n",
+		p.Runs, p.Records, p.TracingRecords, p.FileLines, p.Sizes, p.Batches, p.Compressions, p.Partitions)
 	return b.String()
 }
 
 const methodText = "## Method\n\n" +
 	"```sh\n" +
-	"make bench                                   # full: 3 repetitions, 2M records per producer run, 1M file lines\n" +
+	"make bench                                   # full: 3 repetitions, 2M records per producer run, 6M per tracing run, 1M file lines\n" +
 	"BENCH_RECORDS=200000 BENCH_RUNS=1 make bench   # a quick run\n" +
 	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, memory)\n" +
 	"```\n\n" +
-	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), " +
+	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), `BENCH_TRACING_RECORDS` (3 × BENCH_RECORDS), " +
 	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), `BENCH_PAUSE` (1 s between runs), " +
 	"`BENCH_RUN_TIMEOUT` (900 s), `BENCH_WARMUP` (1000000 records through kgoprod before the first measured run; 0: none), `BENCH_TOOLS` (all; e.g. agent,kgo), `BENCH_OUT` (docs). `make bench` installs what is missing (scripts/deps.sh: kcat, Java, Kafka 4.4.0; " +
 	"rsyslog and rsyslog-kafka from Debian), builds the agent (`go build ./cmd/agent`, no -race), the bench module's programs, and the " +

@@ -31,7 +31,7 @@ func (b *bench) tracing() error {
 		return fmt.Errorf("--otlpsink is required for the tracing section")
 	}
 	c := cell{Size: 100, Batch: 16384, Comp: "none"}
-	data, err := b.dataFile(b.prm.Records, c.Size)
+	data, err := b.dataFile(b.prm.TracingRecords, c.Size)
 	if err != nil {
 		return err
 	}
@@ -76,8 +76,8 @@ func freePort() (int, error) {
 }
 
 func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell, rep int, data string) Run {
-	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.Records),
-		Bytes: int64(b.prm.Records) * int64(c.Size), Extra: map[string]any{}}
+	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.TracingRecords),
+		Bytes: int64(b.prm.TracingRecords) * int64(c.Size), Extra: map[string]any{}}
 	port, err := freePort()
 	if err != nil {
 		r.Error = err.Error()

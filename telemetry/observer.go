@@ -246,8 +246,8 @@ func (o *ProducerObserver) spanContext(ctx context.Context) trace.SpanContext {
 type sendExtra struct {
 	tombstone bool
 	hasKey    bool
-	key       string // messaging.kafka.message.key, when hasKey
-	reason    string // kafkatrail.trace.reason
+	key       string  // messaging.kafka.message.key, when hasKey
+	reason    string  // kafkatrail.trace.reason
 	threshold float64 // kafkatrail.trace.threshold, seconds, for a slow record's; 0: none
 }
 

@@ -3,6 +3,7 @@ module github.com/kafkatrail/kafkatrail/bench
 go 1.26.8
 
 require (
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/kafkatrail/kafkatrail v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0

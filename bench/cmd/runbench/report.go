@@ -577,6 +577,7 @@ func renderMarkdown(r *Report) string {
 				fnum(s.MaxRSSMiB), optNum(s.Spans), s.OK, s.Runs)
 		}
 		w("\n")
+		r.writeCPUSplit(w, cells, p.TracingRecords)
 		if s := r.summary("tracing", "agent", "sampled 100 %"); s != nil && s.Spans != nil && *s.Spans == 0 {
 			w("> **No span reached the sink even at 100 %%**: this agent build does not trace (telemetry not wired into `cmd/agent` yet), so the three modes measure the same thing.\n\n")
 		}
@@ -709,3 +710,57 @@ const methodText = "## Method\n\n" +
 	"**Caveats.** The broker, the tool under test and the harness share the machine's cores, so a tool's own CPU use slows the broker: " +
 	"CPU µs/record is the fairer figure of a tool's cost, records/s of what this machine delivers end to end. Other work on the machine " +
 	"(see loadavg_at_start) adds noise; the alternation spreads it over all tools, and the per-repetition ratio ranges show how much.\n\n"
+
+// writeCPUSplit writes where the agent's CPU went in each tracing mode, from its CPU profiles
+// (cpusplit.go), in ns a record, and what a traced record costs.
+func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records int) {
+	splits := map[string]map[string]float64{}
+	for _, c := range cells {
+		var runs []Run
+		for _, run := range r.Runs {
+			if run.Section == "tracing" && run.Cell == c {
+				runs = append(runs, run)
+			}
+		}
+		if m, n := medianSplit(runs); n > 0 {
+			splits[c] = m
+		}
+	}
+	if len(splits) == 0 || records <= 0 {
+		return
+	}
+	parts := cpuPartNames()
+	w("Where the agent's CPU goes, from its own CPU profile of each run (`KAFKATRAIL_CPUPROFILE`; bench/cmd/runbench/cpusplit.go names the functions of each part), in ns a record, median of the runs: *decision* is the sampling decision every record pays (StartSend), *traced* the work of the traced records only (their start at Send, their spans built at completion, their export), *metrics* what every record and batch pays in every mode, *rest* the producer and the agent themselves. *µs a traced record* is the three traced parts over the traced records (spans exported / 7).\n\n")
+	w("| mode |")
+	for _, p := range parts {
+		w(" %s |", p)
+	}
+	w(" total | over off | µs a traced record |\n|---|")
+	for range parts {
+		w("--:|")
+	}
+	w("--:|--:|--:|\n")
+	ns := func(sec float64) float64 { return sec * 1e9 / float64(records) }
+	off := splits["tracing off"]
+	for _, c := range cells {
+		m := splits[c]
+		if m == nil {
+			continue
+		}
+		w("| %s |", c)
+		for _, p := range parts {
+			w(" %.0f |", ns(m[p]))
+		}
+		over := ""
+		if off != nil && c != "tracing off" {
+			over = fmt.Sprintf("%+.0f", ns(m["total"]-off["total"]))
+		}
+		perTraced := ""
+		if s := r.summary("tracing", "agent", c); s != nil && s.Spans != nil && *s.Spans > 0 {
+			traced := *s.Spans / 7
+			perTraced = fmt.Sprintf("%.1f", (m["traced: start"]+m["traced: spans"]+m["traced: export"])*1e6/traced)
+		}
+		w(" %.0f | %s | %s |\n", ns(m["total"]), over, perTraced)
+	}
+	w("\n")
+}

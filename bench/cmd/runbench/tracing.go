@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -135,9 +136,18 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell
 		return r
 	}
 	defer cmd.Stdin.(*os.File).Close()
-	cmd.Env = env
+	// The agent's own CPU profile splits its CPU into what tracing and metrics take
+	// (cpusplit.go); profiling at 100 Hz costs every mode alike.
+	prof := filepath.Join(b.p.work, "cpu-"+r.Topic+".prof")
+	cmd.Env = append(env, "KAFKATRAIL_CPUPROFILE="+prof)
 	if _, ok := b.runToEnd(&r, "agent", cmd); !ok {
 		return r
+	}
+	if split, err := cpuSplit(prof); err == nil {
+		r.Extra["cpu_split_s"] = split
+		_ = os.Remove(prof)
+	} else {
+		logf("tracing: no CPU split: %v", err)
 	}
 	r.InKafka, _ = b.adm.count(b.ctx, r.Topic)
 	if r.Error == "" && r.InKafka != r.Records {

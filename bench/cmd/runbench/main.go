@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,6 +204,11 @@ func main() {
 
 	b := &bench{p: p, prm: prm, ctx: ctx, rng: rand.New(rand.NewPCG(1, 2))}
 	b.report = &Report{Params: prm, Started: time.Now().UTC().Format(time.RFC3339)}
+	if os.Getenv("BENCH_MERGE") == "1" {
+		if err := b.loadKept(); err != nil {
+			fatalf("BENCH_MERGE=1: %v", err)
+		}
+	}
 	if *skipNote != "" {
 		b.otelMissing = *skipNote
 	}
@@ -235,6 +241,48 @@ type bench struct {
 	traceFlag   bool
 	otelMissing string
 	warmed      bool
+	// kept is what BENCH_MERGE=1 keeps of the previous report: the runs of the sections not
+	// measured again, and where they came from.
+	kept *keptReport
+}
+
+// keptReport is the part of a previous report that a merged one carries on.
+type keptReport struct {
+	runs     []Run
+	memory   []MemoryResult
+	sections []string
+	started  string
+	commit   string
+}
+
+// loadKept reads the previous report in the output directory and keeps its runs of the
+// sections this invocation does not measure.
+func (b *bench) loadKept() error {
+	data, err := os.ReadFile(filepath.Join(b.p.out, "benchmarks.json"))
+	if err != nil {
+		return err
+	}
+	var old Report
+	if err := json.Unmarshal(data, &old); err != nil {
+		return err
+	}
+	k := &keptReport{started: old.Started, commit: old.Env["git_commit"]}
+	seen := map[string]bool{}
+	for _, r := range old.Runs {
+		if !b.has(r.Section) {
+			k.runs = append(k.runs, r)
+			if !seen[r.Section] {
+				seen[r.Section] = true
+				k.sections = append(k.sections, r.Section)
+			}
+		}
+	}
+	if !b.has("memory") && len(old.Memory) > 0 {
+		k.memory = old.Memory
+		k.sections = append(k.sections, "memory")
+	}
+	b.kept = k
+	return nil
 }
 
 func (b *bench) has(section string) bool {
@@ -418,11 +466,22 @@ func (b *bench) checkpoint() {
 
 func (b *bench) write() error {
 	b.report.Finished = time.Now().UTC().Format(time.RFC3339)
-	summarize(b.report)
+	rep := b.report
+	if k := b.kept; k != nil && len(k.sections) > 0 {
+		merged := *b.report
+		merged.Runs = append(slices.Clone(k.runs), b.report.Runs...)
+		if len(merged.Memory) == 0 {
+			merged.Memory = k.memory
+		}
+		merged.Notes = append(slices.Clone(b.report.Notes), fmt.Sprintf("Merged (BENCH_MERGE=1): %s measured in this run; %s "+
+			"kept from the run started %s at commit `%s`.", strings.Join(b.prm.Sections, ", "), strings.Join(k.sections, ", "), k.started, k.commit))
+		rep = &merged
+	}
+	summarize(rep)
 	if err := os.MkdirAll(b.p.out, 0o755); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(b.report, "", "  ")
+	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -431,7 +490,7 @@ func (b *bench) write() error {
 		return err
 	}
 	mp := filepath.Join(b.p.out, "benchmarks.md")
-	if err := os.WriteFile(mp, []byte(renderMarkdown(b.report)), 0o644); err != nil {
+	if err := os.WriteFile(mp, []byte(renderMarkdown(rep)), 0o644); err != nil {
 		return err
 	}
 	if !b.report.InProgress {

@@ -440,6 +440,11 @@ func renderMarkdown(r *Report) string {
 	if r.InProgress {
 		w("> **Incomplete**: written while `make bench` was still running (or it was stopped before the end); sections and repetitions not listed were not measured.\n\n")
 	}
+	for _, n := range r.Notes {
+		if strings.HasPrefix(n, "Merged (BENCH_MERGE=1)") {
+			w("> **%s**\n\n", n) // the header's commit and times are only this run's
+		}
+	}
 	quick := p.Records < 2_000_000 || p.Runs < 3 || p.FileLines < 1_000_000
 	if quick {
 		w("> **A quick run**, not the full benchmark: %d records per producer run (full: 2,000,000), %d lines in the file path (full: 1,000,000), %d repetition(s) (full: 3). Ratios from short runs are noisy.\n\n",
@@ -665,6 +670,7 @@ const methodText = "## Method\n\n" +
 	"make bench                                   # full: 3 repetitions, 2M records per producer run, 6M per tracing run, 1M file lines\n" +
 	"BENCH_RECORDS=200000 BENCH_RUNS=1 make bench   # a quick run\n" +
 	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, memory)\n" +
+	"BENCH_SECTIONS=tracing BENCH_MERGE=1 make bench  # measure one section again, keep the others' runs from docs/benchmarks.json\n" +
 	"```\n\n" +
 	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), `BENCH_TRACING_RECORDS` (3 × BENCH_RECORDS), " +
 	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), `BENCH_PAUSE` (1 s between runs), " +

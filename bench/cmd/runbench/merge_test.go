@@ -13,7 +13,7 @@ import (
 func TestMergeKeepsOtherSections(t *testing.T) {
 	out := t.TempDir()
 	old := Report{Started: "2026-01-01T00:00:00Z", Env: map[string]string{"git_commit": "abc123"},
-		Runs: []Run{{Section: "producers", Tool: "agent", Cell: "c1", OK: true}, {Section: "tracing", Tool: "agent", Cell: "tracing off", OK: true, Rep: 1}},
+		Runs:   []Run{{Section: "producers", Tool: "agent", Cell: "c1", OK: true}, {Section: "tracing", Tool: "agent", Cell: "tracing off", OK: true, Rep: 1}},
 		Memory: []MemoryResult{{}}}
 	js, _ := json.Marshal(old)
 	if err := os.WriteFile(filepath.Join(out, "benchmarks.json"), js, 0o644); err != nil {

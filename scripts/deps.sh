@@ -5,17 +5,25 @@
 #     about 100 MB to download, 350 MB installed) -- apt-get runs only when one is missing;
 #   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
 # Go itself is a prerequisite (see go.mod for the version).
+#
+#   deps.sh          everything the tests need
+#   deps.sh --demo   only what `make demo` needs: no gcc, no chromium (the demo's first look
+#                    should not wait for a browser download it does not use)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+demo=0
+[[ ${1:-} == --demo ]] && demo=1
 
 missing=()
 command -v kcat >/dev/null || missing+=(kcat)
 command -v java >/dev/null || missing+=(default-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v openssl >/dev/null || missing+=(openssl)
-command -v gcc >/dev/null || missing+=(gcc libc6-dev)
-command -v chromium >/dev/null || missing+=(chromium)
+if ((!demo)); then
+  command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+  command -v chromium >/dev/null || missing+=(chromium)
+fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 
 if ((${#missing[@]})); then

@@ -6,7 +6,8 @@
 # no longer compiles against it.
 #
 #   tools.sh build [NAME...]   build NAME (jaeger, prometheus; default: all) unless cached
-#   tools.sh path NAME         print the cached binary's path, building it first if needed
+#   tools.sh path NAME         print the binary's path: JAEGER_BIN / PROMETHEUS_BIN, a fit one on
+#                              PATH, else the cached build (built first if needed)
 #   tools.sh version NAME      print the pinned module version of NAME (from tools/NAME/go.mod)
 #
 # Cache: ${KAFKATRAIL_CACHE:-$HOME/.cache/kafkatrail}/bin/NAME-VERSION[-TAGS] (a version bump in
@@ -67,7 +68,39 @@ bin_path() {
   echo "$BIN/$1-$(version "$1")${t:+-${t//,/-}}"
 }
 
+# installed NAME: a usable binary the user already has, printed if there is one: the one
+# JAEGER_BIN / PROMETHEUS_BIN names (it must exist), else one on PATH of a version that works
+# with configs/ (Jaeger v2, whose binary is named jaeger; Prometheus 3.x, for its OTLP
+# receiver flag). Set JAEGER_BIN= or PROMETHEUS_BIN= (empty) to always use the pinned build.
+installed() {
+  local var bin v
+  case $1 in
+    jaeger) var=JAEGER_BIN ;;
+    prometheus) var=PROMETHEUS_BIN ;;
+    *) die "unknown tool '$1' (jaeger, prometheus)" ;;
+  esac
+  if [[ -n ${!var+set} ]]; then
+    bin=${!var}
+    [[ -z $bin ]] && return 1
+    [[ -x $bin ]] || die "$var=$bin is not an executable"
+    echo "$bin"
+    return 0
+  fi
+  bin=$(command -v "$1" 2>/dev/null) || return 1
+  v=$("$bin" --version 2>&1 | head -n 5) || return 1
+  case $1 in
+    jaeger) [[ $v =~ (^|[^0-9])v?2\.[0-9]+ ]] || { log "ignoring $bin: not Jaeger v2 ($v)"; return 1; } ;;
+    prometheus) [[ $v =~ version\ 3\.[0-9]+ ]] || { log "ignoring $bin: not Prometheus 3.x"; return 1; } ;;
+  esac
+  echo "$bin"
+}
+
+# build NAME: nothing if the user has one (installed), else the pinned build (build_pinned).
 build() {
+  installed "$1" >/dev/null || build_pinned "$1"
+}
+
+build_pinned() {
   local name=$1 out pkg t0 tmp
   out=$(bin_path "$name")
   pkg=$(pkg "$name")
@@ -110,7 +143,8 @@ case ${1:-} in
     ;;
   path)
     [[ $# -eq 2 ]] || die "usage: $0 path NAME"
-    build "$2"
+    if installed "$2"; then exit 0; fi
+    build_pinned "$2"
     bin_path "$2"
     ;;
   version)

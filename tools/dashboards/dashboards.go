@@ -145,6 +145,28 @@ func mean(hist, matchers string, by ...string) string {
 	return fmt.Sprintf("sum%s (%s) / sum%s (%s)", g, rate(hist+"_sum", matchers), g, rate(hist+"_count", matchers))
 }
 
+// orZero makes a query over a counter that only has series after its first event (failed and
+// retried records, connection closes and failures, long and dropped lines) read 0 on a healthy
+// agent instead of Grafana's "No data": expr, or else 0 for each group of the labels by (none:
+// one 0) that anchor has, a selector of a metric whose series exist whenever the panel's
+// subject does (the records sent per topic, the connection state per known node, the watched
+// files and stdin).
+//
+// Why in the query and not by giving the counters a value from the start: most of these series
+// are keyed by an error.type or a drop reason, which is not known before the event (a 0 without
+// it would be a series of its own, an empty legend entry beside the real ones); and a query fixes
+// the panel for agents already deployed too. The zero is anchored rather than vector(0), so that
+// an agent that is not there, or a topic, node or file filter that matches nothing, still reads
+// "No data". `or on (by)` keeps a group's real series and adds a 0 only to groups that have none:
+// a topic with failures of one error.type shows those, with no extra 0 line.
+func orZero(expr, anchor string, by ...string) string {
+	if len(by) == 0 {
+		return fmt.Sprintf("%s or (0 * group(%s))", expr, anchor)
+	}
+	g := strings.Join(by, ", ")
+	return fmt.Sprintf("%s or on (%s) (0 * group by (%s) (%s))", expr, g, g, anchor)
+}
+
 func legend(labels ...string) string {
 	var parts []string
 	for _, l := range labels {

@@ -162,3 +162,47 @@ func TestProvisioning(t *testing.T) {
 		t.Errorf("dashboards with queries: %v", names)
 	}
 }
+
+// TestEventCountersReadZero checks that every query over a counter whose series exist only
+// after its first event (a failed record, a closed connection, a truncated line, ...) has a
+// zero fallback (orZero), so that its panel reads 0 on a healthy agent; the end-to-end
+// TestDashboardQueriesHealthy shows it against a real Prometheus.
+func TestEventCountersReadZero(t *testing.T) {
+	n, err := LoadNames(namesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counters []string
+	for _, c := range []string{"MetricRecordsFailed", "MetricRecordsRetried", "MetricConnectionCloses",
+		"MetricConnectionFailures", "MetricAgentLinesTruncated", "MetricAgentLinesSplit", "MetricAgentLinesDropped"} {
+		counters = append(counters, n.Metric(c))
+	}
+	if err := n.Err(); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := dashq.Load(dashDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars dashq.Vars
+	seen := map[string]int{}
+	for _, q := range qs {
+		if q.Type != "prometheus" || q.VarLabel != "" {
+			continue
+		}
+		for _, c := range counters {
+			if !strings.Contains(q.Expr, c+"{") {
+				continue
+			}
+			seen[c]++
+			if _, ok, err := dashq.OwnSeries(vars.Substitute(q.Expr)); err != nil || !ok {
+				t.Errorf("%s reads %s with no zero fallback (%v): a healthy agent's panel reads \"No data\"\n  %s", q, c, err, q.Expr)
+			}
+		}
+	}
+	for _, c := range counters {
+		if seen[c] == 0 {
+			t.Errorf("no dashboard query reads %s", c)
+		}
+	}
+}

@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
 
 // stages are the lifecycle stages in the order of a record's trace.
@@ -28,6 +29,9 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 	// messaging.client.sent.messages counts every record attempted; the acknowledged ones are
 	// its series without error.type.
 	acked := m + fmt.Sprintf(`,%s=""`, errL)
+	// Failed and retried records have no series before the first one (orZero): they read 0 for
+	// every topic that has sent records.
+	sentSel := fmt.Sprintf("%s{%s}", sent, m)
 
 	d := filtered(n, sent, "topic", "Topic", topicL,
 		"kafkatrail: Producer overview", "kafkatrail-producer-overview",
@@ -40,9 +44,9 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 		WithPanel(statPanel("End-to-end p99", "messaging.client.operation.duration: Send called to callback returned, 99th percentile.", "s",
 			quantile(0.99, opDur, m))).
 		WithPanel(statPanel("Records failed / s", "kafkatrail.producer.records.failed, every error.type.", "ops",
-			fmt.Sprintf("sum(%s)", rate(failed, m)))).
+			orZero(fmt.Sprintf("sum(%s)", rate(failed, m)), sentSel))).
 		WithPanel(statPanel("Records retried / s", "kafkatrail.producer.records.retried, every error.type.", "ops",
-			fmt.Sprintf("sum(%s)", rate(retried, m)))).
+			orZero(fmt.Sprintf("sum(%s)", rate(retried, m)), sentSel))).
 		WithPanel(ts("Records acknowledged / s by topic", "messaging.client.sent.messages without error.type, per topic.", "ops", 12, 8).
 			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", topicL, rate(sent, acked)), legend(topicL)))).
 		WithPanel(ts("Records per batch and batch size", "kafkatrail.producer.batch.records and kafkatrail.producer.batch.size (on the wire, after compression), means.", "short", 12, 8).
@@ -83,9 +87,9 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 
 	d = d.WithRow(dashboard.NewRowBuilder("Errors and retries")).
 		WithPanel(ts("Records failed / s by error.type", "kafkatrail.producer.records.failed: records whose callback got an error, by Kafka error name or DELIVERY_TIMEOUT, ...", "ops", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", topicL, errL, rate(failed, m)), legend(topicL, errL)))).
+			WithTarget(q(orZero(fmt.Sprintf("sum by (%s, %s) (%s)", topicL, errL, rate(failed, m)), sentSel, topicL), legend(topicL, errL)))).
 		WithPanel(ts("Records retried / s by error.type", "kafkatrail.producer.records.retried: records in batches sent again.", "ops", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", topicL, errL, rate(retried, m)), legend(topicL, errL)))).
+			WithTarget(q(orZero(fmt.Sprintf("sum by (%s, %s) (%s)", topicL, errL, rate(retried, m)), sentSel, topicL), legend(topicL, errL)))).
 		WithPanel(ts("Compression ratio", "kafkatrail.producer.compression.ratio: compressed over uncompressed bytes per batch (mean).", "percentunit", 24, 6).
 			WithTarget(q(mean(ratio, m, comprL), legend(comprL))))
 
@@ -117,6 +121,9 @@ func networkInflight(n *Names) *dashboard.DashboardBuilder {
 	errL := n.Label("AttrErrorType")
 	m := base(nodeL, "$node")
 	b := base()
+	// Closes and failures have no series before the first one (orZero): they read 0 for every
+	// node the producer knows, which kafkatrail.connection.count has from its first state.
+	nodes := fmt.Sprintf("%s{%s}", conns, m)
 
 	d := filtered(n, inflight, "node", "Broker node", nodeL,
 		"kafkatrail: Network and in-flight", "kafkatrail-network-inflight",
@@ -140,9 +147,9 @@ func networkInflight(n *Names) *dashboard.DashboardBuilder {
 			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s}) > 0", nodeL, stateL, conns, m), "node "+legend(nodeL)+" "+legend(stateL)))).
 		WithPanel(ts("Connections created and closed / s", "kafkatrail.connection.creations and kafkatrail.connection.closes.", "cps", 8, 8).
 			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", nodeL, rate(created, m)), "created node "+legend(nodeL))).
-			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", nodeL, rate(closed, m)), "closed node "+legend(nodeL)))).
+			WithTarget(q(orZero(fmt.Sprintf("sum by (%s) (%s)", nodeL, rate(closed, m)), nodes, nodeL), "closed node "+legend(nodeL)))).
 		WithPanel(ts("Connection failures / s", "kafkatrail.connection.failures: attempts that failed before being established, by error.type.", "cps", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", nodeL, errL, rate(failures, m)), "node "+legend(nodeL)+" "+legend(errL)))).
+			WithTarget(q(orZero(fmt.Sprintf("sum by (%s, %s) (%s)", nodeL, errL, rate(failures, m)), nodes, nodeL), "node "+legend(nodeL)+" "+legend(errL)))).
 		WithPanel(ts("Connection setup time", "kafkatrail.connection.setup.duration: attempt to established (TCP, TLS, SASL, ApiVersions).", "s", 8, 8).
 			WithTarget(q(mean(setup, m, nodeL), "mean node "+legend(nodeL))))
 
@@ -184,6 +191,14 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	inputL := n.Label("AttrInput")
 	reasonL := n.Label("AttrDropReason")
 	m := base(fileL, "$file")
+	// Truncated, split and dropped lines have no series before the first one (orZero): they read
+	// 0 for every file watched and for stdin, which kafkatrail.agent.file.behind has while they
+	// are read. The zeros are grouped by both labels, so a file and stdin each get their own.
+	inputs := fmt.Sprintf("%s{%s}", behind, m)
+	perInput := func(counter string, extra ...string) string {
+		by := append([]string{fileL, inputL}, extra...)
+		return orZero(fmt.Sprintf("sum by (%s) (%s)", strings.Join(by, ", "), rate(counter, m)), inputs, fileL, inputL)
+	}
 
 	d := filtered(n, lines, "file", "File", fileL,
 		"kafkatrail: Agent and files", "kafkatrail-agent-files",
@@ -208,11 +223,11 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 
 	d = d.WithRow(dashboard.NewRowBuilder("Long and dropped lines")).
 		WithPanel(ts("Lines truncated / s", "kafkatrail.agent.lines.truncated: cut at the long-line limit (--long-lines truncate).", "ops", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(truncated, m)), legend(fileL, inputL)))).
+			WithTarget(q(perInput(truncated), legend(fileL, inputL)))).
 		WithPanel(ts("Lines split / s", "kafkatrail.agent.lines.split: sent as several records (--long-lines split).", "ops", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(split, m)), legend(fileL, inputL)))).
+			WithTarget(q(perInput(split), legend(fileL, inputL)))).
 		WithPanel(ts("Lines dropped / s", "kafkatrail.agent.lines.dropped, by reason.", "ops", 8, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s, %s) (%s)", fileL, inputL, reasonL, rate(dropped, m)), legend(fileL, inputL, reasonL))))
+			WithTarget(q(perInput(dropped, reasonL), legend(fileL, inputL, reasonL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Recent traces")).
 		WithPanel(tracesTable("Recent traces", "Jaeger search: the most recent traces of the agent.", ""))

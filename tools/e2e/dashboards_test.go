@@ -26,7 +26,9 @@ import (
 // Jaeger, then runs every PromQL query of every dashboard in dashboards/ (Grafana's
 // variables set to "All") and asserts that each returns data, that every label_values
 // variable has values, that every Jaeger search finds traces, and that the latency
-// exemplars point at traces Jaeger has.
+// exemplars point at traces Jaeger has. A query with a zero fallback (what a healthy agent
+// reads, TestDashboardQueriesHealthy) must return data without it too: the faults move the
+// panel's own series.
 //
 // The scenarios make every panel meaningful, including the ones that only move when
 // something goes wrong:
@@ -45,21 +47,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	agentBinary(t) // build before the clock starts
 
 	env := func(instance string) map[string]string {
-		return map[string]string{
-			"OTEL_SERVICE_NAME":                   service,
-			"OTEL_RESOURCE_ATTRIBUTES":            "service.instance.id=e2e-" + instance,
-			"OTEL_METRICS_EXPORTER":               "otlp",
-			"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
-			// The signal-specific endpoint is used as is: nothing is appended to it.
-			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": promOTLP,
-			// gzip, which Prometheus's OTLP receiver takes (Content-Encoding: gzip).
-			"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION": "gzip",
-			"OTEL_METRIC_EXPORT_INTERVAL":            "1000",
-			"OTEL_TRACES_EXPORTER":                   "otlp",
-			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL":     "grpc",
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":     jaegerOTLP,
-			"OTEL_TRACES_SAMPLER":                    "always_on",
-		}
+		return dashboardAgentEnv(service, "e2e-"+instance, jaegerOTLP, promOTLP)
 	}
 	longLine := strings.Repeat("x", 1000)
 	line := func(i int) string {
@@ -183,48 +171,18 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := dashq.Vars{RateInterval: "2m", Values: map[string]string{"service": service}}
-
-	// Every query, retried for a while: the last pushes may still be arriving.
-	pending := map[int]string{}
-	for i := range queries {
-		pending[i] = ""
+	// The job is this test's service: the healthy agents of TestDashboardQueriesHealthy push to
+	// the same Prometheus under a job of their own.
+	vars := dashq.Vars{RateInterval: "2m", Values: map[string]string{"service": service, "job": service}}
+	var checks []dashCheck
+	for _, q := range queries {
+		// The faults must move every panel's own series: a query's zero fallback (the 0 a
+		// healthy agent reads) does not count here.
+		checks = append(checks, dashCheck{q: q, vars: vars, own: true})
 	}
-	_ = poll(ctx, 20*time.Second, time.Second, func() (bool, error) {
-		for i := range pending {
-			q := queries[i]
-			var why string
-			switch {
-			case q.Type == "jaeger":
-				why = jaegerSearchFinds(ctx, jaegerURL, vars.Substitute(q.Service), vars.Substitute(q.Operation))
-			case q.VarLabel != "":
-				why = labelHasValues(ctx, promURL, vars.Substitute(q.VarSelector), q.VarLabel)
-			default:
-				expr := vars.Substitute(q.Expr)
-				n, err := promQuery(ctx, promURL, expr)
-				switch {
-				case err != nil:
-					why = err.Error()
-				case n == 0:
-					why = "no data: " + expr
-				}
-			}
-			if why == "" {
-				delete(pending, i)
-			} else {
-				pending[i] = why
-			}
-		}
-		return len(pending) == 0, nil
-	})
-	if len(pending) > 0 {
-		var lines []string
-		for i, why := range pending {
-			lines = append(lines, fmt.Sprintf("%s: %s", queries[i], why))
-		}
-		sort.Strings(lines)
+	if failed := runDashChecks(ctx, checks, jaegerURL, promURL, 20*time.Second); len(failed) > 0 {
 		t.Errorf("%d of %d dashboard queries return nothing:\n  %s\nmetric names Prometheus has for job %q: %s",
-			len(pending), len(queries), strings.Join(lines, "\n  "), service, strings.Join(metricNames(ctx, promURL, service), " "))
+			len(failed), len(checks), strings.Join(failed, "\n  "), service, strings.Join(metricNames(ctx, promURL, service), " "))
 	} else {
 		t.Logf("all %d dashboard queries returned data", len(queries))
 	}
@@ -263,6 +221,105 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			t.Errorf("%d exemplars, none of 10 trace ids tried is in Jaeger (e.g. %s)", len(ids), ids[0])
 		}
 	})
+}
+
+// dashboardAgentEnv is the environment of an agent whose metrics the dashboards read: service
+// and instance name it (job and instance in Prometheus), metrics are pushed every second over
+// OTLP/HTTP with gzip to Prometheus, every trace goes to Jaeger over OTLP/gRPC.
+func dashboardAgentEnv(service, instance, jaegerOTLP, promOTLP string) map[string]string {
+	return map[string]string{
+		"OTEL_SERVICE_NAME":                   service,
+		"OTEL_RESOURCE_ATTRIBUTES":            "service.instance.id=" + instance,
+		"OTEL_METRICS_EXPORTER":               "otlp",
+		"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
+		// The signal-specific endpoint is used as is: nothing is appended to it.
+		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": promOTLP,
+		// gzip, which Prometheus's OTLP receiver takes (Content-Encoding: gzip).
+		"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION": "gzip",
+		"OTEL_METRIC_EXPORT_INTERVAL":            "1000",
+		"OTEL_TRACES_EXPORTER":                   "otlp",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL":     "grpc",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":     jaegerOTLP,
+		"OTEL_TRACES_SAMPLER":                    "always_on",
+	}
+}
+
+// dashCheck is one dashboard query to run with the given variables.
+type dashCheck struct {
+	q    dashq.Query
+	vars dashq.Vars
+	// own: a PromQL query with a zero fallback (dashq.OwnSeries) must return data without it
+	// too, the panel's own series.
+	own bool
+	// prefix names the check in a failure (e.g. the agent instance it selects).
+	prefix string
+}
+
+// runDashChecks runs every check, again every second until each passes or the deadline
+// passes (the last pushes may still be arriving), and returns one sorted line per check that
+// did not pass, saying why.
+func runDashChecks(ctx context.Context, checks []dashCheck, jaegerURL, promURL string, deadline time.Duration) []string {
+	pending := map[int]string{}
+	for i := range checks {
+		pending[i] = ""
+	}
+	_ = poll(ctx, deadline, time.Second, func() (bool, error) {
+		for i := range pending {
+			if why := checks[i].run(ctx, jaegerURL, promURL); why == "" {
+				delete(pending, i)
+			} else {
+				pending[i] = why
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	var lines []string
+	for i, why := range pending {
+		lines = append(lines, fmt.Sprintf("%s%s: %s", checks[i].prefix, checks[i].q, why))
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// run runs the check once: "" if it passed, else why not.
+func (c dashCheck) run(ctx context.Context, jaegerURL, promURL string) string {
+	q, vars := c.q, c.vars
+	switch {
+	case q.Type == "jaeger":
+		return jaegerSearchFinds(ctx, jaegerURL, vars.Substitute(q.Service), vars.Substitute(q.Operation))
+	case q.VarLabel != "":
+		return labelHasValues(ctx, promURL, vars.Substitute(q.VarSelector), q.VarLabel)
+	}
+	expr := vars.Substitute(q.Expr)
+	if why := promHasData(ctx, promURL, expr); why != "" {
+		return why
+	}
+	if !c.own {
+		return ""
+	}
+	own, ok, err := dashq.OwnSeries(expr)
+	if err != nil {
+		return err.Error()
+	}
+	if !ok {
+		return ""
+	}
+	if why := promHasData(ctx, promURL, own); why != "" {
+		return "only its zero fallback answers; its own series: " + why
+	}
+	return ""
+}
+
+// promHasData runs an instant query: "" if it returned at least one series, else why not.
+func promHasData(ctx context.Context, promURL, expr string) string {
+	n, err := promQuery(ctx, promURL, expr)
+	switch {
+	case err != nil:
+		return err.Error()
+	case n == 0:
+		return "no data: " + expr
+	}
+	return ""
 }
 
 func jaegerSearchFinds(ctx context.Context, base, service, operation string) string {

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // Query is one datasource query of a dashboard.
@@ -169,4 +171,32 @@ func (v Vars) Substitute(s string) string {
 		}
 		return ".*"
 	})
+}
+
+// OwnSeries returns the part of a PromQL expression that reads the panel's own series when
+// the expression ends in a zero fallback, `EXPR or [on (...)] (0 * ...)` (the dashboards'
+// orZero: a counter's panel reads 0 before the counter's first event), and ok false for an
+// expression without one. A test that injects faults runs EXPR alone, to see that the faults
+// move the counter and not only its zero.
+func OwnSeries(expr string) (own string, ok bool, err error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return "", false, err
+	}
+	or, isOr := e.(*parser.BinaryExpr)
+	if !isOr || or.Op != parser.LOR {
+		return expr, false, nil
+	}
+	rhs := or.RHS
+	if p, isParen := rhs.(*parser.ParenExpr); isParen {
+		rhs = p.Expr
+	}
+	mul, isMul := rhs.(*parser.BinaryExpr)
+	if !isMul || mul.Op != parser.MUL {
+		return expr, false, nil
+	}
+	if zero, isNum := mul.LHS.(*parser.NumberLiteral); !isNum || zero.Val != 0 {
+		return expr, false, nil
+	}
+	return or.LHS.String(), true, nil
 }

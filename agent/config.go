@@ -27,9 +27,9 @@ import (
 
 // Config is the agent's configuration. One struct feeds the command line (every field is a
 // flag of the same name), the YAML config file (the same names as keys), the environment
-// (AGENT_ and the name in upper case with '-' as '_') and the README's reference.
+// (KAFKATRAIL_ and the name in upper case with '-' as '_', env.go) and the README's reference.
 // Producer properties live under `producer` by their Java names (`-X linger.ms=10`,
-// `producer: {linger.ms: 10}`, AGENT_PRODUCER_LINGER_MS=10).
+// `producer: {linger.ms: 10}`, KAFKATRAIL_PRODUCER_LINGER_MS=10).
 type Config struct {
 	Brokers []string `koanf:"brokers" doc:"Kafka bootstrap servers, HOST:PORT[,HOST:PORT] (sets bootstrap.servers)"`
 	Topic   string   `koanf:"topic" doc:"topic every line is sent to, or a template such as logs-{service}: {name} is a JSON field of the line (a.b for a nested one), a --parse-regex group, or {host}, {file.name}, {file.dir}"`
@@ -410,15 +410,11 @@ func configKeys() []configKey {
 	return out
 }
 
-// EnvName is the environment variable for a key: AGENT_ and the key in upper case, '-' and '.'
-// as '_' (AGENT_KEY_FIELD, AGENT_PRODUCER_LINGER_MS).
-func EnvName(key string) string {
-	return "AGENT_" + strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToUpper(key))
-}
-
 // Load builds the configuration from, in rising precedence: defaults, the YAML file named by
-// --config, the AGENT_* environment, and the flags set on fs (already parsed). Unknown keys and
-// values of the wrong type are errors naming the key.
+// --config (or KAFKATRAIL_CONFIG), the KAFKATRAIL_* environment (and the deprecated AGENT_ names
+// of keys), and the flags set on fs (already parsed). Unknown file keys and values of the wrong
+// type are errors naming the key; an unknown variable is not (ReadEnv reports it): the
+// environment is shared with other programs.
 func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	k := koanf.New("/")
 	def := DefaultConfig()
@@ -426,9 +422,10 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return def, err
 	}
 
+	envMap, envPath, _ := fromEnv(environ)
 	path, _ := fs.GetString("config")
 	if path == "" {
-		path = lookupEnv(environ, "AGENT_CONFIG")
+		path = envPath
 	}
 	if path != "" {
 		fk := koanf.New("/")
@@ -443,10 +440,6 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		}
 	}
 
-	envMap, err := fromEnv(environ)
-	if err != nil {
-		return def, err
-	}
 	if err := k.Load(confmap.Provider(envMap, "/"), nil); err != nil {
 		return def, err
 	}
@@ -534,48 +527,6 @@ func checkKeys(keys []string, path string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// fromEnv maps AGENT_* variables to keys; an AGENT_ variable that names no key is an error, so
-// a typo does not go unnoticed.
-func fromEnv(environ []string) (map[string]any, error) {
-	byEnv := map[string]configKey{}
-	for _, f := range configKeys() {
-		byEnv[EnvName(f.key)] = f
-	}
-	out := map[string]any{}
-	var errs []error
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "AGENT_") || name == "AGENT_CONFIG" {
-			continue
-		}
-		if prop, ok := strings.CutPrefix(name, "AGENT_PRODUCER_"); ok {
-			// Java property names use only dots, so '_' maps back to '.' unambiguously.
-			out["producer/"+strings.ReplaceAll(strings.ToLower(prop), "_", ".")] = value
-			continue
-		}
-		f, ok := byEnv[name]
-		if !ok {
-			errs = append(errs, &ConfigError{Key: name, Reason: "unknown AGENT_ environment variable"})
-			continue
-		}
-		if f.kind == reflect.Slice {
-			out[f.key] = splitList(value)
-		} else {
-			out[f.key] = value
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
-func lookupEnv(environ []string, name string) string {
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return v
-		}
-	}
-	return ""
 }
 
 func splitList(s string) []string {

@@ -52,7 +52,7 @@ producer:
   compression.type: gzip
 `)
 	c, err := load(t, []string{"--config", file, "--topic", "from-flag", "-X", "compression.type=zstd"},
-		[]string{"AGENT_TOPIC=from-env", "AGENT_KEY_FIELD=account", "AGENT_PRODUCER_LINGER_MS=20", "HOME=/root"})
+		[]string{"KAFKATRAIL_TOPIC=from-env", "KAFKATRAIL_KEY_FIELD=account", "KAFKATRAIL_PRODUCER_LINGER_MS=20", "HOME=/root"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +87,14 @@ producer:
 
 func TestLoadListsFromFlagsAndEnv(t *testing.T) {
 	c, err := load(t, []string{"--tail", "/var/log/a.log", "--tail", "/var/log/*.log", "--brokers", "h1:9092,h2:9092"},
-		[]string{"AGENT_TOPIC=t"})
+		[]string{"KAFKATRAIL_TOPIC=t"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Tail) != 2 || len(c.Brokers) != 2 || c.Brokers[1] != "h2:9092" {
 		t.Fatalf("tail %v brokers %v", c.Tail, c.Brokers)
 	}
-	c, err = load(t, nil, []string{"AGENT_TAIL=/a.log,/b/*.log", "AGENT_BROKERS=h:1"})
+	c, err = load(t, nil, []string{"KAFKATRAIL_TAIL=/a.log,/b/*.log", "KAFKATRAIL_BROKERS=h:1"})
 	if err != nil || len(c.Tail) != 2 || c.Brokers[0] != "h:1" {
 		t.Fatalf("env lists: %v %v %v", c.Tail, c.Brokers, err)
 	}
@@ -111,7 +111,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"unknown file key", "topic: t\nbrokerz: [x]\n", nil, nil, "brokerz: unknown key"},
 		{"unknown producer property", "topic: t\nproducer:\n  lingr.ms: 5\n", nil, nil, "producer.lingr.ms: unknown producer property"},
 		{"wrong type", "topic: t\nmax-line-bytes: lots\n", nil, nil, "max-line-bytes"},
-		{"unknown env", "", []string{"AGENT_TOPPIC=t"}, nil, "AGENT_TOPPIC: unknown AGENT_ environment variable"},
+		{"env of the wrong type", "", []string{"KAFKATRAIL_MAX_LINE_BYTES=lots"}, nil, "max-line-bytes"},
 		{"bad -X", "", nil, []string{"-X", "linger.ms"}, "-X: want key=value"},
 		{"yaml syntax", "topic: [unclosed\n", nil, nil, "config:"},
 	} {

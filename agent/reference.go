@@ -2,7 +2,9 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,8 +39,9 @@ func ReferenceMarkdown() string {
 		}
 		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", f.key, EnvName(f.key), d, f.doc)
 	}
-	fmt.Fprintf(&b, "| `-X KEY=VALUE` | `AGENT_PRODUCER_<KEY>` | | a producer property (below) by its Java name; in the file under `producer:` |\n")
-	fmt.Fprintf(&b, "| `--config FILE` | `AGENT_CONFIG` | | YAML file with the keys above |\n")
+	fmt.Fprintf(&b, "| `-X KEY=VALUE` | `%sPRODUCER_<KEY>` | | a producer property (below) by its Java name; in the file under `producer:` |\n", EnvPrefix)
+	fmt.Fprintf(&b, "| `--config FILE` | `%s` | | YAML file with the keys above |\n", EnvName("config"))
+	writeEnvNotes(&b)
 	b.WriteString("\n### Producer properties (Java client names and defaults)\n\n")
 	fmt.Fprintf(&b, "The agent changes three defaults: `client.id` is `%s`, `buffer.memory` is `%d` "+
 		"(%d MiB: the files are the durable buffer, so memory only has to keep the brokers busy), and "+
@@ -53,4 +56,17 @@ func ReferenceMarkdown() string {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", p.Key, d, p.Doc)
 	}
 	return b.String()
+}
+
+// writeEnvNotes says how the environment is read beyond the table: the old names, the
+// variables of other programs and of the project itself.
+func writeEnvNotes(b *strings.Builder) {
+	fmt.Fprintf(b, "\nThe `%s*` names of the table are the agent's own. Their former `%s*` names still work "+
+		"in this release, each with a warning at start naming the new variable (which wins when both are set). "+
+		"Any other `%s*` variable is ignored: other software sets its own (Azure Pipelines: `AGENT_NAME`, `AGENT_OS`, `AGENT_ID`). "+
+		"A `%s*` variable that names no key is ignored with a warning that names it. "+
+		"These `%s*` variables are the project's own and are not configuration:\n\n", EnvPrefix, LegacyEnvPrefix, LegacyEnvPrefix, EnvPrefix, EnvPrefix)
+	for _, name := range slices.Sorted(maps.Keys(projectEnv)) {
+		fmt.Fprintf(b, "- `%s`: %s\n", name, projectEnv[name])
+	}
 }

@@ -326,7 +326,7 @@ func BenchmarkRecordBuilder(b *testing.B) {
 }
 
 // --header is one header per flag (a value may hold commas); the file takes a list and
-// AGENT_HEADER a comma-separated list.
+// KAFKATRAIL_HEADER a comma-separated list.
 func TestLoadHeaders(t *testing.T) {
 	c, err := load(t, []string{"--brokers", "127.0.0.1:9092", "--topic", "logs-{service}", "--header", "tags=a,b", "--header", "svc={service}", "--max-topics", "7"}, nil)
 	if err != nil {
@@ -343,7 +343,7 @@ func TestLoadHeaders(t *testing.T) {
 	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.FallbackTopic != "other" {
 		t.Errorf("from the file: %q, %q, %v", c.Header, c.FallbackTopic, err)
 	}
-	c, err = load(t, nil, []string{"AGENT_BROKERS=127.0.0.1:9092", "AGENT_TOPIC=t", "AGENT_HEADER=env=prod,svc={service}", "AGENT_PARSE_REGEX=(?P<x>a)"})
+	c, err = load(t, nil, []string{"KAFKATRAIL_BROKERS=127.0.0.1:9092", "KAFKATRAIL_TOPIC=t", "KAFKATRAIL_HEADER=env=prod,svc={service}", "KAFKATRAIL_PARSE_REGEX=(?P<x>a)"})
 	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.ParseRegex != "(?P<x>a)" {
 		t.Errorf("from the environment: %q, %q, %v", c.Header, c.ParseRegex, err)
 	}

@@ -78,7 +78,7 @@ func TestSecurity(t *testing.T) {
 	}{
 		{"PLAIN", "-X"},
 		{"SCRAM-SHA-256", "config file"},
-		{"SCRAM-SHA-512", "AGENT_PRODUCER_SASL_PASSWORD"},
+		{"SCRAM-SHA-512", "KAFKATRAIL_PRODUCER_SASL_PASSWORD"},
 	} {
 		t.Run("SASL "+tc.mech, func(t *testing.T) {
 			rep := report(t, fmt.Sprintf("7. security: SASL %s, password from %s, debug logs and agent check grepped", tc.mech, tc.source))
@@ -95,7 +95,7 @@ func TestSecurity(t *testing.T) {
 				os.WriteFile(cfg, []byte("producer:\n  sasl.password: "+saslPassword+"\n"), 0o600)
 				args = append(args, "--config", cfg)
 			default:
-				env = append(env, "AGENT_PRODUCER_SASL_PASSWORD="+saslPassword)
+				env = append(env, "KAFKATRAIL_PRODUCER_SASL_PASSWORD="+saslPassword)
 			}
 			a := startAgent(t, bytes.NewReader(stdinLines(n)), env, args...)
 			code := a.wait(2 * time.Minute)

@@ -258,7 +258,7 @@ func getJSON(t *testing.T, url string, v any) {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "AGENT_") || strings.HasPrefix(kv, "OTEL_") {
+		if strings.HasPrefix(kv, "KAFKATRAIL_") || strings.HasPrefix(kv, "AGENT_") || strings.HasPrefix(kv, "OTEL_") {
 			continue
 		}
 		env = append(env, kv)

@@ -65,6 +65,10 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	if code >= 0 {
 		return code
 	}
+	level := new(slog.LevelVar)
+	log := newLogger(cfg, level, stderr)
+	// Once, at start: a reload on SIGHUP reads the same environment and says nothing again.
+	agent.ReadEnv(environ).Log(log)
 	if len(cfg.Tail) == 0 && !cfg.Stdin {
 		if isTerminal(stdin) {
 			fmt.Fprintln(stderr, "agent: nothing to read: give --tail PATH (repeatable) or pipe lines into standard input (see --help)")
@@ -77,8 +81,6 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 		return exitUsage
 	}
 
-	level := new(slog.LevelVar)
-	log := newLogger(cfg, level, stderr)
 	// The per-record latency histograms: the status page's /metrics and the exporters read them.
 	hist := telemetry.NewHistograms()
 	page, err := newStatusPage(cfg, log, environ, hist) // nil without --http
@@ -168,8 +170,9 @@ func parse(name string, args []string, stderr io.Writer, environ []string) (agen
 		fmt.Fprintf(stderr, "       some-program | %s --brokers HOST:PORT --topic T\n", name)
 		fmt.Fprintf(stderr, "       %s check --config FILE | %s version\n\n", name, name)
 		fs.PrintDefaults()
-		fmt.Fprintln(stderr, "\nEvery flag can also be set in the config file (same name) or as AGENT_<NAME> (upper case, '-' as '_');")
-		fmt.Fprintln(stderr, "flags override the environment, which overrides the file. Producer properties: -X key=value, AGENT_PRODUCER_<KEY>.")
+		fmt.Fprintf(stderr, "\nEvery flag can also be set in the config file (same name) or as %s<NAME> (upper case, '-' as '_');\n", agent.EnvPrefix)
+		fmt.Fprintf(stderr, "flags override the environment, which overrides the file. Producer properties: -X key=value, %sPRODUCER_<KEY>.\n", agent.EnvPrefix)
+		fmt.Fprintf(stderr, "The former %s<NAME> variables still work in this release, with a warning.\n", agent.LegacyEnvPrefix)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -196,6 +199,7 @@ func check(args []string, stdout, stderr io.Writer, environ []string) int {
 	if code >= 0 {
 		return code
 	}
+	agent.ReadEnv(environ).Log(newLogger(cfg, new(slog.LevelVar), stderr))
 	if err := cfg.Validate(); err != nil {
 		printConfigError(stderr, err)
 		return exitUsage

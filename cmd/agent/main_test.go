@@ -45,7 +45,7 @@ type result struct {
 	took           time.Duration
 }
 
-// runAgent runs the agent binary with args, stdin from in, and a clean AGENT_-free environment
+// runAgent runs the agent binary with args, stdin from in, and a clean environment (testkit.AgentEnv)
 // plus env. It fails the test if the agent outlives timeout.
 func runAgent(t *testing.T, in io.Reader, timeout time.Duration, env []string, args ...string) result {
 	t.Helper()
@@ -178,7 +178,7 @@ func TestBadConfigurationExitsTwoNamingTheKey(t *testing.T) {
 	}{
 		{"file", nil, []string{"--config", cfg}, []string{"producer.lingr.ms"}},
 		{"value", nil, []string{"--topic", "t", "--brokers", "127.0.0.1:9092", "--long-lines", "fold"}, []string{"long-lines"}},
-		{"env", []string{"AGENT_MAX_LINE_BYTES=many"}, []string{"--topic", "t", "--brokers", "127.0.0.1:9092"}, []string{"max-line-bytes"}},
+		{"env", []string{"KAFKATRAIL_MAX_LINE_BYTES=many"}, []string{"--topic", "t", "--brokers", "127.0.0.1:9092"}, []string{"max-line-bytes"}},
 		{"producer", nil, []string{"--topic", "t", "--brokers", "127.0.0.1:9092", "-X", "acks=1"}, []string{"enable.idempotence=true requires acks=all"}},
 		{"flag", nil, []string{"--no-such-flag"}, []string{"no-such-flag"}},
 		{"http", nil, []string{"--topic", "t", "--brokers", "127.0.0.1:9092", "--http", "localhost"}, []string{"http: want HOST:PORT"}},

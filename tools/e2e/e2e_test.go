@@ -164,7 +164,7 @@ func startAgent(t *testing.T, name string, args []string, env map[string]string,
 	bin := agentBinary(t)
 	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, "AGENT_") {
+		if !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, "KAFKATRAIL_") && !strings.HasPrefix(kv, "AGENT_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}

@@ -436,11 +436,12 @@ func agentEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// cleanEnv is this process's environment without OTEL_* and AGENT_* variables.
+// cleanEnv is this process's environment without OTEL_* and the agent's KAFKATRAIL_* (and
+// deprecated AGENT_*) variables.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "OTEL_") || strings.HasPrefix(kv, "AGENT_") {
+		if strings.HasPrefix(kv, "OTEL_") || strings.HasPrefix(kv, "KAFKATRAIL_") || strings.HasPrefix(kv, "AGENT_") {
 			continue
 		}
 		env = append(env, kv)

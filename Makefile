@@ -92,14 +92,16 @@ test-e2e: deps tools
 bench:
 	scripts/bench.sh
 
-# A real broker, Jaeger, Prometheus and the agent tailing a rotating sample log, on 127.0.0.1;
-# prints where to look; Ctrl-C stops everything (see scripts/demo.sh). The first run builds
-# Jaeger and Prometheus (about 15 minutes on 2 cores); later runs are up in about 20 s.
+# A real broker and the agent tailing a rotating sample log, with its page, on 127.0.0.1;
+# Jaeger and Prometheus join when found or built (the first build takes about 15 minutes on 2
+# cores, in the background); prints where to look; Ctrl-C stops everything (scripts/demo.sh).
 .PHONY: demo demo-check
 demo:
 	scripts/demo.sh
 
-# The unattended demo: up, then a trace with all six stages must be in Jaeger within 90 s.
+# The unattended demo: a trace with all six stages must be on the page and in Jaeger within
+# 90 s (Jaeger must be built already, `make tools`, or on PATH). scripts/demo-time.sh times a
+# fresh clone with empty caches.
 demo-check:
 	DEMO_SECONDS=90 DEMO_HTTP_PORT=18686 scripts/demo.sh
 

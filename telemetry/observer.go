@@ -242,7 +242,8 @@ func (o *ProducerObserver) spanContext(ctx context.Context) trace.SpanContext {
 
 // sendExtra is what a record's send span has among its attributes besides its topic's: kept
 // as values, not as an attribute list, while the record is in flight (a list made at Send
-// would cost ~1 KB a traced record of buffer.memory's worth of them), and laid out at its end.
+// would be held for every traced record the buffer holds, at 100 % sampling several times the
+// records' own bytes), and laid out when the record completes.
 type sendExtra struct {
 	tombstone bool
 	hasKey    bool

@@ -126,7 +126,11 @@ func checkOutageLogged(t *testing.T, log, addr string, outage time.Duration) {
 	var down time.Duration
 	failed := regexp.MustCompile(`failed_attempts=(\d+)`)
 	took := regexp.MustCompile(`reachable again after ([0-9.]+(?:ms|s|m[0-9.]*s?))`)
+	var said []string
 	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, node) {
+			said = append(said, line)
+		}
 		switch {
 		case strings.Contains(line, node+" unreachable: "):
 			first++
@@ -148,8 +152,8 @@ func checkOutageLogged(t *testing.T, log, addr string, outage time.Duration) {
 			}
 		}
 	}
-	t.Logf("broker down %v: %d warning, %d repeats, %d recovery line (down %v, %d failed attempts)",
-		outage.Round(100*time.Millisecond), first, repeats, back, down, attempts)
+	t.Logf("broker down %v: %d warning, %d repeats, %d recovery line (down %v, %d failed attempts):\n%s",
+		outage.Round(100*time.Millisecond), first, repeats, back, down, attempts, strings.Join(said, "\n"))
 	if first != 1 || back != 1 {
 		t.Fatalf("%d 'unreachable' warnings and %d 'reachable again' lines for %s, want 1 each; log:\n%s", first, back, node, log)
 	}

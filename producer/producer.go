@@ -139,6 +139,10 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	if o.observer != nil {
 		netCfg.Observer = o.observer
 	}
+	if h := newNodeHealth(o.logger, o.clock); h != nil {
+		// Brokers going away and coming back, in the log.
+		netCfg.Observer = joinNetworkObservers(netCfg.Observer, h)
+	}
 	var cm *clientMetrics
 	if cfg.EnableMetricsPush {
 		// KIP-714: the numbers pushed to the broker; the network layer's share through its

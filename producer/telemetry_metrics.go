@@ -496,8 +496,8 @@ var (
 	_ network.Observer = networkObservers{}
 )
 
-// networkObservers tells two network observers the same events: the telemetry's and the
-// client metrics'.
+// networkObservers tells two network observers the same events: the telemetry's, the node
+// health log's (nodehealth.go) and the client metrics', joined in pairs.
 type networkObservers struct{ a, b network.Observer }
 
 // joinNetworkObservers returns b alone when a is nil, else both.

@@ -58,6 +58,12 @@ func renderDoc() string {
 	p("tracer, go out through the same exporter. A span processor of one's own (not a `RecordSpanProcessor`) gets\n")
 	p("read-only views of the records' spans. The candidates (the SDK's exporter, the Collector's pdata, protowire) are\n")
 	p("compared per traced record in `bench/otlpenc` (`cd bench && go test -bench . ./otlpenc/`).\n\n")
+	p("An export that fails (no collector listening, a collector that refuses) is logged once per signal, at warn, with\n")
+	p("the variable that turns that export off (`OTEL_TRACES_EXPORTER=none`, `OTEL_METRICS_EXPORTER=none`); the exports\n")
+	p("that fail after it are logged at debug, and the first that works again is one info line with how long exports\n")
+	p("failed and how many. The OTLP metric exporter (gRPC, or http/protobuf when a protocol says so) is built by\n")
+	p("kafkatrail rather than by autoexport for this, unless `OTEL_METRICS_PRODUCERS` names producers, which only\n")
+	p("autoexport knows: then every failed metric export is a warning, as the SDK reports it.\n\n")
 
 	p("## A log line's own trace context: the creation context\n\n")
 	p("A line that carries a W3C trace context (a `traceparent` field, or `trace_id` and `span_id` JSON fields)\n")

@@ -25,7 +25,6 @@ import (
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -130,7 +129,13 @@ type Provider struct {
 func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{shutdownT: cfg.ShutdownTimeout}
 	if l := cfg.ErrorLogger; l != nil {
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { l.Warn("telemetry", "error", err) }))
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			var reported *reportedError
+			if errors.As(err, &reported) {
+				return // a failed export: exportHealth logged what needs saying
+			}
+			l.Warn("telemetry", "error", err)
+		}))
 	}
 	if p.shutdownT <= 0 {
 		p.shutdownT = DefaultShutdownTimeout
@@ -152,7 +157,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if hist == nil {
 		hist = NewHistograms()
 	}
-	reader, err := newMetricReader(ctx, hist)
+	reader, err := newMetricReader(ctx, hist, cfg.ErrorLogger)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
@@ -183,6 +188,11 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		}
 		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(ProviderSampler(sampler))}
 		if exp != nil {
+			endpoint := ""
+			if o, ok := exp.(*otlpTraceExporter); ok {
+				endpoint = o.endpoint()
+			}
+			exp = withSpanHealth(exp, newExportHealth(cfg.ErrorLogger, "traces", endpoint))
 			size := cfg.SpanQueueSize
 			if size <= 0 {
 				size = envPositive("OTEL_BSP_MAX_QUEUE_SIZE")
@@ -280,12 +290,14 @@ func newSpanExporter(ctx context.Context, res *resource.Resource) (spanExporter,
 }
 
 // newMetricReader builds the reader OTEL_METRICS_EXPORTER asks for, with hist as a producer.
-func newMetricReader(ctx context.Context, hist *Histograms) (sdkmetric.Reader, error) {
-	if otlpOverGRPC("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
-		exp, err := otlpmetricgrpc.New(ctx)
+// An OTLP exporter built here reports its exports' health on log (see ownOTLPMetrics).
+func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger) (sdkmetric.Reader, error) {
+	if protocol, ok := ownOTLPMetrics(); ok {
+		exp, err := newOTLPMetricExporter(ctx, protocol)
 		if err != nil {
 			return nil, err
 		}
+		exp = withMetricHealth(exp, newExportHealth(log, "metrics", otlpMetricsEndpoint(protocol)))
 		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist)), nil
 	}
 	// autoexport takes its readers' producers from a process-wide registry, by the names in

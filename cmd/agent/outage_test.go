@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +98,7 @@ func TestTailBrokerDown30sLosesNothingAndBoundsMemory(t *testing.T) {
 	waitForRecords(t, b.bootstrap(), topic, written, 3*time.Minute, a)
 	recovered := time.Since(back)
 	a.stop(time.Minute)
+	checkOutageLogged(t, a.log(), b.bootstrap(), back.Sub(down))
 	lost, dup := countLines(t, b.bootstrap(), topic, written)
 	t.Logf("broker down 30 s: %d lines written in all, %d lost, %d duplicated; peak RSS %.1f MiB (buffer.memory %d MiB); all delivered %v after the broker returned",
 		written, lost, dup, float64(peak)/(1<<20), bufferMemory>>20, recovered.Round(100*time.Millisecond))
@@ -108,5 +111,61 @@ func TestTailBrokerDown30sLosesNothingAndBoundsMemory(t *testing.T) {
 	}
 	if strings.Contains(a.log(), "level=ERROR") {
 		t.Logf("agent logged errors during the outage:\n%s", a.log())
+	}
+}
+
+// checkOutageLogged asserts what the agent's info-level log says of a broker (node 1 at addr)
+// stopped for about outage: one warning that it is unreachable, however many attempts failed,
+// repeated at most every 30 s while it stays down, and one info line when it is reachable
+// again, with how long it was not.
+func checkOutageLogged(t *testing.T, log, addr string, outage time.Duration) {
+	t.Helper()
+	node := "broker node 1 (" + addr + ")"
+	var first, repeats, back int
+	var attempts int
+	var down time.Duration
+	failed := regexp.MustCompile(`failed_attempts=(\d+)`)
+	took := regexp.MustCompile(`reachable again after ([0-9.]+(?:ms|s|m[0-9.]*s?))`)
+	var said []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, node) {
+			said = append(said, line)
+		}
+		switch {
+		case strings.Contains(line, node+" unreachable: "):
+			first++
+			if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "records for its partitions wait and retry") {
+				t.Errorf("warning: %s", line)
+			}
+		case strings.Contains(line, node+" still unreachable after "):
+			repeats++
+		case strings.Contains(line, node+" reachable again after "):
+			back++
+			if !strings.Contains(line, "level=INFO") {
+				t.Errorf("recovery not at info: %s", line)
+			}
+			if m := failed.FindStringSubmatch(line); m != nil {
+				attempts, _ = strconv.Atoi(m[1])
+			}
+			if m := took.FindStringSubmatch(line); m != nil {
+				down, _ = time.ParseDuration(m[1])
+			}
+		}
+	}
+	t.Logf("broker down %v: %d warning, %d repeats, %d recovery line (down %v, %d failed attempts):\n%s",
+		outage.Round(100*time.Millisecond), first, repeats, back, down, attempts, strings.Join(said, "\n"))
+	if first != 1 || back != 1 {
+		t.Fatalf("%d 'unreachable' warnings and %d 'reachable again' lines for %s, want 1 each; log:\n%s", first, back, node, log)
+	}
+	if most := int(outage/(30*time.Second)) + 1; repeats > most {
+		t.Errorf("%d repeated warnings in %v, want at most %d (one per 30 s)", repeats, outage, most)
+	}
+	if attempts <= first+repeats {
+		t.Errorf("%d failed attempts for %d warnings: want fewer warnings than attempts", attempts, first+repeats)
+	}
+	// The outage counts from the first refused attempt, after the broker began to stop; the
+	// recovery is after the broker is back.
+	if down < outage/2 || down > outage+time.Minute {
+		t.Errorf("logged down time %v for an outage of %v", down, outage)
 	}
 }

@@ -64,6 +64,10 @@ type event struct {
 	ch      *channel
 	payload []byte
 	err     error
+	// at is when a send's write returned or a receive's frame was fully read, read from
+	// Config.Clock by the goroutine that did it: the sender goroutine may poll much later
+	// (busy draining, or asleep until its next linger), and the stage ends when the I/O did.
+	at time.Time
 }
 
 // channel is one connection to a broker, the Java KafkaChannel: a connect goroutine that dials,
@@ -369,12 +373,16 @@ func (ch *channel) reauthenticate(conn net.Conn) error {
 	return nil
 }
 
-// read reads frames until the connection fails, reporting each as a receive. A bufio.Reader saves
-// a syscall per size prefix.
+// read reads frames until the connection fails, reporting each as a receive with the time it
+// was fully read. A bufio.Reader saves a syscall per size prefix.
 func (ch *channel) read(conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 32<<10)
 	for {
 		payload, err := readFrame(br, ch.cfg.MaxReceiveBytes)
+		// The frame's last byte is in: completedReceive ends here, not when a poll takes it
+		// (the Java Selector stamps its receives as it reads them too: attemptRead's
+		// currentTimeMs, handed to addToCompletedReceives).
+		read := ch.cfg.Clock()
 		if err != nil {
 			err = fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err)
 			ch.reauthMu.Lock()
@@ -402,13 +410,14 @@ func (ch *channel) read(conn net.Conn) {
 		if ch.reauthenticating.Load() {
 			ch.cfg.SASL.responsesDuringReauth.Add(1)
 		}
-		if !ch.emit(event{kind: eventReceive, payload: payload}) {
+		if !ch.emit(event{kind: eventReceive, payload: payload, at: read}) {
 			return
 		}
 	}
 }
 
-// write writes one frame at a time from the send slot and reports each completed write.
+// write writes one frame at a time from the send slot and reports each completed write, with
+// the time its write returned.
 func (ch *channel) write(conn net.Conn) {
 	for {
 		select {
@@ -423,7 +432,11 @@ func (ch *channel) write(conn net.Conn) {
 				ch.kill(fmt.Errorf("network: write to node %d (%s): %w", ch.id, ch.addr, err), true)
 				return
 			}
-			if !ch.emit(event{kind: eventSendCompleted}) {
+			// The last byte left: completedSend ends here, whenever the sender goroutine polls
+			// (Java's Selector.write reads the time as the send completes, for
+			// recordCompletedSend).
+			written := ch.cfg.Clock()
+			if !ch.emit(event{kind: eventSendCompleted, at: written}) {
 				return
 			}
 		case <-ch.dead:

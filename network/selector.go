@@ -22,6 +22,17 @@ const eventQueueSize = 1024
 type Receive struct {
 	Node    int32
 	Payload []byte
+	// Received is when the frame's last byte was read, by the connection's reader goroutine
+	// (Config.Clock), however long before the Poll that reports it.
+	Received time.Time
+}
+
+// CompletedSend is a request frame fully written to a node.
+type CompletedSend struct {
+	Node int32
+	// Written is when the write of the frame's last byte returned, on the connection's writer
+	// goroutine (Config.Clock), however long before the Poll that reports it.
+	Written time.Time
 }
 
 // Disconnection is a connection the selector lost, with its cause.
@@ -33,7 +44,7 @@ type Disconnection struct {
 // PollResult is what one Selector.Poll observed, by kind, each in arrival order.
 type PollResult struct {
 	Connected         []int32
-	CompletedSends    []int32
+	CompletedSends    []CompletedSend
 	CompletedReceives []Receive
 	Disconnected      []Disconnection
 	// Setups are the connection attempts that ended, established or failed (telemetry).
@@ -177,9 +188,9 @@ func (s *Selector) handle(ev event, res *PollResult) {
 		res.Setups = append(res.Setups, c.ch.setup(c.lastActive, nil))
 	case eventSendCompleted:
 		c.sendInProgress = false
-		res.CompletedSends = append(res.CompletedSends, node)
+		res.CompletedSends = append(res.CompletedSends, CompletedSend{Node: node, Written: ev.at})
 	case eventReceive:
-		res.CompletedReceives = append(res.CompletedReceives, Receive{Node: node, Payload: ev.payload})
+		res.CompletedReceives = append(res.CompletedReceives, Receive{Node: node, Payload: ev.payload, Received: ev.at})
 	case eventDisconnected:
 		if !c.connected {
 			res.Setups = append(res.Setups, c.ch.setup(c.lastActive, ev.err))

@@ -44,7 +44,8 @@ type Attempt struct {
 	CorrelationID int32
 	APIVersion    int16
 	// Queued ends doSend: the request, framed, handed to its connection. Written ends
-	// completedSend: the write of the request's last byte returned. Received ends
+	// completedSend: the write of the request's last byte returned (its start when the answer
+	// was read before the writer saw its write return). Received ends
 	// completedReceive: the response's last byte was read (or the request failed without a
 	// response, or, with acks=0, its write finished). Each is stamped where it happens, by
 	// the network client and its connection's writer and reader, not at the poll that

@@ -31,10 +31,14 @@ type Request struct {
 	// Created is when the caller built the request. Queued is when doSend, the request
 	// framed, handed it to its connection: a clock read there, never before the now doSend was
 	// given. Written is when the connection's writer saw the write of its last byte return
-	// (or, when the answer was handled before that report, when the answer was read). Each is
+	// (or, when the answer was read before that, the write's start: the writer was
+	// descheduled once its bytes were out, see NetworkClient's writtenBefore). Each is
 	// the moment it names, not the time of the poll that learnt of it, and Queued <= Written
 	// <= the response's Received. They feed the lifecycle spans.
 	Created, Queued, Written time.Time
+	// WriteStarted is when the connection's writer began writing the request, zero until
+	// known: Written when the writer's clock read after its write came later than the answer.
+	WriteStarted time.Time
 	// Timeout is request.timeout.ms for this request, measured from Queued (Java's
 	// InFlightRequest.sendTimeMs).
 	Timeout time.Duration

@@ -67,7 +67,8 @@ type event struct {
 	// at is when a send's write returned or a receive's frame was fully read, read from
 	// Config.Clock by the goroutine that did it: the sender goroutine may poll much later
 	// (busy draining, or asleep until its next linger), and the stage ends when the I/O did.
-	at time.Time
+	// started is when a send's write began.
+	at, started time.Time
 }
 
 // channel is one connection to a broker, the Java KafkaChannel: a connect goroutine that dials,
@@ -118,6 +119,13 @@ type channel struct {
 	readErr      error
 	readFailed   chan struct{}
 
+	// epoch is a Config.Clock reading taken at creation; writeStarted is when the writer began
+	// writing the frame it holds, in nanoseconds after epoch plus one, 0 while it holds none.
+	// The sender goroutine reads it when an answer arrives before the writer's report of the
+	// request's write (see NetworkClient.handleCompletedReceives).
+	epoch        time.Time
+	writeStarted atomic.Int64
+
 	// Setup timestamps for telemetry. started is set before the connect goroutine starts; the
 	// others are written by that goroutine before it emits Connected (or, on failure,
 	// Disconnected), so the selector reads them safely when it handles that event.
@@ -135,7 +143,16 @@ func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channe
 		readFailed:  make(chan struct{}, 1),
 		dead:        make(chan struct{}),
 		abandoned:   make(chan struct{}),
+		epoch:       cfg.Clock(),
 	}
+}
+
+// writeStart returns when the writer began writing the frame it holds, zero when it holds none.
+func (ch *channel) writeStart() time.Time {
+	if d := ch.writeStarted.Load(); d > 0 {
+		return ch.epoch.Add(time.Duration(d - 1))
+	}
+	return time.Time{}
 }
 
 // start launches the connect goroutine; wg lets the selector wait for every goroutine at shutdown.
@@ -428,6 +445,8 @@ func (ch *channel) write(conn net.Conn) {
 					return
 				}
 			}
+			started := ch.cfg.Clock()
+			ch.writeStarted.Store(int64(started.Sub(ch.epoch)) + 1)
 			if _, err := conn.Write(frame); err != nil {
 				ch.kill(fmt.Errorf("network: write to node %d (%s): %w", ch.id, ch.addr, err), true)
 				return
@@ -436,7 +455,8 @@ func (ch *channel) write(conn net.Conn) {
 			// (Java's Selector.write reads the time as the send completes, for
 			// recordCompletedSend).
 			written := ch.cfg.Clock()
-			if !ch.emit(event{kind: eventSendCompleted, at: written}) {
+			ch.writeStarted.Store(0)
+			if !ch.emit(event{kind: eventSendCompleted, at: written, started: started}) {
 				return
 			}
 		case <-ch.dead:

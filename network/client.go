@@ -401,6 +401,7 @@ func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, sen
 		}
 		delete(c.sending, node)
 		r.SendComplete = true
+		r.WriteStarted = send.Started
 		r.Written = latest(send.Written, r.Queued)
 		if !r.ExpectResponse && c.inFlight.LastSent(node) == r {
 			// acks=0: the write is all there is; the request completed when it did.
@@ -446,14 +447,13 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 		received := latest(recv.Received, r.Queued)
 		if c.sending[recv.Node] == r {
 			// The answer proves the request was written even if the writer's report is
-			// still queued: by the time it was read at the latest.
+			// still queued (or not made yet).
 			delete(c.sending, recv.Node)
 			r.SendComplete = true
-			r.Written = received
+			r.WriteStarted = c.selector.writeStarted(recv.Node)
+			r.Written = writtenBefore(r, received)
 		} else if r.Written.After(received) {
-			// The writer read the clock after the reader had (it was descheduled between its
-			// write's return and its clock read): the write finished before the answer came.
-			r.Written = received
+			r.Written = writtenBefore(r, received)
 		}
 		body, err := parseResponse(recv.Node, r.Body, r.CorrelationID, recv.Payload)
 		var mismatch *CorrelationIDMismatchError
@@ -472,6 +472,21 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 		}
 	}
 	return responses
+}
+
+// writtenBefore is when r's write finished, given that its answer was read at received before
+// the writer reported the write (or with the writer's clock read after its write later than
+// the read). The writer was descheduled once its bytes were out, typically on loopback, where
+// the broker's thread its write wakes may take its CPU: its write's return comes late by as much
+// as the round trip, and completedSend would take the round trip while completedReceive read
+// zero. The write finished between its start and the read; its start is the estimate, as a
+// socket takes a request of a few batches whole within microseconds. Without a known start
+// (the writer between its write and its report), the read is the bound.
+func writtenBefore(r *inflight.Request, received time.Time) time.Time {
+	if s := r.WriteStarted; !s.IsZero() && !s.After(received) {
+		return latest(s, r.Queued)
+	}
+	return received
 }
 
 // handleAPIVersionsResponse records the node's versions and makes it READY. A broker answering

@@ -63,29 +63,40 @@ func TestStageStampsAreTheMomentsNotThePoll(t *testing.T) {
 
 // TestStageStampsStayOrderedWhenTheAnswerComesFirst: when the response is handled before the
 // writer's report of its request (the report still queued, or stamped after the reader's
-// read), Written is the read time at the latest, so Queued <= Written <= Received holds and
-// the late report changes nothing.
+// read: the writer descheduled once its bytes were out), Written is the write's start when
+// the writer told it, else the read time, so Queued <= Written <= Received holds, the late
+// report changes nothing, and completedSend does not take the round trip (with
+// completedReceive reading zero) because the writer's report came late.
 func TestStageStampsStayOrderedWhenTheAnswerComesFirst(t *testing.T) {
 	const node = 1
 	queued := time.Now()
+	started := queued.Add(time.Millisecond)
 	read := queued.Add(3 * time.Millisecond)
 	pollNow := queued.Add(50 * time.Millisecond)
 	for _, tc := range []struct {
 		name         string
 		reportBefore bool // the writer's report is handled first, stamped after the read
+		knownStart   bool // the writer published its write's start
+		want         time.Time
 	}{
-		{"answer before the report", false},
-		{"report stamped after the read", true},
+		{"answer before the report", false, true, started},
+		{"answer before the report, start unknown", false, false, read},
+		{"report stamped after the read", true, true, started},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := threeNodeClient(t, queued)
+			if tc.knownStart && !tc.reportBefore {
+				ch := newChannel(node, "", c.selector.cfg, nil)
+				ch.writeStarted.Store(int64(started.Sub(ch.epoch)) + 1)
+				c.selector.channels[node] = &selectorConn{ch: ch, connected: true, sendInProgress: true}
+			}
 			body := kmsg.NewPtrProduceRequest()
 			body.SetVersion(7) // a non-flexible response header: the payload below is plain
 			r := c.newRequest(node, body, true, false, queued, 0, nil, queued)
 			r.CorrelationID = 42
 			c.inFlight.Add(r)
 			c.sending[node] = r
-			lateReport := []CompletedSend{{Node: node, Written: read.Add(time.Millisecond)}}
+			lateReport := []CompletedSend{{Node: node, Started: started, Written: read.Add(time.Millisecond)}}
 
 			var responses []*inflight.Response
 			if tc.reportBefore {
@@ -105,11 +116,11 @@ func TestStageStampsStayOrderedWhenTheAnswerComesFirst(t *testing.T) {
 			if !got.Received.Equal(read) {
 				t.Fatalf("Received +%v, want the read's +%v (the poll's is +%v)", got.Received.Sub(queued), read.Sub(queued), pollNow.Sub(queued))
 			}
-			if !r.SendComplete || !r.Written.Equal(read) {
-				t.Fatalf("Written +%v (complete %v), want the read's +%v", r.Written.Sub(queued), r.SendComplete, read.Sub(queued))
+			if !r.SendComplete || !r.Written.Equal(tc.want) {
+				t.Fatalf("Written +%v (complete %v), want +%v (read at +%v)", r.Written.Sub(queued), r.SendComplete, tc.want.Sub(queued), read.Sub(queued))
 			}
-			if r.Queued.After(r.Written) {
-				t.Fatalf("Queued after Written")
+			if r.Queued.After(r.Written) || r.Written.After(got.Received) {
+				t.Fatalf("Queued, Written, Received out of order")
 			}
 		})
 	}

@@ -35,14 +35,22 @@ type Attempt struct {
 	// TopicPartition is the batch's partition.
 	TopicPartition metadata.TopicPartition
 	// Enqueued is when the batch became drainable for this attempt: its creation, or its
-	// re-enqueue for a retry. Drained is when it left the deque for the request.
+	// re-enqueue for a retry. Drained is when it left the deque for the request: the time of
+	// the sender iteration that drained it, before the batch was closed (compressed) and its
+	// request built, which doSend then measures.
 	Enqueued, Drained time.Time
 	// Node, CorrelationID and APIVersion identify the request that carried the batch.
 	Node          int32
 	CorrelationID int32
 	APIVersion    int16
-	// Queued is doSend, Written completedSend, Received completedReceive (or when the request
-	// failed without a response). Written is zero when the request never left.
+	// Queued ends doSend: the request, framed, handed to its connection. Written ends
+	// completedSend: the write of the request's last byte returned (its start when the answer
+	// was read before the writer saw its write return). Received ends
+	// completedReceive: the response's last byte was read (or the request failed without a
+	// response, or, with acks=0, its write finished). Each is stamped where it happens, by
+	// the network client and its connection's writer and reader, not at the poll that
+	// reported it, and Drained <= Queued <= Written <= Received. Written is zero when the
+	// request never left.
 	Queued, Written, Received time.Time
 	// Records, Bytes and UncompressedBytes describe the batch as sent: its record count, its
 	// size on the wire and the size of its records before compression.

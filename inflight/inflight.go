@@ -28,10 +28,19 @@ type Request struct {
 	// Internal marks requests NetworkClient sends on its own behalf (ApiVersions, metadata):
 	// their responses are handled inside the client and not returned from Poll.
 	Internal bool
-	// Created is when the caller built the request; Queued when doSend handed it to the
-	// connection; Written when its last byte left the socket. They feed the lifecycle spans.
+	// Created is when the caller built the request. Queued is when doSend, the request
+	// framed, handed it to its connection: a clock read there, never before the now doSend was
+	// given. Written is when the connection's writer saw the write of its last byte return
+	// (or, when the answer was read before that, the write's start: the writer was
+	// descheduled once its bytes were out, see NetworkClient's writtenBefore). Each is
+	// the moment it names, not the time of the poll that learnt of it, and Queued <= Written
+	// <= the response's Received. They feed the lifecycle spans.
 	Created, Queued, Written time.Time
-	// Timeout is request.timeout.ms for this request, measured from Queued.
+	// WriteStarted is when the connection's writer began writing the request, zero until
+	// known: Written when the writer's clock read after its write came later than the answer.
+	WriteStarted time.Time
+	// Timeout is request.timeout.ms for this request, measured from Queued (Java's
+	// InFlightRequest.sendTimeMs).
 	Timeout time.Duration
 	// SendComplete is set once the request's bytes have fully left the socket. A node accepts no
 	// new request while its newest one is still being written (one send per connection).
@@ -46,7 +55,10 @@ type Response struct {
 	Request *Request
 	// Body is the decoded response, nil when there is none (acks=0, disconnect, error).
 	Body kmsg.Response
-	// Received is when the response was read and matched to its request.
+	// Received is when the response's last byte was read, by the connection's reader, however
+	// long before the poll that matched it to its request; for an acks=0 request, when its
+	// write finished; for a request that failed without a response, when the client failed it.
+	// The sender takes it as the time of what it decides about the response.
 	Received time.Time
 	// Disconnected reports that the connection closed before a response arrived; the request
 	// may or may not have reached the broker, so the caller treats it as retriable.

@@ -64,6 +64,11 @@ type event struct {
 	ch      *channel
 	payload []byte
 	err     error
+	// at is when a send's write returned or a receive's frame was fully read, read from
+	// Config.Clock by the goroutine that did it: the sender goroutine may poll much later
+	// (busy draining, or asleep until its next linger), and the stage ends when the I/O did.
+	// started is when a send's write began.
+	at, started time.Time
 }
 
 // channel is one connection to a broker, the Java KafkaChannel: a connect goroutine that dials,
@@ -114,6 +119,13 @@ type channel struct {
 	readErr      error
 	readFailed   chan struct{}
 
+	// epoch is a Config.Clock reading taken at creation; writeStarted is when the writer began
+	// writing the frame it holds, in nanoseconds after epoch plus one, 0 while it holds none.
+	// The sender goroutine reads it when an answer arrives before the writer's report of the
+	// request's write (see NetworkClient.handleCompletedReceives).
+	epoch        time.Time
+	writeStarted atomic.Int64
+
 	// Setup timestamps for telemetry. started is set before the connect goroutine starts; the
 	// others are written by that goroutine before it emits Connected (or, on failure,
 	// Disconnected), so the selector reads them safely when it handles that event.
@@ -131,7 +143,16 @@ func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channe
 		readFailed:  make(chan struct{}, 1),
 		dead:        make(chan struct{}),
 		abandoned:   make(chan struct{}),
+		epoch:       cfg.Clock(),
 	}
+}
+
+// writeStart returns when the writer began writing the frame it holds, zero when it holds none.
+func (ch *channel) writeStart() time.Time {
+	if d := ch.writeStarted.Load(); d > 0 {
+		return ch.epoch.Add(time.Duration(d - 1))
+	}
+	return time.Time{}
 }
 
 // start launches the connect goroutine; wg lets the selector wait for every goroutine at shutdown.
@@ -369,12 +390,16 @@ func (ch *channel) reauthenticate(conn net.Conn) error {
 	return nil
 }
 
-// read reads frames until the connection fails, reporting each as a receive. A bufio.Reader saves
-// a syscall per size prefix.
+// read reads frames until the connection fails, reporting each as a receive with the time it
+// was fully read. A bufio.Reader saves a syscall per size prefix.
 func (ch *channel) read(conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 32<<10)
 	for {
 		payload, err := readFrame(br, ch.cfg.MaxReceiveBytes)
+		// The frame's last byte is in: completedReceive ends here, not when a poll takes it
+		// (the Java Selector stamps its receives as it reads them too: attemptRead's
+		// currentTimeMs, handed to addToCompletedReceives).
+		read := ch.cfg.Clock()
 		if err != nil {
 			err = fmt.Errorf("network: read from node %d (%s): %w", ch.id, ch.addr, err)
 			ch.reauthMu.Lock()
@@ -402,13 +427,14 @@ func (ch *channel) read(conn net.Conn) {
 		if ch.reauthenticating.Load() {
 			ch.cfg.SASL.responsesDuringReauth.Add(1)
 		}
-		if !ch.emit(event{kind: eventReceive, payload: payload}) {
+		if !ch.emit(event{kind: eventReceive, payload: payload, at: read}) {
 			return
 		}
 	}
 }
 
-// write writes one frame at a time from the send slot and reports each completed write.
+// write writes one frame at a time from the send slot and reports each completed write, with
+// the time its write returned.
 func (ch *channel) write(conn net.Conn) {
 	for {
 		select {
@@ -419,11 +445,18 @@ func (ch *channel) write(conn net.Conn) {
 					return
 				}
 			}
+			started := ch.cfg.Clock()
+			ch.writeStarted.Store(int64(started.Sub(ch.epoch)) + 1)
 			if _, err := conn.Write(frame); err != nil {
 				ch.kill(fmt.Errorf("network: write to node %d (%s): %w", ch.id, ch.addr, err), true)
 				return
 			}
-			if !ch.emit(event{kind: eventSendCompleted}) {
+			// The last byte left: completedSend ends here, whenever the sender goroutine polls
+			// (Java's Selector.write reads the time as the send completes, for
+			// recordCompletedSend).
+			written := ch.cfg.Clock()
+			ch.writeStarted.Store(0)
+			if !ch.emit(event{kind: eventSendCompleted, at: written, started: started}) {
 				return
 			}
 		case <-ch.dead:

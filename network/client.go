@@ -292,6 +292,14 @@ func (c *NetworkClient) nextCorrelationID() int32 {
 	return id
 }
 
+// latest returns the later of a and b (a zero time is before any other).
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // framePool recycles request frames, so a produce request does not allocate its size again:
 // kmsg appends the whole request, records included, into the frame.
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
@@ -304,6 +312,14 @@ func (c *NetworkClient) doSend(r *inflight.Request) {
 	buf := framePool.Get().(*[]byte)
 	frame := c.formatter.AppendRequest((*buf)[:0], r.Body, r.CorrelationID)
 	*buf = frame
+	// Queued is read now, with the request framed and about to be handed to its connection
+	// (Java's NetworkClient.doSend builds the Send, then Selector.send). Java's InFlightRequest
+	// keeps the now doSend was given as its sendTimeMs; for a produce request that is the
+	// sender's loop time, the batch's Drained too, so everything between (closing and
+	// compressing the batch, building and encoding the request) would read as no time at all.
+	// Never before the caller's now, whatever its clock: the stages must not overlap.
+	// request.timeout.ms counts from here, as Java's does from sendTimeMs.
+	r.Queued = latest(r.Queued, c.cfg.Clock())
 	c.inFlight.Add(r)
 	c.sending[r.Destination] = r
 	if err := c.selector.Send(r.Destination, frame); err != nil {
@@ -323,7 +339,9 @@ func (c *NetworkClient) doSend(r *inflight.Request) {
 
 // Poll updates metadata if due, waits up to timeout for network events, handles them and runs the
 // callbacks of every request completed. now is the caller's clock; the selector waits in real
-// time, and the handlers see now plus the time the wait took.
+// time, and the handlers see now plus the time the wait took. A request's stage times are not
+// this poll's: Written and Received are the connection's own readings of Config.Clock, taken
+// when the write returned and when the response was read.
 func (c *NetworkClient) Poll(timeout time.Duration, now time.Time) []*inflight.Response {
 	if len(c.aborted) > 0 {
 		// Complete what Send already decided before waiting, as the Java client does with
@@ -342,7 +360,7 @@ func (c *NetworkClient) Poll(timeout time.Duration, now time.Time) []*inflight.R
 	updatedNow := now.Add(time.Since(start))
 
 	var responses []*inflight.Response
-	responses = c.handleCompletedSends(responses, res.CompletedSends, updatedNow)
+	responses = c.handleCompletedSends(responses, res.CompletedSends)
 	responses = c.handleCompletedReceives(responses, res.CompletedReceives, updatedNow)
 	responses = c.handleDisconnections(responses, res.Disconnected, updatedNow)
 	if c.obs != nil {
@@ -367,10 +385,12 @@ func (c *NetworkClient) completeResponses(responses []*inflight.Response) {
 	}
 }
 
-// handleCompletedSends marks requests whose bytes left the socket and completes those that expect
-// no response (acks=0).
-func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, nodes []int32, now time.Time) []*inflight.Response {
-	for _, node := range nodes {
+// handleCompletedSends marks requests whose bytes left the socket, at the time the writer's
+// write returned (not this poll's, which may come long after), and completes those that expect
+// no response (acks=0) as of then.
+func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, sends []CompletedSend) []*inflight.Response {
+	for _, send := range sends {
+		node := send.Node
 		if buf := c.frames[node]; buf != nil {
 			delete(c.frames, node)
 			framePool.Put(buf)
@@ -381,12 +401,14 @@ func (c *NetworkClient) handleCompletedSends(responses []*inflight.Response, nod
 		}
 		delete(c.sending, node)
 		r.SendComplete = true
-		r.Written = now
+		r.WriteStarted = send.Started
+		r.Written = latest(send.Written, r.Queued)
 		if !r.ExpectResponse && c.inFlight.LastSent(node) == r {
+			// acks=0: the write is all there is; the request completed when it did.
 			c.inFlight.CompleteLastSent(node)
 			c.noteInFlight(node)
-			c.noteDone(r, nil, now, 0, nil)
-			responses = append(responses, &inflight.Response{Request: r, Received: now})
+			c.noteDone(r, nil, r.Written, 0, nil)
+			responses = append(responses, &inflight.Response{Request: r, Received: r.Written})
 		}
 	}
 	return responses
@@ -420,12 +442,18 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 			closeNode(recv.Node, fmt.Errorf("network: node %d sent a response with no request in flight", recv.Node), nil)
 			continue
 		}
+		// The response's own read time (its reader's stamp), not this poll's: a response that
+		// waited in the queue while the sender goroutine was busy or asleep was still read then.
+		received := latest(recv.Received, r.Queued)
 		if c.sending[recv.Node] == r {
 			// The answer proves the request was written even if the writer's report is
-			// still queued.
+			// still queued (or not made yet).
 			delete(c.sending, recv.Node)
 			r.SendComplete = true
-			r.Written = now
+			r.WriteStarted = c.selector.writeStarted(recv.Node)
+			r.Written = writtenBefore(r, received)
+		} else if r.Written.After(received) {
+			r.Written = writtenBefore(r, received)
 		}
 		body, err := parseResponse(recv.Node, r.Body, r.CorrelationID, recv.Payload)
 		var mismatch *CorrelationIDMismatchError
@@ -433,17 +461,32 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 			closeNode(recv.Node, err, r)
 			continue
 		}
-		c.noteDone(r, body, now, len(recv.Payload)+4, err)
+		c.noteDone(r, body, received, len(recv.Payload)+4, err)
 		switch {
 		case r.APIKey == kmsg.ApiVersions.Int16() && r.Internal:
 			responses = c.handleAPIVersionsResponse(responses, r, body, err, now)
 		case r.APIKey == kmsg.Metadata.Int16() && r.Internal:
 			c.updater.handleResponse(body, err, now)
 		default:
-			responses = append(responses, &inflight.Response{Request: r, Body: body, Received: now, Err: err})
+			responses = append(responses, &inflight.Response{Request: r, Body: body, Received: received, Err: err})
 		}
 	}
 	return responses
+}
+
+// writtenBefore is when r's write finished, given that its answer was read at received before
+// the writer reported the write (or with the writer's clock read after its write later than
+// the read). The writer was descheduled once its bytes were out, typically on loopback, where
+// the broker's thread its write wakes may take its CPU: its write's return comes late by as much
+// as the round trip, and completedSend would take the round trip while completedReceive read
+// zero. The write finished between its start and the read; its start is the estimate, as a
+// socket takes a request of a few batches whole within microseconds. Without a known start
+// (the writer between its write and its report), the read is the bound.
+func writtenBefore(r *inflight.Request, received time.Time) time.Time {
+	if s := r.WriteStarted; !s.IsZero() && !s.After(received) {
+		return latest(s, r.Queued)
+	}
+	return received
 }
 
 // handleAPIVersionsResponse records the node's versions and makes it READY. A broker answering
@@ -527,6 +570,10 @@ func (c *NetworkClient) processDisconnection(responses []*inflight.Response, nod
 
 // failRequest completes r as disconnected. Internal requests complete inside the client.
 func (c *NetworkClient) failRequest(responses []*inflight.Response, r *inflight.Request, now time.Time, err error, timedOut bool) []*inflight.Response {
+	// now is the caller's loop time plus the poll's wait, which can be behind the clock read
+	// when r was queued or written in the same sender iteration: a request does not fail
+	// before it was sent.
+	now = latest(now, latest(r.Queued, r.Written))
 	c.noteDone(r, nil, now, 0, err)
 	if r.Internal {
 		if r.APIKey == kmsg.Metadata.Int16() {
@@ -639,7 +686,7 @@ func (c *NetworkClient) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := c.selector.CloseAll(ctx)
-	now := time.Now()
+	now := c.cfg.Clock()
 	responses := c.aborted
 	c.aborted = nil
 	for _, node := range c.inFlight.Nodes() {

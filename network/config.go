@@ -112,6 +112,11 @@ type Config struct {
 	MaxVersions map[int16]int16
 	// Observer, when set, is told of connection states and setups and of every request (telemetry).
 	Observer Observer
+	// Clock reads the time a request's stages are stamped with where each happens (Queued in
+	// doSend, Written by the connection's writer, Received by its reader), so it must be safe
+	// for concurrent use; nil uses time.Now. The producer passes its own clock, so that a
+	// record's stage timestamps from the accumulator and from here are readings of one clock.
+	Clock func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -143,6 +148,9 @@ func (c Config) withDefaults() Config {
 	if c.Dialer == nil {
 		var d net.Dialer
 		c.Dialer = d.DialContext
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return c
 }

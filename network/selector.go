@@ -22,6 +22,17 @@ const eventQueueSize = 1024
 type Receive struct {
 	Node    int32
 	Payload []byte
+	// Received is when the frame's last byte was read, by the connection's reader goroutine
+	// (Config.Clock), however long before the Poll that reports it.
+	Received time.Time
+}
+
+// CompletedSend is a request frame fully written to a node.
+type CompletedSend struct {
+	Node int32
+	// Started and Written are when the write of the frame began and when it returned, on the
+	// connection's writer goroutine (Config.Clock), however long before the Poll that reports it.
+	Started, Written time.Time
 }
 
 // Disconnection is a connection the selector lost, with its cause.
@@ -33,7 +44,7 @@ type Disconnection struct {
 // PollResult is what one Selector.Poll observed, by kind, each in arrival order.
 type PollResult struct {
 	Connected         []int32
-	CompletedSends    []int32
+	CompletedSends    []CompletedSend
 	CompletedReceives []Receive
 	Disconnected      []Disconnection
 	// Setups are the connection attempts that ended, established or failed (telemetry).
@@ -108,6 +119,15 @@ func (s *Selector) Send(node int32, frame []byte) error {
 	return nil
 }
 
+// writeStarted returns when node's connection began writing the frame it holds, zero when it
+// holds none (or there is no connection).
+func (s *Selector) writeStarted(node int32) time.Time {
+	if c := s.channels[node]; c != nil {
+		return c.ch.writeStart()
+	}
+	return time.Time{}
+}
+
 // IsChannelReady reports whether node is connected (TLS and SASL done) and can take a send now.
 func (s *Selector) IsChannelReady(node int32) bool {
 	c := s.channels[node]
@@ -177,9 +197,9 @@ func (s *Selector) handle(ev event, res *PollResult) {
 		res.Setups = append(res.Setups, c.ch.setup(c.lastActive, nil))
 	case eventSendCompleted:
 		c.sendInProgress = false
-		res.CompletedSends = append(res.CompletedSends, node)
+		res.CompletedSends = append(res.CompletedSends, CompletedSend{Node: node, Started: ev.started, Written: ev.at})
 	case eventReceive:
-		res.CompletedReceives = append(res.CompletedReceives, Receive{Node: node, Payload: ev.payload})
+		res.CompletedReceives = append(res.CompletedReceives, Receive{Node: node, Payload: ev.payload, Received: ev.at})
 	case eventDisconnected:
 		if !c.connected {
 			res.Setups = append(res.Setups, c.ch.setup(c.lastActive, ev.err))

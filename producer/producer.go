@@ -136,6 +136,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		return nil, err
 	}
 	netCfg.Dialer = o.dialer
+	netCfg.Clock = o.clock // the network's stage stamps read the clock the accumulator's do
 	if o.observer != nil {
 		netCfg.Observer = o.observer
 	}

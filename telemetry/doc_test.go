@@ -106,14 +106,18 @@ func renderDoc() string {
 	for _, r := range [][3]string{
 		{SpanAppend, "Send called", "record in a batch (waits for metadata and buffer memory)"},
 		{SpanDrain, "record in a batch", "batch drained for a node (linger, readiness, retry backoff)"},
-		{SpanDoSend, "drained", "request queued for the socket"},
-		{SpanCompletedSend, "queued", "last byte written to the socket"},
-		{SpanCompletedReceive, "written", "response read and matched to the request"},
-		{SpanCallback, "response matched", "the record's callback returned"},
+		{SpanDoSend, "drained", "request framed and handed to its connection (batch closed and compressed, request built and encoded)"},
+		{SpanCompletedSend, "handed to the connection", "the write of its last byte to the socket returned (stamped by the connection's writer)"},
+		{SpanCompletedReceive, "written", "the response's last byte read (stamped by the connection's reader): the broker's time and the network's"},
+		{SpanCallback, "response read", "the record's callback returned (the sender taking the response, the batch's callbacks up to this record's)"},
 	} {
 		p("| `%s` | %s | %s |\n", r[0], r[1], r[2])
 	}
-	p("\n`%s`, `%s`, `%s` and `%s` repeat for every attempt of a retried batch, each with `%s`.\n",
+	p("\nEach boundary is a clock reading by what saw it happen: Send and the accumulator (called, in a batch), the\n")
+	p("sender's iteration (drained), the network client (handed to the connection), the connection's writer and reader\n")
+	p("goroutines (written, read), the callbacks' loop (returned); never a later poll's time, so a stage does not read\n")
+	p("zero, or take its neighbour's time, because its end was reported late.\n\n")
+	p("`%s`, `%s`, `%s` and `%s` repeat for every attempt of a retried batch, each with `%s`.\n",
 		SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, AttrAttempt)
 	p("An attempt's `%s` carries its request's `%s`, `%s`, `%s`, `%s`, `%s` (the `%s` and `%s`\n",
 		SpanDoSend, AttrNodeID, AttrMessagingBatchCount, AttrBatchBytes, AttrCorrelationID, AttrAPIVersion, SpanCompletedSend, SpanCompletedReceive)

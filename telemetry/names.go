@@ -45,10 +45,10 @@ const DefaultTraceHeader = "traceparent"
 //
 //	append            Send called -> record in a batch (waits for metadata and buffer memory)
 //	drain             in a batch -> batch drained for a node (linger, readiness, retry backoff)
-//	doSend            drained -> request queued for the socket
-//	completedSend     queued -> last byte written
-//	completedReceive  written -> response read and matched to the request
-//	callback          response matched -> the record's callback returned
+//	doSend            drained -> request framed and handed to its connection
+//	completedSend     handed over -> the write of its last byte returned (the writer's stamp)
+//	completedReceive  written -> the response's last byte read (the reader's stamp)
+//	callback          response read -> the record's callback returned
 //
 // drain, doSend, completedSend and completedReceive repeat for every attempt of a retried
 // batch, each set carrying its attempt number. A record that failed before reaching a broker

@@ -106,12 +106,19 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 //	append [Send, in batch] then, per attempt, drain [.., drained] doSend [.., queued]
 //	completedSend [.., written] completedReceive [.., received]; callback [.., callback returned]
 //
+// Each end is stamped where it happens (accumulator.Attempt says by whom): drained is the
+// sender iteration that drained the batch, queued the framed request handed to its connection
+// (doSend: closing the batch, building and encoding the request), written the return of the
+// writer goroutine's write of its last byte, received the reader goroutine's read of the
+// response's last byte; so callback holds the sender's taking the response up to the
+// record's callback returning.
+//
 // A record that completed without an answer to its last drain (delivery timeout, close) gets
 // a drain up to then, or, if a request carrying it was still in flight, a drain to that
 // request's drain and a completedReceive that ends in the failure. A record that failed in
-// Send has only append and callback. Timestamps come from different clocks reads (the
-// sender's loop time, the network poll's), so a stage that would end before it starts is
-// clamped to zero length rather than overlap its neighbour.
+// Send has only append and callback. The network client keeps drained <= queued <= written
+// <= received; a stage that would still end before it starts (a wall clock stepped between
+// two readings) is clamped to zero length rather than overlap its neighbour.
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
 	// Wall-clock times only (Round(0) drops the monotonic reading): some timestamps come from a
 	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.

@@ -87,6 +87,9 @@ func TestStageStampsStayOrderedWhenTheAnswerComesFirst(t *testing.T) {
 			c := threeNodeClient(t, queued)
 			if tc.knownStart && !tc.reportBefore {
 				ch := newChannel(node, "", c.selector.cfg, nil)
+				// The channel exists before any write of its starts: its epoch is before queued
+				// however late this subtest runs (a start before the epoch would read as none).
+				ch.epoch = queued.Add(-time.Second)
 				ch.writeStarted.Store(int64(started.Sub(ch.epoch)) + 1)
 				c.selector.channels[node] = &selectorConn{ch: ch, connected: true, sendInProgress: true}
 			}

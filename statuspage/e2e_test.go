@@ -146,6 +146,14 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	if !strings.Contains(dom, `data-topic="`+topic+`"`) {
 		t.Errorf("the page has no row for topic %s in its Topics table", topic)
 	}
+	if !strings.Contains(dom, `data-file="`+logPath+`"`) {
+		t.Errorf("the page has no row for %s in its Files table", logPath)
+	}
+	for _, b := range st.Brokers {
+		if !strings.Contains(dom, fmt.Sprintf(`data-node="%d"`, b.ID)) {
+			t.Errorf("the page has no row for broker node %d in its Brokers table", b.ID)
+		}
+	}
 	shot := os.Getenv("KAFKATRAIL_SCREENSHOT")
 	if shot == "" {
 		shot = filepath.Join(os.TempDir(), "kafkatrail-statuspage.png")

@@ -23,12 +23,18 @@ t0=$SECONDS
 export DEMO_START=${DEMO_START:-$(date +%s)}
 step() { printf '\n\033[1m[%s] %s\033[0m (%ds)\n' "$1" "$2" $((SECONDS - t0)) >&2; }
 
-step 1/3 "dependencies: kcat, Java, Maven, the Kafka 4.4.0 jars"
-scripts/deps.sh --demo
-step 2/3 "building the agent"
 export DEMO_DIR=${DEMO_DIR:-/tmp/kafkatrail-demo}
 rm -rf "$DEMO_DIR"
 mkdir -p "$DEMO_DIR"
-go build -o "$DEMO_DIR/agent" ./cmd/agent
-step 3/3 "starting Kafka and the agent (Jaeger and Prometheus join when ready)"
+# Side by side: the jars' download waits on the network, the build on the CPU.
+step 1/2 "dependencies (kcat, Java, Maven, the Kafka 4.4.0 jars) and the agent's build"
+go build -o "$DEMO_DIR/agent" ./cmd/agent >"$DEMO_DIR/build.log" 2>&1 &
+build=$!
+scripts/deps.sh --demo
+if ! wait "$build"; then
+  cat "$DEMO_DIR/build.log" >&2
+  echo "demo: building the agent failed" >&2
+  exit 1
+fi
+step 2/2 "starting Kafka and the agent (Jaeger and Prometheus join when ready)"
 exec scripts/kafka/with-broker.sh scripts/demo-run.sh

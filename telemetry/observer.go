@@ -302,8 +302,6 @@ func (o *ProducerObserver) SlowThreshold() time.Duration {
 	return 0
 }
 
-func (o *ProducerObserver) sendName(topic string) string { return o.topic(topic).sendName }
-
 // Appended records the append stage of every record, and counts a record that Send failed.
 // A traced record's append is recorded in its span's context, so the histogram keeps its
 // trace id as an exemplar.

@@ -231,10 +231,7 @@ func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bo
 
 // handleTransactionalResponse hands a transactional request's outcome to the transaction manager.
 func (s *Sender) handleTransactionalResponse(r *txnRequest, resp *inflight.Response) {
-	now := resp.Received
-	if now.IsZero() {
-		now = s.clock()
-	}
+	now := s.clock() // as Java's completion handlers read time.milliseconds(), not the receive time
 	var netErr, otherErr error
 	switch {
 	case resp.Disconnected || resp.TimedOut:
@@ -476,10 +473,10 @@ func failedResult(err error) partitionResult {
 //  6. finishAttempt tells the observer (AttemptDone) last, because what it reports is the
 //     decision of step 3 (a retry is a batch still open).
 func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
-	now := resp.Received
-	if now.IsZero() {
-		now = s.clock()
-	}
+	// Decisions (retry backoff, delivery timeout) are made as of now, as Java's
+	// Sender.sendProduceRequest callback passes time.milliseconds(); resp.Received is when the
+	// reader had the response, a stage time for telemetry, possibly well before this poll.
+	now := s.clock()
 	node := resp.Request.Destination
 	switch {
 	case resp.Disconnected || resp.TimedOut:

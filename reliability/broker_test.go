@@ -64,7 +64,8 @@ func theBroker(t *testing.T) *suite {
 func startSuite() (*suite, error) {
 	s := &suite{}
 	s.srv = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	base, err := freeport.Base(31000+os.Getpid()%1500*10, 60000, 5)
+	// Below the ephemeral range: the broker is killed and resumed on the same ports.
+	base, err := freeport.Base(freeport.Fixed+4000+os.Getpid()%300*10, freeport.FixedEnd, 5)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,10 @@ type privateBroker struct {
 func startPrivateBroker(t *testing.T) *privateBroker {
 	t.Helper()
 	kafkatest.Bootstrap(t) // the environment make test sets up (jars fetched, Java present)
-	port, err := freeport.Base(30000+os.Getpid()%2000*10, 60000, 5)
+	// Below the kernel's ephemeral range (32768-60999 by default): the broker is stopped and
+	// resumed on the same ports, and a port that an outgoing connection of any test took in
+	// between (its local end, or its TIME_WAIT) would refuse the resumed broker's bind.
+	port, err := freeport.Base(freeport.Fixed+os.Getpid()%400*10, freeport.FixedEnd, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

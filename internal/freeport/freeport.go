@@ -9,6 +9,18 @@ import (
 	"net"
 )
 
+// Fixed..FixedEnd is where servers that stop and start again on the same ports (a broker
+// stopped and resumed, killed and restarted) take theirs: below the kernel's ephemeral range
+// (32768-60999 by default), from which every outgoing connection takes its local port. A port
+// in that range, released while its broker is down, can be held by some client's connection or
+// its TIME_WAIT when the broker comes back, and the broker's bind then fails. The three-node
+// cluster (scripts/kafka/cluster.sh, from 29092) and the benchmark's brokers (29100-29900) sit
+// just above.
+const (
+	Fixed    = 20000
+	FixedEnd = 29000
+)
+
 // Base returns the first base port P of from, from+10, ... below to such that P..P+n-1 all
 // accept a listener on 127.0.0.1 now (n = 5 for scripts/kafka/broker.sh's five listeners).
 // Callers spread from (by PID or at random) so that parallel runs try different bases first.

@@ -3,6 +3,7 @@ package freeport
 import (
 	"fmt"
 	"net"
+	"os"
 	"testing"
 )
 
@@ -26,5 +27,21 @@ func TestBaseSkipsABusyBase(t *testing.T) {
 	}
 	if _, err := Base(from, from+4, 4); err == nil {
 		t.Fatalf("Base(%d, %d, 4) with %d taken: no error", from, from+4, from+2)
+	}
+}
+
+// TestFixedBelowTheEphemeralRange reads this machine's ephemeral port range: the ports that
+// brokers resume on must lie outside it, or a client's connection can hold one meanwhile.
+func TestFixedBelowTheEphemeralRange(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		t.Fatalf("ip_local_port_range %q: %v", b, err)
+	}
+	if FixedEnd > lo && Fixed <= hi {
+		t.Fatalf("Fixed..FixedEnd = %d-%d overlaps the ephemeral range %d-%d", Fixed, FixedEnd, lo, hi)
 	}
 }

@@ -197,7 +197,8 @@ wait_serving() {
         continue
       fi
       if ! kill -0 "$pid" 2>/dev/null; then
-        log "node $i (pid $pid) exited during startup; last lines of $(node_log "$i"):"
+        log "node $i (pid $pid) exited during startup; its first errors and last lines of $(node_log "$i"):"
+        grep -m 5 -E '\b(ERROR|FATAL)\b' "$(node_log "$i")" >&2 || true
         tail -n 60 "$(node_log "$i")" >&2 || true
         rm -f "$(pidfile "$i")"
         return 1

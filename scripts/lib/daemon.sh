@@ -104,7 +104,10 @@ daemon_wait() {
   while :; do
     if [[ -s $PIDFILE ]] && pid=$(cat "$PIDFILE"); then
       if ! kill -0 "$pid" 2>/dev/null; then
-        log "exited during startup; last log lines ($LOG):"
+        log "exited during startup; its first errors and last log lines ($LOG):"
+        # The cause (a port that cannot be bound, a bad setting) is logged before the shutdown
+        # that fills the tail.
+        grep -m 5 -E '\b(ERROR|FATAL)\b' "$LOG" >&2 || true
         tail -n "$tail" "$LOG" >&2 || true
         rm -f "$PIDFILE"
         exit 1

@@ -250,6 +250,9 @@ type AppendRecord struct {
 	// Now is when Send was called: linger and delivery.timeout.ms of a batch the record
 	// starts count from it, and the record's end-to-end latency too.
 	Now time.Time
+	// Written is when the record's data came to be, before Send (a log line written), zero
+	// when not known: the record keeps it for its read stage and its age at acknowledgement.
+	Written time.Time
 }
 
 // Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
@@ -267,6 +270,9 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	}
 	ts := r.Timestamp.UnixMilli()
 	t := thunk{cb: r.Callback, tag: r.Tag, sent: r.Now.UnixNano(), keySize: -1, valueSize: -1}
+	if !r.Written.IsZero() {
+		t.written = r.Written.UnixNano()
+	}
 	if r.Key != nil {
 		t.keySize = int32(len(r.Key))
 	}

@@ -74,7 +74,7 @@ const (
 // thunk is what a batch keeps per record to complete it: no key or value, those live encoded in
 // the batch buffer. Keeping it a small value type lets a batch hold its thunks in one slice that
 // is reused across batches (thunkPool), so appending a record allocates nothing. It holds only
-// what every record needs (24 bytes, against ~110 in the batch for a 100-byte line); what few
+// what every record needs (40 bytes, against ~110 in the batch for a 100-byte line); what few
 // records have lives beside it in the batch:
 // traces (the sampled records), timestamps (only once a record's create time is not its Send
 // time) and appendedAt (only when the observer may trace any record at completion).
@@ -82,6 +82,7 @@ type thunk struct {
 	cb        Callback
 	tag       int64 // the caller's, handed back in RecordMetadata.Tag
 	sent      int64 // when Send handed the record over, Unix ns: end-to-end latency
+	written   int64 // AppendRecord.Written, Unix ns; 0: not known
 	keySize   int32
 	valueSize int32
 }

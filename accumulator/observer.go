@@ -93,6 +93,8 @@ type RecordTiming struct {
 	// Appended is when it went into the batch; zero unless stamped (Config.TraceAtCompletion,
 	// or a traced record).
 	Appended time.Time
+	// Written is AppendRecord.Written: when the record's data came to be; zero when not known.
+	Written time.Time
 	// Traced is set when the record carries a RecordTrace (which reports it itself).
 	Traced bool
 	// Offset is the record's offset once its batch succeeded, else -1.
@@ -108,6 +110,9 @@ func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 			rt := RecordTiming{Sent: time.Unix(0, b.thunks[i].sent), Traced: traces.at(i) != nil, Offset: -1}
 			if b.appendedAt != nil && b.appendedAt[i] != 0 {
 				rt.Appended = time.Unix(0, b.appendedAt[i])
+			}
+			if w := b.thunks[i].written; w != 0 {
+				rt.Written = time.Unix(0, w)
 			}
 			if b.baseOffset >= 0 {
 				rt.Offset = b.baseOffset + int64(i)
@@ -133,6 +138,10 @@ func (b *ProducerBatch) SentNanos() iter.Seq2[int64, bool] {
 		}
 	}
 }
+
+// WrittenNanos returns record i's AppendRecord.Written in Unix ns, 0 when not known: beside
+// SentNanos, for the per-record read stage and age. Valid until the batch is deallocated.
+func (b *ProducerBatch) WrittenNanos(i int) int64 { return b.thunks[i].written }
 
 // RecordHeader returns the value of record i's first header named key, nil when it has none:
 // telemetry reads a record's trace context back this way when it traces the record only at

@@ -154,7 +154,7 @@ func (b *recordBuilder) buildLine(l filetail.Line, path string) *producer.Record
 // long line's envelope (up to max.request.size) is not held by every pooled builder after it.
 const keptBufferBytes = 64 << 10
 
-// encode sets r's timestamp and value for line l (fields is the line's JSON view).
+// encode sets r's timestamp, written time and value for line l (fields is the line's JSON view).
 func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line, path string) {
 	if cap(e.buf) > keptBufferBytes {
 		e.buf = nil // the last line's value was sent (Send copies it)
@@ -173,6 +173,16 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 		if e.timeFellBack {
 			e.stats.TimestampFallbacks.Add(1)
 		}
+	}
+	// The record's read stage and age start when the line was written: its own time, else
+	// what its reader knew (the file's modification time, stdin's read).
+	switch {
+	case !ts.IsZero():
+		r.Written = ts
+	case l.Written != 0:
+		r.Written = time.Unix(0, l.Written)
+	default:
+		r.Written = time.Time{}
 	}
 	if e.format == FormatRaw {
 		// Zero: the producer stamps the send time, as without this feature (KafkaProducer.doSend:

@@ -532,3 +532,23 @@ func BenchmarkMergeSplice(b *testing.B) {
 		rb.enc.merge(l, &rb.fields, readTime)
 	}
 }
+
+// TestRecordWrittenTime: a record's Written, where its read stage and age start, is the line's
+// own timestamp when --timestamp-field finds one, else what the reader knew (Line.Written),
+// else unknown; a pooled builder never carries one line's over to the next.
+func TestRecordWrittenTime(t *testing.T) {
+	read := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+	withRead := func(s string) filetail.Line { l := line(s, 0); l.Written = read.UnixNano(); return l }
+	for _, format := range []string{FormatRaw, FormatJSON} {
+		b := testBuilder(t, func(c *Config) { c.Format, c.TimestampField, c.TimestampLayout = format, "ts", "unix_ms" })
+		if r := b.buildLine(withRead(`{"ts":1796026542987}`), "/a"); !r.Written.Equal(time.UnixMilli(1796026542987)) {
+			t.Fatalf("%s, timestamp field: Written %v, want the line's own time", format, r.Written)
+		}
+		if r := b.buildLine(withRead(`{"no":"ts"}`), "/a"); !r.Written.Equal(read) {
+			t.Fatalf("%s, no timestamp field: Written %v, want the reader's %v", format, r.Written, read)
+		}
+		if r := b.buildLine(line(`{"no":"ts"}`, 0), "/a"); !r.Written.IsZero() {
+			t.Fatalf("%s, nothing known: Written %v, want zero", format, r.Written)
+		}
+	}
+}

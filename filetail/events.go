@@ -187,6 +187,7 @@ type events struct {
 	partLines int       // lines begun in the held part (modeNormal, modeSplitting)
 	part      int       // parts handed over (modeSplitting)
 	midLine   bool      // the last Line was an earlier part of a long line: the next one continues it
+	written   int64     // the event's first line's Line.Written
 }
 
 func newEvents(m *Multiline, maxLine int, policy LongLinePolicy) *events {
@@ -214,6 +215,7 @@ func (e *events) Line(l Line) error {
 				return err
 			}
 			e.begin(l.Start)
+			e.written = l.Written
 		} else if err := e.nextLine(); err != nil {
 			return err
 		}
@@ -320,7 +322,7 @@ func (e *events) turnLong() {
 // the buffer: the next part begins at end.
 func (e *events) emitPart(data int, end int64) error {
 	e.part++
-	l := Line{Data: e.buf[:data], Start: e.partStart, End: end, Part: e.part}
+	l := Line{Data: e.buf[:data], Start: e.partStart, End: end, Part: e.part, Written: e.written}
 	e.partStart, e.partLines = end, 0
 	err := e.out.Line(l)
 	e.buf = e.buf[:0]
@@ -337,10 +339,10 @@ func (e *events) emit() error {
 	case modeDropping:
 		return e.out.Dropped(e.start, e.end)
 	case modeTruncating:
-		return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Truncated: true})
+		return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Truncated: true, Written: e.written})
 	case modeSplitting:
 		e.part++
-		return e.out.Line(Line{Data: e.buf, Start: e.partStart, End: e.end, Part: e.part, Parts: e.part})
+		return e.out.Line(Line{Data: e.buf, Start: e.partStart, End: e.end, Part: e.part, Parts: e.part, Written: e.written})
 	}
-	return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end})
+	return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Written: e.written})
 }

@@ -201,7 +201,7 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 				}
 			}
 			waited = false
-			n, rewritten, rerr, herr := fl.readAvailable(ctx, sink)
+			n, rewritten, rerr, herr := fl.readAvailable(ctx, sink, fi.ModTime())
 			if herr != nil {
 				if ctx.Err() != nil {
 					break
@@ -305,8 +305,18 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 // the bytes it was identified by, or what was read is dropped. The check follows the read, so a
 // truncation before the read cannot slip through; one between the read and the check drops bytes
 // of the old content that copytruncate had just taken away (the copy holds them).
-func (fl *follower) readAvailable(ctx context.Context, sink followerSink) (total int64, rewritten bool, readErr, handlerErr error) {
-	for ctx.Err() == nil {
+//
+// Lines carry, as Line.Written, the modification time of the stat before their read: mod, the
+// caller's, for the first read, a stat of their own for the later ones (one syscall a chunk),
+// so that lines appended while a backlog is read do not take the time of its start.
+func (fl *follower) readAvailable(ctx context.Context, sink followerSink, mod time.Time) (total int64, rewritten bool, readErr, handlerErr error) {
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			if fi, err := fl.fd.Stat(); err == nil {
+				mod = fi.ModTime()
+			}
+		}
+		fl.split.SetWritten(mod.UnixNano())
 		buf := fl.split.Space()
 		pos := fl.readPos.Load()
 		k, err := fl.fd.ReadAt(buf, pos)

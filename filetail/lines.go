@@ -31,6 +31,11 @@ type Line struct {
 	// because a line is streamed and its length is unknown until its newline. An earlier part's
 	// End is the end of its own chunk, so a restart resumes after the last acknowledged chunk.
 	Part, Parts int
+	// Written is when the line was written as far as its reader knows, Unix ns (0: unknown):
+	// for a file, its modification time at the read that completed the line (the stat before
+	// it: an upper bound for the bytes written before it, so an age measured from it is a lower
+	// bound); for stdin, when that read returned. An event's is its first line's.
+	Written int64
 }
 
 // LongLinePolicy is what happens to a line longer than the limit (Config.LongLines).
@@ -108,6 +113,7 @@ type Splitter struct {
 	mode splitMode
 
 	off       int64 // file offset of the next byte to be read (just past the bytes fed so far)
+	written   int64 // SetWritten's: every Line handed over carries it
 	lineStart int64 // file offset of the current line's first byte
 	partStart int64 // modeSplitting: file offset of buf[0]
 	part      int   // modeSplitting: parts emitted so far
@@ -167,6 +173,7 @@ func (s *Splitter) ReadLines(r io.Reader, sink LineSink) error {
 		}
 		k, err := r.Read(s.Space())
 		if k > 0 {
+			s.written = time.Now().UnixNano() // a pipe keeps no write times: the read's
 			if herr := s.Feed(k, sink); herr != nil {
 				return herr
 			}
@@ -186,6 +193,10 @@ func (s *Splitter) ReadLines(r io.Reader, sink LineSink) error {
 		}
 	}
 }
+
+// SetWritten sets when the bytes fed next were written, Unix ns, as the reader knows it: the
+// lines they complete carry it in Line.Written. ReadLines sets it itself, to each read's time.
+func (s *Splitter) SetWritten(ns int64) { s.written = ns }
 
 // Reset forgets any partial line and continues at stream offset off.
 func (s *Splitter) Reset(off int64) {
@@ -316,7 +327,7 @@ func (s *Splitter) heldAfterTurn(begin, held int) (int, int) {
 
 func (s *Splitter) emitPart(data []byte, last bool, sink LineSink) error {
 	s.part++
-	l := Line{Data: data, Start: s.partStart, End: s.partStart + int64(len(data)), Part: s.part}
+	l := Line{Data: data, Start: s.partStart, End: s.partStart + int64(len(data)), Part: s.part, Written: s.written}
 	if last {
 		l.Parts = s.part
 	}
@@ -330,7 +341,7 @@ func (s *Splitter) endLine(begin, nl int, end int64, sink LineSink) error {
 	s.mode = modeNormal
 	switch mode {
 	case modeTruncating:
-		return sink.Line(Line{Data: s.buf[:s.max], Start: s.lineStart, End: end, Truncated: true})
+		return sink.Line(Line{Data: s.buf[:s.max], Start: s.lineStart, End: end, Truncated: true, Written: s.written})
 	case modeDropping:
 		return sink.Dropped(s.lineStart, end)
 	}
@@ -338,7 +349,7 @@ func (s *Splitter) endLine(begin, nl int, end int64, sink LineSink) error {
 	if len(data) > s.max || mode == modeSplitting {
 		switch s.policy {
 		case LongLinesTruncate:
-			return sink.Line(Line{Data: data[:s.max], Start: s.lineStart, End: end, Truncated: true})
+			return sink.Line(Line{Data: data[:s.max], Start: s.lineStart, End: end, Truncated: true, Written: s.written})
 		case LongLinesDrop:
 			return sink.Dropped(s.lineStart, end)
 		}
@@ -352,9 +363,9 @@ func (s *Splitter) endLine(begin, nl int, end int64, sink LineSink) error {
 			data = data[s.max:]
 		}
 		s.part++
-		return sink.Line(Line{Data: data, Start: s.partStart, End: end, Part: s.part, Parts: s.part})
+		return sink.Line(Line{Data: data, Start: s.partStart, End: end, Part: s.part, Parts: s.part, Written: s.written})
 	}
-	return sink.Line(Line{Data: data, Start: s.lineStart, End: end})
+	return sink.Line(Line{Data: data, Start: s.lineStart, End: end, Written: s.written})
 }
 
 // Flush hands over a started line that has no newline (yet) as if it ended at the bytes read so
@@ -386,13 +397,13 @@ func (s *Splitter) flushLine(sink LineSink) (bool, error) {
 	var err error
 	switch mode {
 	case modeNormal:
-		err = sink.Line(Line{Data: data, Start: start, End: s.off})
+		err = sink.Line(Line{Data: data, Start: start, End: s.off, Written: s.written})
 	case modeSplitting:
 		s.part++
 		partStart := s.off - int64(len(data))
-		err = sink.Line(Line{Data: data, Start: partStart, End: s.off, Part: s.part, Parts: s.part})
+		err = sink.Line(Line{Data: data, Start: partStart, End: s.off, Part: s.part, Parts: s.part, Written: s.written})
 	case modeTruncating:
-		err = sink.Line(Line{Data: data[:s.max], Start: start, End: s.off, Truncated: true})
+		err = sink.Line(Line{Data: data[:s.max], Start: start, End: s.off, Truncated: true, Written: s.written})
 	case modeDropping:
 		err = sink.Dropped(start, s.off)
 	}

@@ -52,6 +52,10 @@ type Record struct {
 	Value     []byte
 	Headers   []Header
 	Timestamp time.Time // CreateTime; zero means now
+	// Written is when the record's data came to be, before Send (a log line written), zero when
+	// not known. Not sent: telemetry measures from it the read stage (Written to Send) and the
+	// record's age at acknowledgement.
+	Written time.Time
 	// Tag is the caller's, not sent: the callback finds it in RecordMetadata.Tag, so one
 	// callback can serve many records without a closure (an allocation) per record.
 	Tag int64
@@ -413,7 +417,7 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		return time.Time{}, err
 	}
 	res, err := p.acc.Append(ctx, tp, accumulator.AppendRecord{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value,
-		Headers: headers, Callback: cb, Tag: r.Tag, Trace: trace, MaxBlockDeadline: deadline, Now: now})
+		Headers: headers, Callback: cb, Tag: r.Tag, Trace: trace, MaxBlockDeadline: deadline, Now: now, Written: r.Written})
 	if err != nil {
 		return time.Time{}, err
 	}

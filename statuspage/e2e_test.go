@@ -22,11 +22,12 @@ import (
 	"github.com/kafkatrail/kafkatrail/statuspage"
 )
 
-var stages = []string{"append", "drain", "doSend", "completedSend", "completedReceive", "callback"}
+// stages are a tailed line's: read (its file's modification time to Send), then the six.
+var stages = []string{"read", "append", "drain", "doSend", "completedSend", "completedReceive", "callback"}
 
 // TestAgentStatusPageEndToEnd runs the agent as users do, tailing a file into the real broker
 // with --http 127.0.0.1:0 and every record traced, then checks the endpoints and that the page
-// draws a record's six stages in headless Chromium (Debian's chromium package; scripts/deps.sh
+// draws a record's read stage and six stages in headless Chromium (Debian's chromium package; scripts/deps.sh
 // installs it). The screenshot is left in $KAFKATRAIL_SCREENSHOT, else in the temp directory.
 func TestAgentStatusPageEndToEnd(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t) // skips under -short
@@ -110,18 +111,31 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	}
 
 	var tb statuspage.TracesBody
-	waitFor(t, 30*time.Second, "a trace with six stages in /api/traces", logTail, func() bool {
+	waitFor(t, 30*time.Second, "a trace with read and six stages in /api/traces", logTail, func() bool {
 		getJSON(t, base+"/api/traces?limit=1", &tb)
-		return len(tb.Traces) == 1 && len(tb.Traces[0].Stages) == 6
+		return len(tb.Traces) == 1 && len(tb.Traces[0].Stages) == len(stages)
 	})
 	for i, s := range tb.Traces[0].Stages {
 		if s.Name != stages[i] {
 			t.Errorf("stage %d of the last trace is %s, want %s", i, s.Name, stages[i])
 		}
 	}
+	// read ends where the send span starts; the file's modification time is at most seconds old.
+	if r := tb.Traces[0].Stages[0]; r.Name == "read" && (r.StartUS+r.DurationUS > 1 || r.StartUS+r.DurationUS < -1 || r.DurationUS > 30e6) {
+		t.Errorf("read stage %+v: want it to end at the trace's start, within 30 s of it", r)
+	}
+	// The line age over the last minute: the lines are acknowledged well within seconds.
+	waitFor(t, 15*time.Second, "line_age in /api/status", logTail, func() bool {
+		getJSON(t, base+"/api/status", &st)
+		return st.LineAge != nil && st.LineAge.Count > 0
+	})
+	if a := st.LineAge; !(a.P50Seconds > 0 && a.P50Seconds <= a.P99Seconds && a.P99Seconds < 30 && a.MeanSeconds > 0) {
+		t.Errorf("line_age in /api/status: %+v", *a)
+	}
 
 	// The agent's own metrics are copied from its counters once a second: wait for them.
-	wantMetrics := []string{"kafkatrail_producer_stage_duration_seconds_bucket", "kafkatrail_agent_lines_read_total",
+	wantMetrics := []string{"kafkatrail_producer_stage_duration_seconds_bucket", `stage="read"`,
+		"kafkatrail_producer_record_age_seconds_bucket", "kafkatrail_agent_lines_read_total",
 		"kafkatrail_agent_checkpoint_lag_bytes", "kafkatrail_producer_inflight_requests",
 		"messaging_client_operation_duration_seconds_bucket",
 		"kafkatrail_agent_lines_sent_total", "kafkatrail_agent_lines_acked_total", `messaging_destination_name="` + topic + `"`}
@@ -143,6 +157,9 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	// The page in a real browser: its script polls the JSON endpoints and draws the waterfall.
 	dom := runChromium(t, chromium, "--dump-dom", base+"/")
 	checkWaterfall(t, dom)
+	if m := regexp.MustCompile(`id="age-p50">([^<]*)<`).FindStringSubmatch(dom); m == nil || !strings.ContainsAny(m[1], "0123456789") {
+		t.Errorf("the page's line-age card reads %v, want a duration", m)
+	}
 	if !strings.Contains(dom, `data-topic="`+topic+`"`) {
 		t.Errorf("the page has no row for topic %s in its Topics table", topic)
 	}
@@ -173,8 +190,8 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	}
 }
 
-// checkWaterfall asserts that the DOM has a trace element with a bar for each of the six
-// stages, in order.
+// checkWaterfall asserts that the DOM has a trace element with a bar for read and each of the
+// six stages, in order.
 func checkWaterfall(t *testing.T, dom string) {
 	t.Helper()
 	traces := strings.Split(dom, `class="trace" data-trace-id="`)

@@ -39,15 +39,17 @@ type Trace struct {
 	// id"): records with the same one went to the broker together and share their timings
 	// after append.
 	Request string `json:"request,omitempty"`
-	// Stages are the child spans in time order: append, then drain, doSend, completedSend and
-	// completedReceive per attempt, then callback.
+	// Stages are the child spans in time order: read (when the line's written time is known:
+	// it ends at Start, so its StartUS is negative), append, then drain, doSend, completedSend
+	// and completedReceive per attempt, then callback.
 	Stages []Stage `json:"stages"`
 }
 
 // Stage is one child span of a Trace.
 type Stage struct {
 	Name string `json:"name"`
-	// StartUS is the stage's start in microseconds after its trace's start; DurationUS its length.
+	// StartUS is the stage's start in microseconds after its trace's start (before it, negative,
+	// for read); DurationUS its length.
 	StartUS    float64 `json:"start_us"`
 	DurationUS float64 `json:"duration_us"`
 	Attempt    int     `json:"attempt,omitempty"`
@@ -89,7 +91,7 @@ func NewRing(capacity int) *Ring {
 }
 
 var stageNames = map[string]bool{
-	telemetry.SpanAppend: true, telemetry.SpanDrain: true, telemetry.SpanDoSend: true,
+	telemetry.SpanRead: true, telemetry.SpanAppend: true, telemetry.SpanDrain: true, telemetry.SpanDoSend: true,
 	telemetry.SpanCompletedSend: true, telemetry.SpanCompletedReceive: true, telemetry.SpanCallback: true,
 }
 

@@ -155,8 +155,9 @@ type Server struct {
 }
 
 type sample struct {
-	at time.Time
-	c  Counters
+	at  time.Time
+	c   Counters
+	age telemetry.AgeHistogram // the producer's record ages so far
 }
 
 // rateWindow is how many one-second samples the throughput history keeps.
@@ -270,9 +271,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // sample records the counters at now for the throughput.
 func (s *Server) sample(now time.Time) {
 	c := s.counters()
+	var age telemetry.AgeHistogram
+	if p := s.sources().Producer; p != nil {
+		age = p().RecordAge
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.samples = append(s.samples, sample{at: now, c: c})
+	s.samples = append(s.samples, sample{at: now, c: c, age: age})
 	if len(s.samples) > rateWindow+1 {
 		s.samples = append(s.samples[:0], s.samples[len(s.samples)-rateWindow-1:]...)
 	}
@@ -395,6 +400,20 @@ type Status struct {
 	MetadataAgeSeconds float64  `json:"metadata_age_seconds"`
 	Brokers            []Broker `json:"brokers"`
 	TracesSeen         uint64   `json:"traces_seen"`
+	// LineAge is how old lines were when Kafka acknowledged them, over the last minute (the
+	// throughput history's window); nil when none was acknowledged in it.
+	LineAge *LineAge `json:"line_age,omitempty"`
+}
+
+// LineAge summarises kafkatrail.producer.record.age over a window: a line's age at
+// acknowledgement, from when it was written (its timestamp field, else its file's modification
+// time at read, else stdin's read) to the broker's acknowledgement.
+type LineAge struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	Count         uint64  `json:"count"`
+	P50Seconds    float64 `json:"p50_seconds"`
+	P99Seconds    float64 `json:"p99_seconds"`
+	MeanSeconds   float64 `json:"mean_seconds"`
 }
 
 // Rates are per-second rates over the last sampling interval (about a second).
@@ -441,6 +460,13 @@ func (s *Server) StatusNow() Status {
 		if i == len(s.samples)-1 {
 			st.Rates = Rates{LinesRead: p.LinesRead, LinesAcked: p.LinesAcked,
 				BytesRead: float64(b.c.BytesRead-a.c.BytesRead) / dt}
+		}
+	}
+	if n := len(s.samples); n >= 2 {
+		first, last := s.samples[0], s.samples[n-1]
+		if d := last.age.Since(first.age); d.Count > 0 {
+			st.LineAge = &LineAge{WindowSeconds: last.at.Sub(first.at).Seconds(), Count: d.Count,
+				P50Seconds: d.Quantile(0.5), P99Seconds: d.Quantile(0.99), MeanSeconds: d.Sum / float64(d.Count)}
 		}
 	}
 	s.mu.Unlock()

@@ -96,8 +96,8 @@ func renderDoc() string {
 	p("## Spans\n\n")
 	p("| span | kind | conventions | what |\n|---|---|---|---|\n")
 	p("| `%s{topic}` | PRODUCER, or CLIENT (see above) | Kafka \"Send span (producer)\" / \"(client)\" | one record's send, `Send` called to its callback returned |\n", SpanSendPrefix)
-	p("| `%s`, `%s`, `%s`, `%s`, `%s`, `%s` | INTERNAL | - (kafkatrail's) | the send span's children, below |\n",
-		SpanAppend, SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, SpanCallback)
+	p("| `%s`, `%s`, `%s`, `%s`, `%s`, `%s`, `%s` | INTERNAL | - (kafkatrail's) | the send span's children, below |\n",
+		SpanRead, SpanAppend, SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, SpanCallback)
 	p("| `%s` | CLIENT | - | a connection attempt to READY, children `%s`, `%s`, `%s`, `%s` for the steps taken |\n",
 		SpanConnect, SpanDial, SpanTLSHandshake, SpanSASLAuthenticate, SpanAPIVersions)
 	p("| `%s` | CLIENT | - | one metadata request, queued to answered |\n\n", SpanMetadata)
@@ -113,6 +113,14 @@ func renderDoc() string {
 	} {
 		p("| `%s` | %s | %s |\n", r[0], r[1], r[2])
 	}
+	p("\nBefore them, when the record's `Record.Written` is known (every agent line's), a `%s` child covers the wait\n", SpanRead)
+	p("before `Send`: from when the line was written (its `--timestamp-field`, else its file's modification time at\n")
+	p("the stat before the read that completed it, else, for stdin, that read's time) to `Send` called. It is the one\n")
+	p("child outside its parent: it ends where the send span starts, so the send span keeps its meaning (and\n")
+	p("`%s` its value). A file's modification time is the last write before the read, so for lines\n", MetricOperationDuration)
+	p("read from a backlog it is later than their own write: their `%s` and age are lower bounds. A written time after\n", SpanRead)
+	p("`Send` (a line's own timestamp ahead of this clock) makes the stage empty. `%s` holds the same\n", MetricRecordAge)
+	p("record's age at acknowledgement: written to the sender taking the broker's response, for every acknowledged record with a written time.\n")
 	p("\nEach boundary is a clock reading by what saw it happen: Send and the accumulator (called, in a batch), the\n")
 	p("sender's iteration (drained), the network client (handed to the connection), the connection's writer and reader\n")
 	p("goroutines (written, read), the callbacks' loop (returned); never a later poll's time, so a stage does not read\n")

@@ -17,8 +17,9 @@ import (
 )
 
 // Histograms aggregates the producer's latency histograms, the ones recorded once per record
-// (the append stage and the end-to-end send duration, kafkatrail.producer.stage.duration and
-// messaging.client.operation.duration), and hands them to metric readers as an
+// (the read and append stages, the end-to-end send duration and the record's age:
+// kafkatrail.producer.stage.duration, messaging.client.operation.duration and
+// kafkatrail.producer.record.age), and hands them to metric readers as an
 // sdkmetric.Producer: build every reader with sdkmetric.WithProducer(h) (Setup does it for the
 // readers it builds).
 //

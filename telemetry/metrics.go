@@ -17,12 +17,16 @@ var (
 	batchBytesBuckets  = []float64{128, 512, 1024, 4096, 8192, 16384, 32768, 65536, 262144, 1048576}
 	batchCountBuckets  = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000}
 	compressionBuckets = []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.2}
+	// ageBuckets reach further than durationBuckets: a line read after an outage, or from a
+	// file found late, is minutes to days old.
+	ageBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400}
 )
 
 // instruments are the producer observer's metric instruments. OpenTelemetry instruments are
 // safe for concurrent use, so producing goroutines and the sender record without locks.
 type instruments struct {
 	opDuration   durations
+	age          durations
 	sent         metric.Int64Counter
 	stage        durations
 	queueTime    metric.Float64Histogram
@@ -63,18 +67,22 @@ func newInstruments(m metric.Meter, o *ProducerObserver, own *Histograms) (*inst
 	}
 	const (
 		opDurationDesc = "Duration of a send: Send called to the record's callback returned."
-		stageDesc      = "Time spent in each lifecycle stage (append per record, the others per batch attempt)."
+		stageDesc      = "Time spent in each lifecycle stage (read and append per record, the others per batch attempt)."
+		ageDesc        = "A record's age when the broker acknowledged it: its data written to acknowledged."
 	)
-	var opDuration, stage durations
+	var opDuration, stage, age durations
 	if own != nil {
 		opDuration = own.duration(MetricOperationDuration, opDurationDesc, durationBuckets)
 		stage = own.duration(MetricStageDuration, stageDesc, durationBuckets)
+		age = own.duration(MetricRecordAge, ageDesc, ageBuckets)
 	} else {
 		opDuration = sdkDurations{hist(MetricOperationDuration, "s", opDurationDesc, durationBuckets)}
 		stage = sdkDurations{hist(MetricStageDuration, "s", stageDesc, durationBuckets)}
+		age = sdkDurations{hist(MetricRecordAge, "s", ageDesc, ageBuckets)}
 	}
 	in := &instruments{
 		opDuration:      opDuration,
+		age:             age,
 		sent:            counter(MetricSentMessages, "{message}", "Records a broker acknowledged."),
 		stage:           stage,
 		queueTime:       hist(MetricRecordQueueTime, "s", "Time a batch waited in its deque: created or re-enqueued to drained.", durationBuckets),

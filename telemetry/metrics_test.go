@@ -136,7 +136,8 @@ func TestMetricsHaveTheDocumentedNamesAndUnits(t *testing.T) {
 	})
 	p := newProducer(t, c.ListenAddrs(), h.obs, func(cfg *producer.Config) { cfg.CompressionType = "gzip" })
 	for i := 0; i < 3; i++ {
-		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte(strings.Repeat("v", 200))}); o.err != nil {
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte(strings.Repeat("v", 200)),
+			Written: time.Now().Add(-time.Millisecond)}); o.err != nil {
 			t.Fatalf("record %d: %v", i, o.err)
 		}
 	}

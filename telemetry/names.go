@@ -62,6 +62,7 @@ const DefaultTraceHeader = "traceparent"
 // The full reference, generated from this file, is docs/telemetry.md.
 const (
 	SpanSendPrefix       = "send " // + topic: "send orders"
+	SpanRead             = "read"
 	SpanAppend           = "append"
 	SpanDrain            = "drain"
 	SpanDoSend           = "doSend"
@@ -78,6 +79,7 @@ const (
 
 // Values of the stage attribute of MetricStageDuration: the stage span names.
 const (
+	StageRead             = SpanRead
 	StageAppend           = SpanAppend
 	StageDrain            = SpanDrain
 	StageDoSend           = SpanDoSend
@@ -159,7 +161,8 @@ const (
 	MetricSentMessages      = "messaging.client.sent.messages"      // counter {message}: records the producer attempted; error.type on the failed ones
 
 	// Producer: records and stages.
-	MetricStageDuration    = "kafkatrail.producer.stage.duration"        // histogram s, stage=...: append per record; the other stages per batch attempt
+	MetricStageDuration    = "kafkatrail.producer.stage.duration"        // histogram s, stage=...: read and append per record; the other stages per batch attempt
+	MetricRecordAge        = "kafkatrail.producer.record.age"            // histogram s: a record's age at acknowledgement, its data written (Record.Written) -> acknowledged
 	MetricRecordQueueTime  = "kafkatrail.producer.record.queue.duration" // histogram s: batch created (or re-enqueued) -> drained (Java record-queue-time)
 	MetricRecordsRetried   = "kafkatrail.producer.records.retried"       // counter {record}, error.type: records in batches sent again (Java record-retry-rate)
 	MetricRecordsFailed    = "kafkatrail.producer.records.failed"        // counter {record}, error.type: records whose callback got an error (Java record-error-rate)
@@ -227,7 +230,8 @@ type MetricDesc struct {
 var Metrics = []MetricDesc{
 	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "Send called to callback returned, per record"},
 	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "records the producer attempted to send, acknowledged or not; error.type on the ones that failed"},
-	{MetricStageDuration, "histogram", "s", []string{AttrStage, AttrMessagingDestinationName}, "time in each lifecycle stage: append per record, the others per batch attempt"},
+	{MetricStageDuration, "histogram", "s", []string{AttrStage, AttrMessagingDestinationName}, "time in each lifecycle stage: read and append per record, the others per batch attempt"},
+	{MetricRecordAge, "histogram", "s", []string{AttrMessagingDestinationName}, "a record's age when the broker acknowledged it: from when its data was written (for the agent: the line's timestamp field, else its file's modification time at read, else, for stdin, the read) to the acknowledgement; only records whose Written is known"},
 	{MetricRecordQueueTime, "histogram", "s", []string{AttrMessagingDestinationName}, "batch created (or re-enqueued for retry) to drained"},
 	{MetricRecordsRetried, "counter", "{record}", []string{AttrMessagingDestinationName, AttrErrorType}, "records in batches that are sent again"},
 	{MetricRecordsFailed, "counter", "{record}", []string{AttrMessagingDestinationName, AttrErrorType}, "records whose callback got an error"},

@@ -197,6 +197,7 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	if t == nil {
 		return nil, r.Headers
 	}
+	t.written = r.Written
 	if created.IsValid() {
 		return t, r.Headers
 	}
@@ -386,6 +387,7 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 	if own != nil {
 		local = own.newBatch()
 	}
+	var written writtenBatch
 	end := callbacksEnd.UnixNano()
 	i := -1
 	for sent, traced := range b.SentNanos() {
@@ -398,9 +400,61 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		} else {
 			op.record(ctx, time.Duration(end-sent))
 		}
+		if w := b.WrittenNanos(i); w != 0 {
+			written.add(ta, w, sent, callbacksStart.UnixNano(), err == nil)
+		}
 	}
 	if own != nil {
 		own.addBatch(&local)
+	}
+	written.done()
+}
+
+// writtenBatch gathers a batch's read stages (Record.Written to Send) and ages at
+// acknowledgement (Record.Written to the response taken: callbacks start), to add them to
+// their series at once, as BatchDone does the latencies. Series of the SDK's take each
+// measurement as it comes.
+type writtenBatch struct {
+	read, age   *histSeries // nil before the first measurement, and when the series are the SDK's
+	readB, ageB durationBatch
+	started     bool
+}
+
+func (w *writtenBatch) add(ta *topicAttrs, written, sent, acked int64, ok bool) {
+	if !w.started {
+		w.started = true
+		w.read, _ = ta.read.(*histSeries)
+		w.age, _ = ta.age.(*histSeries)
+		if w.read != nil {
+			w.readB = w.read.newBatch()
+		}
+		if w.age != nil {
+			w.ageB = w.age.newBatch()
+		}
+	}
+	read := max(sent-written, 0) // a line's own timestamp ahead of the clock reads as no wait
+	if w.read != nil {
+		w.readB.add(read)
+	} else {
+		ta.read.record(context.Background(), time.Duration(read))
+	}
+	if !ok {
+		return // an age at acknowledgement only for records acknowledged
+	}
+	age := max(acked-written, 0)
+	if w.age != nil {
+		w.ageB.add(age)
+	} else {
+		ta.age.record(context.Background(), time.Duration(age))
+	}
+}
+
+func (w *writtenBatch) done() {
+	if w.read != nil {
+		w.read.addBatch(&w.readB)
+	}
+	if w.age != nil {
+		w.age.addBatch(&w.ageB)
 	}
 }
 
@@ -460,6 +514,8 @@ type topicAttrs struct {
 	spanAttrs []attribute.KeyValue
 	spanEnc   *attrBlock                 // spanAttrs encoded, for every send span's
 	stage     [stageCount]durationSeries // each stage's duration
+	read      durationSeries             // the read stage's (Record.Written to Send), beside them
+	age       durationSeries             // kafkatrail.producer.record.age
 	// parts is each partition's latest metric attributes, by partition id, for the lookup
 	// once per batch; partsMu serialises its (rare) copy-on-write updates.
 	parts   atomic.Pointer[[]*partitionAttrs]
@@ -494,6 +550,8 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 	for i, s := range stageNames {
 		t.stage[i] = o.m.stage.series(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
 	}
+	t.read = o.m.stage.series(attribute.NewSet(attribute.String(AttrStage, StageRead), t.dest))
+	t.age = o.m.age.series(attribute.NewSet(t.dest))
 	v, _ := o.topics.LoadOrStore(topic, t)
 	return v.(*topicAttrs)
 }

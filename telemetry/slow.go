@@ -122,7 +122,7 @@ func (s *slowTracer) trace(b *accumulator.ProducerBatch, i int, r accumulator.Re
 	if t == nil {
 		return false
 	}
-	t.appended = r.Appended
+	t.appended, t.written = r.Appended, r.Written
 	if t.appended.IsZero() {
 		t.appended = r.Sent // not stamped: the append shows as instant rather than as the whole wait
 	}

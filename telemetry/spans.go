@@ -28,6 +28,8 @@ type recordTrace struct {
 	o     *ProducerObserver
 	ctx   context.Context // carries the send span's context: exemplars, and the tracer's children
 	start time.Time
+	// written is the record's Record.Written (zero: not known), the start of its read stage.
+	written time.Time
 	// appended is written under the partition deque's lock (or by Send, for a record that
 	// failed there) before the sender can see the record, and read when it completes.
 	appended time.Time
@@ -124,6 +126,14 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.
 	scratch := recordScratchPool.Get().(*recordScratch)
 	tr := tiler{at: t.start.Round(0), stages: scratch.stages[:0]}
+	if w := t.written.Round(0); !w.IsZero() {
+		// The one stage outside the send span: the line waited before Send was called.
+		// A written time after Send (a line's own timestamp ahead of this clock) makes it empty.
+		if w.Before(tr.at) {
+			tr.at = w
+		}
+		tr.child(SpanRead, t.start, nil)
+	}
 	appended := t.appended
 	if appended.IsZero() {
 		appended = callbacksStart
@@ -193,6 +203,13 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 			op = pa.failure(t.o, ErrorType(err)).op
 		}
 		op.record(t.ctx, callbackEnd.Sub(t.start))
+		if !t.written.IsZero() {
+			ta := t.o.topic(b.TopicPartition.Topic)
+			ta.read.record(t.ctx, max(t.start.Sub(t.written), 0))
+			if err == nil {
+				ta.age.record(t.ctx, max(callbacksStart.Sub(t.written), 0))
+			}
+		}
 	}
 	// The send span ends with the callback stage, never before its start.
 	if t.span != nil {

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,80 @@ type ProducerStatus struct {
 	// Nodes are the broker nodes the producer connected to or tried to, by id (bootstrap
 	// servers have negative ids until the metadata names the brokers).
 	Nodes []NodeStatus
+	// RecordAge is kafkatrail.producer.record.age over every topic, cumulative since the
+	// producer started; empty when the histograms are the SDK's (a meter provider of one's own).
+	RecordAge AgeHistogram
+}
+
+// AgeHistogram is a cumulative histogram of records' ages at acknowledgement, in seconds.
+type AgeHistogram struct {
+	Bounds []float64 // bucket upper bounds (inclusive); Counts has one bucket more, above them all
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+// Since returns what h counted after prev, an earlier snapshot of the same histogram (h itself
+// when prev is empty or from before a restart of the counts).
+func (h AgeHistogram) Since(prev AgeHistogram) AgeHistogram {
+	if len(prev.Counts) != len(h.Counts) || prev.Count > h.Count {
+		return h
+	}
+	d := AgeHistogram{Bounds: h.Bounds, Counts: make([]uint64, len(h.Counts)), Count: h.Count - prev.Count, Sum: h.Sum - prev.Sum}
+	for i := range h.Counts {
+		d.Counts[i] = h.Counts[i] - min(prev.Counts[i], h.Counts[i])
+	}
+	return d
+}
+
+// Quantile estimates the q-quantile (0 < q < 1) in seconds, interpolating linearly within its
+// bucket as Prometheus's histogram_quantile does; the bucket above the last bound answers that
+// bound. NaN when nothing was counted.
+func (h AgeHistogram) Quantile(q float64) float64 {
+	if h.Count == 0 || len(h.Counts) != len(h.Bounds)+1 {
+		return math.NaN()
+	}
+	rank := q * float64(h.Count)
+	var seen float64
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		if seen+float64(c) >= rank {
+			if i == len(h.Bounds) {
+				return h.Bounds[len(h.Bounds)-1]
+			}
+			lo := 0.0
+			if i > 0 {
+				lo = h.Bounds[i-1]
+			}
+			return lo + (h.Bounds[i]-lo)*(rank-seen)/float64(c)
+		}
+		seen += float64(c)
+	}
+	return h.Bounds[len(h.Bounds)-1]
+}
+
+// recordAge sums every topic's age series.
+func (o *ProducerObserver) recordAge() AgeHistogram {
+	var h AgeHistogram
+	o.topics.Range(func(_, v any) bool {
+		s, ok := v.(*topicAttrs).age.(*histSeries)
+		if !ok {
+			return true
+		}
+		if h.Counts == nil {
+			h.Bounds, h.Counts = s.h.bounds, make([]uint64, len(s.counts))
+		}
+		for i := range s.counts {
+			c := s.counts[i].Load()
+			h.Counts[i] += c
+			h.Count += c
+		}
+		h.Sum += float64(s.sumNs.Load()) / 1e9
+		return true
+	})
+	return h
 }
 
 // NodeStatus is one broker node.
@@ -69,5 +144,6 @@ func (o *ProducerObserver) Status() ProducerStatus {
 		s.Nodes = append(s.Nodes, *n)
 	}
 	slices.SortFunc(s.Nodes, func(a, b NodeStatus) int { return int(a.ID) - int(b.ID) })
+	s.RecordAge = o.recordAge()
 	return s
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // stages are the lifecycle stages in the order of a record's trace.
-var stages = []string{"StageAppend", "StageDrain", "StageDoSend", "StageCompletedSend", "StageCompletedReceive", "StageCallback"}
+var stages = []string{"StageRead", "StageAppend", "StageDrain", "StageDoSend", "StageCompletedSend", "StageCompletedReceive", "StageCallback"}
 
 func producerOverview(n *Names) *dashboard.DashboardBuilder {
 	sent := n.Metric("MetricSentMessages")
@@ -66,7 +66,7 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 
 	d = d.WithRow(dashboard.NewRowBuilder("Stage breakdown (the waterfall in aggregate)")).
 		WithPanel(stacked(ts("Mean time per stage (stacked)",
-			"kafkatrail.producer.stage.duration mean per stage, stacked in trace order: append is per record, the other stages per batch attempt.", "s", 12, 9)).
+			"kafkatrail.producer.stage.duration mean per stage, stacked in trace order: read (line written to Send) and append are per record, the other stages per batch attempt.", "s", 12, 9)).
 			WithTarget(q(mean(stage, m, stageL), legend(stageL)))).
 		WithPanel(func() *timeseries.PanelBuilder {
 			p := ts("p99 per stage", "kafkatrail.producer.stage.duration 99th percentile per stage. Exemplars link to traces.", "s", 12, 9)
@@ -185,6 +185,7 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	split := n.Metric("MetricAgentLinesSplit")
 	dropped := n.Metric("MetricAgentLinesDropped")
 	watched := n.Metric("MetricAgentFilesWatched")
+	age := n.Metric("MetricRecordAge")
 	fileL := n.Label("AttrLogFilePath")
 	// Standard input has no log.file.path: its series say kafkatrail.input="stdin", which the
 	// per-file panels group by too, so stdin gets a legend of its own.
@@ -219,7 +220,15 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 		WithPanel(ts("Bytes behind the end of each file", "kafkatrail.agent.file.behind: file size minus the read offset. Growing: the agent cannot keep up (or Kafka pushes back).", "bytes", 12, 8).
 			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, behind, m), legend(fileL, inputL)))).
 		WithPanel(ts("Checkpoint lag per file", "kafkatrail.agent.checkpoint.lag: read offset minus the committed (acknowledged) offset; what a crash would re-send.", "bytes", 12, 8).
-			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, ckLag, m), legend(fileL, inputL))))
+			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, ckLag, m), legend(fileL, inputL)))).
+		WithPanel(func() *timeseries.PanelBuilder {
+			p := ts("Line age at acknowledgement", "kafkatrail.producer.record.age: from when a line was written (its --timestamp-field, else its file's "+
+				"modification time at read, else stdin's read) to Kafka's acknowledgement; how late logs reach Kafka. Every file and topic. Exemplars link to traces.", "s", 24, 8)
+			for _, phi := range []float64{0.5, 0.99, 0.999} {
+				p = p.WithTarget(qx(quantile(phi, age, base()), fmt.Sprintf("p%g", phi*100)))
+			}
+			return p
+		}())
 
 	d = d.WithRow(dashboard.NewRowBuilder("Long and dropped lines")).
 		WithPanel(ts("Lines truncated / s", "kafkatrail.agent.lines.truncated: cut at the long-line limit (--long-lines truncate).", "ops", 8, 8).

@@ -101,8 +101,9 @@ func checkSendConventions(tr jaegerTrace, op string) string {
 	return fmt.Sprintf("no %q span", op)
 }
 
-// checkSendTrace returns "" if the trace has a span named op whose children are exactly
-// the six stages, in start order, adding up to the parent's duration; else what is wrong.
+// checkSendTrace returns "" if the trace has a span named op whose children are a read stage
+// ending at its start and exactly the six stages, in start order, adding up to the parent's
+// duration; else what is wrong.
 func checkSendTrace(tr jaegerTrace, op string) string {
 	var send *jaegerSpan
 	for i := range tr.Spans {
@@ -115,10 +116,23 @@ func checkSendTrace(tr jaegerTrace, op string) string {
 		return fmt.Sprintf("no %q span", op)
 	}
 	var kids []jaegerSpan
-	for _, s := range tr.Spans {
-		if s.parent() == send.SpanID {
+	var read *jaegerSpan
+	for i, s := range tr.Spans {
+		switch {
+		case s.parent() != send.SpanID:
+		case s.OperationName == "read" && read == nil:
+			read = &tr.Spans[i]
+		default:
 			kids = append(kids, s)
 		}
+	}
+	// Every agent line knows when it was written: a read child ends where the send span
+	// starts (Jaeger keeps microseconds: allow rounding), outside the six that tile it.
+	if read == nil {
+		return fmt.Sprintf("no read child of %q", op)
+	}
+	if d := read.StartTime + read.Duration - send.StartTime; d < -1 || d > 1 {
+		return fmt.Sprintf("read ends %dµs from the send span's start, want at it", d)
 	}
 	// Jaeger keeps microseconds: a stage shorter than that starts with the next one, so ties go
 	// to the one that ends first; stages that start and end in the same microsecond (append,

@@ -102,7 +102,7 @@ done
 cat >&2 <<MSG
 
 kafkatrail demo is running (ready after $(( $(date +%s) - DEMO_START ))s). Everything listens on 127.0.0.1.
-  Open the agent's page:     http://127.0.0.1:$HTTP_PORT/   (throughput, lag per file, in-flight, the six stages of recent records)
+  Open the agent's page:     http://127.0.0.1:$HTTP_PORT/   (throughput, lag per file, line age, in-flight, recent records: read and the six stages)
   Watch the topic:           kcat -C -b $KAFKA_BOOTSTRAP -t demo-logs -o end -f '%k %h %s\\n'
   Ship your own log:         $DEMO_DIR/agent --brokers $KAFKA_BOOTSTRAP --topic my-logs --tail /path/to/app.log
   Jaeger, Prometheus:        $JAEGER_QUERY_URL/ and $PROMETHEUS_URL/ once the lines below say they are up
@@ -113,11 +113,11 @@ Press Ctrl-C to stop everything.
 MSG
 
 # has_six_stages reads a trace list on stdin (the page's /api/traces or Jaeger's /api/traces)
-# and succeeds if one trace has all six stages.
+# and succeeds if one trace has the read stage and all six stages.
 has_six_stages() {
   python3 -c '
 import json, sys
-want = {"append", "drain", "doSend", "completedSend", "completedReceive", "callback"}
+want = {"read", "append", "drain", "doSend", "completedSend", "completedReceive", "callback"}
 body = json.load(sys.stdin)
 for t in body.get("traces") or body.get("data") or []:
     names = {s["name"] for s in t.get("stages", [])} | {s["operationName"] for s in t.get("spans", [])}

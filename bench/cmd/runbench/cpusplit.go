@@ -42,9 +42,54 @@ var cpuParts = []cpuPart{
 	{name: "GC", funcs: []string{"runtime.gcBgMarkWorker"}},
 }
 
+// fileCPUParts splits the agent's CPU on the file path by stage of a line's way, innermost
+// first (a line's Send runs inside the splitter's Feed, inside the follower's read; its
+// acknowledgement inside the sender's loop): telemetry wherever it runs, the checkpoint
+// writes, the acknowledgement tracking (the callback's bookkeeping: the file's ack ring, the
+// read-ahead budget), the record's building (envelope, headers), Send (partitioning and the
+// accumulator's append), the sender (drain, batch framing, the network), the split into lines,
+// the read itself (read and stat syscalls), and the garbage collector.
+var fileCPUParts = []cpuPart{
+	{name: "telemetry", funcs: []string{
+		"github.com/kafkatrail/kafkatrail/telemetry.",
+		"go.opentelemetry.io/",
+	}},
+	{name: "checkpoint", funcs: []string{
+		"github.com/kafkatrail/kafkatrail/filetail.(*checkpointStore)",
+		"github.com/kafkatrail/kafkatrail/filetail.(*Tailer).SaveCheckpoints",
+		"github.com/kafkatrail/kafkatrail/filetail.(*Tailer).Snapshot",
+	}},
+	{name: "ack tracking", funcs: []string{
+		"github.com/kafkatrail/kafkatrail/agent.(*Agent).lineDelivered",
+		"github.com/kafkatrail/kafkatrail/filetail.(*File)",
+		"github.com/kafkatrail/kafkatrail/filetail.(*ackTracker)",
+		"github.com/kafkatrail/kafkatrail/agent.(*readAhead)",
+	}},
+	{name: "build", funcs: []string{"github.com/kafkatrail/kafkatrail/agent.(*recordBuilder)"}},
+	{name: "Send", funcs: []string{"github.com/kafkatrail/kafkatrail/producer.(*Producer).Send"}},
+	{name: "sender", funcs: []string{
+		"github.com/kafkatrail/kafkatrail/producer.(*Sender)",
+		"github.com/kafkatrail/kafkatrail/network.",
+	}},
+	{name: "split", funcs: []string{"github.com/kafkatrail/kafkatrail/filetail.(*Splitter)"}},
+	{name: "read", funcs: []string{
+		"github.com/kafkatrail/kafkatrail/filetail.(*follower).readAvailable",
+		"github.com/kafkatrail/kafkatrail/filetail.(*follower).follow",
+	}},
+	{name: "GC", funcs: []string{"runtime.gcBgMarkWorker"}},
+}
+
+// fileCPUPartNames are fileCPUParts' names in the report's order, then "rest".
+func fileCPUPartNames() []string {
+	return []string{"read", "split", "build", "Send", "ack tracking", "checkpoint", "sender", "telemetry", "GC", "rest"}
+}
+
 // cpuSplit reads a CPU profile and returns the seconds of each part of cpuParts, and "rest"
 // (the producer, the agent, the runtime's own) and "total".
-func cpuSplit(path string) (map[string]float64, error) {
+func cpuSplit(path string) (map[string]float64, error) { return cpuSplitBy(path, cpuParts) }
+
+// cpuSplitBy is cpuSplit with parts of the caller's.
+func cpuSplitBy(path string, parts []cpuPart) (map[string]float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -68,7 +113,7 @@ func cpuSplit(path string) (map[string]float64, error) {
 		sec := float64(s.Value[idx]) / 1e9
 		out["total"] += sec
 		part := "rest"
-		for _, c := range cpuParts {
+		for _, c := range parts {
 			if onStack(s, c.funcs) {
 				part = c.name
 				break
@@ -119,7 +164,10 @@ func splitOf(run Run) map[string]float64 {
 }
 
 // medianSplit is the median, part by part, of the ok runs' splits of one cell.
-func medianSplit(runs []Run) (map[string]float64, int) {
+func medianSplit(runs []Run) (map[string]float64, int) { return medianSplitOf(runs, cpuPartNames()) }
+
+// medianSplitOf is medianSplit over the parts named.
+func medianSplitOf(runs []Run, names []string) (map[string]float64, int) {
 	by := map[string][]float64{}
 	n := 0
 	for _, run := range runs {
@@ -128,7 +176,7 @@ func medianSplit(runs []Run) (map[string]float64, int) {
 			continue
 		}
 		n++
-		for _, k := range append(cpuPartNames(), "total") {
+		for _, k := range append(names, "total") {
 			by[k] = append(by[k], s[k])
 		}
 	}

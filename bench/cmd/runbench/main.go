@@ -155,7 +155,7 @@ func main() {
 	prm := Params{
 		Runs:            envInt("BENCH_RUNS", envInt("N", 3)),
 		Records:         envInt("BENCH_RECORDS", 2_000_000),
-		FileLines:       envInt("BENCH_FILE_LINES", 1_000_000),
+		FileLines:       envInt("BENCH_FILE_LINES", 3_000_000),
 		FileLineSize:    envInt("BENCH_FILE_LINE_SIZE", 100),
 		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,memory"),
 		Tools:           envList("BENCH_TOOLS", ""),

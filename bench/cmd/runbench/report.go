@@ -224,15 +224,17 @@ func summarize(r *Report) {
 				target := 0.0
 				switch other {
 				case "kcat":
-					target = 1.0
+					target = 1.2
 				case "otelcol":
 					target = 2.5
-				case "agent-eos":
-					continue // below: the cost of exactly-once, agent-eos over agent
+				case "agent-eos", "agent-otel":
+					continue // below: the cost of exactly-once and of telemetry, over agent
 				}
 				addRatio("file", s.Cell, "agent", other, target)
 			}
 			addRatio("file", s.Cell, "agent-eos", "agent", 0)
+			addRatio("file", s.Cell, "agent-otel", "agent", 0)
+			addRatio("file", s.Cell, "agent-otel", "kcat", 1.2)
 		}
 	}
 	// Tracing: sampled over off (the cost is 1 - ratio).
@@ -273,6 +275,7 @@ func toFloat(v any) float64 {
 var toolNames = map[string]string{
 	"agent":         "kafkatrail agent",
 	"agent-eos":     "kafkatrail agent --exactly-once",
+	"agent-otel":    "kafkatrail agent, default telemetry on",
 	"kcat":          "kcat -P (librdkafka)",
 	"kgo":           "kgoprod (franz-go kgo)",
 	"producer-perf": "ProducerPerformance (Java)",
@@ -468,7 +471,25 @@ func renderMarkdown(r *Report) string {
 	}
 	for _, c := range r.cells("file") {
 		if q := r.ratio("file", c, "agent", "kcat"); q != nil {
-			w("| file path lines/s: agent ≥ 1.0x `kcat -P -l` | %s |\n", ratioText(*q))
+			w("| file path lines/s: agent ≥ 1.2x `kcat -P -l` | %s |\n", ratioText(*q))
+		}
+		if q := r.ratio("file", c, "agent-otel", "kcat"); q != nil {
+			w("| file path lines/s, the agent's default telemetry on: ≥ 1.2x `kcat -P -l` | %s |\n", ratioText(*q))
+		}
+		if a, k := r.summary("file", "agent-otel", c), r.summary("file", "kcat", c); a != nil && k != nil && a.OK > 0 && k.OK > 0 {
+			mark := "✅"
+			if a.CPUMicrosPerRec > k.CPUMicrosPerRec {
+				mark = "❌"
+			}
+			w("| file path CPU per line, the agent's default telemetry on: ≤ kcat's | %.2f µs against %.2f µs (%.2fx) %s |\n",
+				a.CPUMicrosPerRec, k.CPUMicrosPerRec, a.CPUMicrosPerRec/k.CPUMicrosPerRec, mark)
+		}
+		if s := r.summary("file", "agent-otel", c); s != nil && s.OK > 0 {
+			mark := "✅"
+			if s.MaxRSSMiB*1.048576 > 32 {
+				mark = "❌"
+			}
+			w("| file path peak RSS, the agent's default telemetry on: ≤ 32 MB | %.1f MiB (%.1f MB) %s |\n", s.MaxRSSMiB, s.MaxRSSMiB*1.048576, mark)
 		}
 		if q := r.ratio("file", c, "agent", "otelcol"); q != nil {
 			w("| file path lines/s: agent ≥ 2.5x the OpenTelemetry Collector | %s |\n", ratioText(*q))
@@ -548,9 +569,17 @@ func renderMarkdown(r *Report) string {
 					fnum(s.CPUMicrosPerRec), fnum(s.MaxRSSMiB), fnum(s.BrokerCPUSec))
 			})
 			r.agentOver(w, "file", c, "lines/s", fileTools[1:])
+			if q := r.ratio("file", c, "agent-otel", "kcat"); q != nil {
+				w("With its default telemetry on (*agent-otel*: metrics, and traces of 1 %% of the lines, exported over OTLP/gRPC to otlpsink), over kcat: %s lines/s", ratioText(*q))
+				if q := r.ratio("file", c, "agent-otel", "agent"); q != nil {
+					w("; over the agent without: %s", ratioText(*q))
+				}
+				w(".\n\n")
+			}
 			if q := r.ratio("file", c, "agent-eos", "agent"); q != nil {
 				w("Exactly-once (`--exactly-once`, a transaction committed every second) over at-least-once: %s lines/s.\n\n", ratioText(*q))
 			}
+			r.writeFileCPUSplit(w, c)
 		}
 	}
 
@@ -667,8 +696,9 @@ func renderMarkdown(r *Report) string {
 
 const methodText = "## Method\n\n" +
 	"```sh\n" +
-	"make bench                                   # full: 3 repetitions, 2M records per producer run, 6M per tracing run, 1M file lines\n" +
+	"make bench                                   # full: 3 repetitions, 2M records per producer run, 6M per tracing run, 3M file lines\n" +
 	"BENCH_RECORDS=200000 BENCH_RUNS=1 make bench   # a quick run\n" +
+	"BENCH_SECTIONS=file BENCH_FILE_LINES=10000000 BENCH_MERGE=1 make bench  # the file path's 10M-line form\n" +
 	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, memory)\n" +
 	"BENCH_SECTIONS=tracing BENCH_MERGE=1 make bench  # measure one section again, keep the others' runs from docs/benchmarks.json\n" +
 	"```\n\n" +
@@ -717,6 +747,64 @@ const methodText = "## Method\n\n" +
 	"CPU µs/record is the fairer figure of a tool's cost, records/s of what this machine delivers end to end. Other work on the machine " +
 	"(see loadavg_at_start) adds noise; the alternation spreads it over all tools, and the per-repetition ratio ranges show how much.\n\n"
 
+// writeFileCPUSplit writes where the agent's CPU went on the file path, stage by stage of a
+// line's way (fileCPUParts), in ns a line, beside kcat's whole CPU per line.
+func (r *Report) writeFileCPUSplit(w func(string, ...any), cell string) {
+	parts := fileCPUPartNames()
+	type row struct {
+		tool  string
+		split map[string]float64
+	}
+	var rows []row
+	for _, tool := range []string{"agent", "agent-otel", "agent-eos"} {
+		var runs []Run
+		for _, run := range r.Runs {
+			if run.Section == "file" && run.Cell == cell && run.Tool == tool {
+				runs = append(runs, run)
+			}
+		}
+		if m, n := medianSplitOf(runs, parts); n > 0 {
+			rows = append(rows, row{tool, m})
+		}
+	}
+	lines := r.Params.FileLines
+	if len(rows) == 0 || lines <= 0 {
+		return
+	}
+	w("Where the agent's CPU goes on the file path, from its own CPU profile of each run (`KAFKATRAIL_CPUPROFILE`, 100 Hz; bench/cmd/runbench/cpusplit.go names the functions of each part), in ns a line, median of the runs: *read* the reads and stats of the file, *split* cutting lines, *build* the record (envelope, headers), *Send* partitioning and the accumulator's append, *ack tracking* the callback's bookkeeping (the file's acknowledgement ring, the read-ahead budget), *checkpoint* its writes, *sender* draining, framing and the network, *telemetry* metrics and spans wherever they run, *rest* the runtime and everything else. The profile's total is a little under getrusage's CPU (the profiler misses short bursts).\n\n")
+	w("| tool |")
+	for _, p := range parts {
+		w(" %s |", p)
+	}
+	w(" total |")
+	if k := r.summary("file", "kcat", cell); k != nil && k.OK > 0 {
+		w(" kcat's CPU a line |")
+	}
+	w("\n|---|")
+	for range parts {
+		w("--:|")
+	}
+	w("--:|")
+	k := r.summary("file", "kcat", cell)
+	if k != nil && k.OK > 0 {
+		w("--:|")
+	}
+	w("\n")
+	ns := func(sec float64) float64 { return sec * 1e9 / float64(lines) }
+	for _, rw := range rows {
+		w("| %s |", toolName(rw.tool))
+		for _, p := range parts {
+			w(" %.0f |", ns(rw.split[p]))
+		}
+		w(" %.0f |", ns(rw.split["total"]))
+		if k != nil && k.OK > 0 {
+			w(" %.0f |", k.CPUMicrosPerRec*1000)
+		}
+		w("\n")
+	}
+	w("\n")
+}
+
 // writeCPUSplit writes where the agent's CPU went in each tracing mode, from its CPU profiles
 // (cpusplit.go), in ns a record, and what a traced record costs.
 func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records int) {
@@ -736,7 +824,7 @@ func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records i
 		return
 	}
 	parts := cpuPartNames()
-	w("Where the agent's CPU goes, from its own CPU profile of each run (`KAFKATRAIL_CPUPROFILE`; bench/cmd/runbench/cpusplit.go names the functions of each part), in ns a record, median of the runs: *decision* is the sampling decision every record pays (StartSend), *traced* the work of the traced records only (their start at Send, their spans built at completion, their export), *metrics* what every record and batch pays in every mode, *rest* the producer and the agent themselves. *µs a traced record* is the three traced parts over the traced records (spans exported / 7, or the mode's share of the records when spans were dropped).\n\n")
+	w("Where the agent's CPU goes, from its own CPU profile of each run (`KAFKATRAIL_CPUPROFILE`; bench/cmd/runbench/cpusplit.go names the functions of each part), in ns a record, median of the runs: *decision* is the sampling decision every record pays (StartSend), *traced* the work of the traced records only (their start at Send, their spans built at completion, their export), *metrics* what every record and batch pays in every mode, *rest* the producer and the agent themselves. *µs a traced record* is the three traced parts over the traced records (spans exported / 8: a line's read stage, the six and the send span; or the mode's share of the records when spans were dropped).\n\n")
 	w("| mode |")
 	for _, p := range parts {
 		w(" %s |", p)
@@ -765,7 +853,7 @@ func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records i
 		if s := r.summary("tracing", "agent", c); s != nil && s.Spans != nil && *s.Spans > 0 {
 			// The records traced: those whose spans were exported, or, when the bounded queue
 			// dropped spans (at 100 %), at least the mode's share of all.
-			traced := *s.Spans / 7
+			traced := *s.Spans / 8
 			for _, m := range tracingModes {
 				if m.name == c {
 					traced = max(traced, m.ratio*float64(records))

@@ -14,8 +14,11 @@ import (
 // agent-eos is the agent with --exactly-once (issue 8): lines and file positions committed in
 // Kafka transactions every commit-interval (1 s). Its ratio over agent is the cost of the
 // guarantee. Its run ends when its checkpoint, written after each commit, reaches the file's
-// size: the topic's end offsets count the transactions' commit markers too.
-var fileTools = []string{"agent", "agent-eos", "kcat", "otelcol", "rsyslog"}
+// size: the topic's end offsets count the transactions' commit markers too. agent-otel is the
+// agent as users run it, its default telemetry on: metrics and traces (1 % sampled) exported
+// over OTLP/gRPC to otlpsink. Every agent run writes a CPU profile (KAFKATRAIL_CPUPROFILE,
+// about 1 % of its CPU at 100 Hz), split by stage in the report (fileCPUParts).
+var fileTools = []string{"agent", "agent-otel", "agent-eos", "kcat", "otelcol", "rsyslog"}
 
 // fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
 // holds every line (end offsets summed, polled every 50 ms), then the tool is stopped by its
@@ -78,8 +81,9 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 
 	var cmd *exec.Cmd
 	selfExit := false
+	prof := ""
 	switch tool {
-	case "agent", "agent-eos":
+	case "agent", "agent-otel", "agent-eos":
 		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
 			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
 			"--shutdown-timeout", "10s"}
@@ -89,6 +93,17 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 		}
 		cmd = exec.Command(b.p.agent, withProps(args, b.javaProps(c))...)
 		cmd.Env = agentEnv()
+		if tool == "agent-otel" {
+			sink, port, err := b.startSink()
+			if err != nil {
+				r.Error = err.Error()
+				return r
+			}
+			defer sink.stop(5 * time.Second)
+			cmd.Env = sinkEnv(port)
+		}
+		prof = filepath.Join(b.p.work, "cpu-"+r.Topic+".prof")
+		cmd.Env = append(cmd.Env, "KAFKATRAIL_CPUPROFILE="+prof)
 	case "kcat":
 		cmd = exec.Command(b.p.kcat, withProps([]string{"-P", "-b", b.p.bootstrap, "-t", r.Topic, "-l", data, "-q"}, b.rdkafkaProps(c))...)
 		selfExit = true
@@ -184,6 +199,17 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	}
 	r.BrokerCPUSec = b.brokerCPU() - cpu0
 	r.setUsage(p)
+	if prof != "" {
+		if split, err := cpuSplitBy(prof, fileCPUParts); err == nil {
+			if r.Extra == nil {
+				r.Extra = map[string]any{}
+			}
+			r.Extra["cpu_split_s"] = split
+			_ = os.Remove(prof)
+		} else {
+			logf("file: no CPU split for %s: %v", tool, err)
+		}
+	}
 	if !doneAt.IsZero() {
 		r.WallSec = doneAt.Sub(p.start).Seconds()
 		if selfExit && p.wall().Seconds() > r.WallSec {

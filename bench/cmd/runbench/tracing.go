@@ -76,20 +76,17 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell, rep int, data string) Run {
-	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.TracingRecords),
-		Bytes: int64(b.prm.TracingRecords) * int64(c.Size), Extra: map[string]any{}}
+// startSink starts otlpsink, the OTLP receiver that only counts, on a free port, and waits
+// until it accepts connections.
+func (b *bench) startSink() (*proc, int, error) {
 	port, err := freePort()
 	if err != nil {
-		r.Error = err.Error()
-		return r
+		return nil, 0, err
 	}
 	sink, err := startProc("otlpsink", exec.Command(b.p.otlpsink, "--listen", "127.0.0.1:"+strconv.Itoa(port)))
 	if err != nil {
-		r.Error = err.Error()
-		return r
+		return nil, 0, err
 	}
-	defer sink.stop(5 * time.Second)
 	if err := waitFor(b.ctx, 10*time.Second, 20*time.Millisecond, func() (bool, error) {
 		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 		if err == nil {
@@ -98,9 +95,34 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell
 		}
 		return sink.exited(), nil
 	}); err != nil || sink.exited() {
-		r.Error = fmt.Sprintf("otlpsink did not start: %v %v", err, sink.exitErr())
+		_ = sink.stop(5 * time.Second)
+		return nil, 0, fmt.Errorf("otlpsink did not start: %v %v", err, sink.exitErr())
+	}
+	return sink, port, nil
+}
+
+// sinkEnv is the agent's environment exporting traces (as the agent's defaults sample them)
+// and metrics over OTLP/gRPC to an otlpsink on port.
+func sinkEnv(port int) []string {
+	return append(cleanEnv(),
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:"+strconv.Itoa(port),
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+		"OTEL_EXPORTER_OTLP_INSECURE=true",
+		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_METRICS_EXPORTER=otlp",
+		"OTEL_LOGS_EXPORTER=none",
+	)
+}
+
+func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell, rep int, data string) Run {
+	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.TracingRecords),
+		Bytes: int64(b.prm.TracingRecords) * int64(c.Size), Extra: map[string]any{}}
+	sink, port, err := b.startSink()
+	if err != nil {
+		r.Error = err.Error()
 		return r
 	}
+	defer sink.stop(5 * time.Second)
 
 	r.Topic = b.topicName("t", "agent", strings.ReplaceAll(mode, " ", ""), rep)
 	if !b.createTopic(&r) {
@@ -108,14 +130,7 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, c cell
 	}
 	defer b.deleteTopic(r.Topic)
 	args := withProps(agentArgs(b.p.bootstrap, r.Topic), b.javaProps(c))
-	env := cleanEnv()
-	env = append(env,
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:"+strconv.Itoa(port),
-		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
-		"OTEL_EXPORTER_OTLP_INSECURE=true",
-		"OTEL_METRICS_EXPORTER=otlp",
-		"OTEL_LOGS_EXPORTER=none",
-	)
+	env := sinkEnv(port)
 	if ratio == 0 {
 		env = append(env, "OTEL_TRACES_EXPORTER=none")
 	} else {

@@ -23,6 +23,7 @@ type Agent struct {
 	cfg  Config
 	log  *slog.Logger
 	prod *producer.Producer
+	pc   producer.Config // prod's configuration
 
 	builders sync.Pool // *recordBuilder, one per concurrent sender of lines
 	routing  *routing  // --topic template and --header; nil: a plain topic, no --header
@@ -109,7 +110,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	}
 	ra := newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
-	a := &Agent{cfg: cfg, log: log, prod: prod, tel: tel, readAhead: ra, routing: newRouting(&cfg),
+	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra, routing: newRouting(&cfg),
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
 	a.builders.New = func() any {
 		b := newRecordBuilder(&a.cfg)

@@ -50,7 +50,7 @@ type Config struct {
 	MaxLineBytes       int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
 	LongLines          string        `koanf:"long-lines" doc:"what to do with a longer line: truncate, split or drop (each counted and logged)"`
 	PartialLineIdle    time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
-	MaxInFlightBytes   int           `koanf:"max-in-flight-bytes" doc:"bytes of file lines read and not yet acknowledged, across all files; reading pauses there (the files are the buffer). 0: 32 times batch.size, at least 2 MiB and at most buffer.memory"`
+	MaxInFlightBytes   int           `koanf:"max-in-flight-bytes" doc:"bytes of file lines read and not yet acknowledged, across all files; reading pauses there (the files are the buffer). 0: what the producer can have in flight, (max.in.flight.requests.per.connection + 1) x the topic's partitions x batch.size (known once its metadata is: 32 x batch.size until then), at least 2 MiB and at most buffer.memory"`
 	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename), and a tenth of it is the soonest a file is saved again once every line read from it is acknowledged; after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
 	ShutdownTimeout    time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
 
@@ -91,13 +91,27 @@ type Config struct {
 }
 
 // EffectiveMaxInFlightBytes is max-in-flight-bytes, or its default for the producer
-// configuration pc: 32 batches (so every partition can have a batch filling and some in flight),
-// at least DefaultMinInFlightBytes, at most buffer.memory (which bounds it anyway).
+// configuration pc before the topic's partitions are known: 32 batches, at least
+// DefaultMinInFlightBytes, at most buffer.memory (which bounds it anyway).
 func (c *Config) EffectiveMaxInFlightBytes(pc producer.Config) int64 {
+	return c.MaxInFlightBytesFor(pc, 0)
+}
+
+// MaxInFlightBytesFor is max-in-flight-bytes, or its default once the topic is known to have
+// partitions partitions (0: not known): as much as the producer itself can have unacknowledged,
+// a batch filling and max.in.flight.requests.per.connection requests in flight, each with a
+// batch of every partition (RecordAccumulator.drainBatchesForOneNode takes one per partition),
+// so that the read-ahead never caps a broker the producer could keep busy; at least
+// DefaultMinInFlightBytes, at most buffer.memory.
+func (c *Config) MaxInFlightBytesFor(pc producer.Config, partitions int) int64 {
 	if c.MaxInFlightBytes > 0 {
 		return int64(c.MaxInFlightBytes)
 	}
-	return min(max(32*int64(pc.BatchSize), DefaultMinInFlightBytes), pc.BufferMemory)
+	want := 32 * int64(pc.BatchSize)
+	if partitions > 0 {
+		want = int64(pc.MaxInFlightRequestsPerConnection+1) * int64(partitions) * int64(pc.BatchSize)
+	}
+	return min(max(want, DefaultMinInFlightBytes), pc.BufferMemory)
 }
 
 // SlowerThan parses trace-slower-than: 0 when off, telemetry.SlowerThanP99 for p99, else a
@@ -280,6 +294,7 @@ func (c *Config) Validate() error {
 const (
 	AgentClientID          = "kafkatrail-agent"
 	AgentBufferMemory      = 8 << 20
+	AgentBatchSize         = 64 << 10
 	AgentDeliveryTimeoutMs = 600000
 )
 
@@ -292,6 +307,14 @@ func (c *Config) ProducerConfig() (producer.Config, error) {
 	// brokers busy: 8 MiB does (5 requests in flight per broker of up to batch.size per
 	// partition), and keeps the agent's resident memory near 40 MiB instead of 130.
 	pc.BufferMemory = AgentBufferMemory
+	// A batch is the most a partition ships per request, and a connection has at most five
+	// requests in flight (max.in.flight.requests.per.connection, one batch per partition each,
+	// as Java drains): so batch.size x 5 per round trip is a partition's ceiling. The Java
+	// client's 16 KiB lets a busy log fall behind a broker that is a WAN's round trip away
+	// (docs/benchmarks.md measures it); four times that lifts the ceiling fourfold, and
+	// linger.ms still sends small batches at low rates (a batch takes batch.size of
+	// buffer.memory while it fills: 128 of them fit in 8 MiB).
+	pc.BatchSize = AgentBatchSize
 	// A record that waits in memory for a broker that is down is not lost by waiting: its
 	// line is on disk and reading is paused. Expiring it after the Java client's 2 minutes
 	// only turns a long outage into failed lines; 10 minutes rides out a broker restart on a

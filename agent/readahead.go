@@ -26,7 +26,7 @@ const DefaultMinInFlightBytes = 2 << 20
 // full) is, once per pause, and so is the end of the pause (when the last take that waited
 // that long gets its bytes).
 type readAhead struct {
-	limit   int64
+	limit   atomic.Int64 // raised once the topic's partitions are known (Agent.sizeReadAhead)
 	used    atomic.Int64
 	waiting atomic.Bool // a follower is, or is about to be, waiting on wake
 
@@ -39,12 +39,19 @@ type readAhead struct {
 	long      atomic.Int32 // takes waiting for longer than warnAfter: the pause ends with the last
 }
 
-func newReadAhead(limit int64) *readAhead { return &readAhead{limit: limit} }
+func newReadAhead(limit int64) *readAhead {
+	r := &readAhead{}
+	r.limit.Store(limit)
+	return r
+}
+
+// setLimit changes the limit; a take waiting for room sees a higher one at the next give.
+func (r *readAhead) setLimit(limit int64) { r.limit.Store(limit) }
 
 // take reserves n bytes, waiting while they would exceed the limit (a line larger than the
 // limit goes when nothing else is in flight). It returns ctx's error if ctx ends first.
 func (r *readAhead) take(ctx context.Context, n int64) error {
-	if u := r.used.Add(n); u <= r.limit || u == n {
+	if u := r.used.Add(n); u <= r.limit.Load() || u == n {
 		return nil
 	}
 	r.used.Add(-n)
@@ -55,7 +62,7 @@ func (r *readAhead) take(ctx context.Context, n int64) error {
 		// Announce the wait before trying again: a give after this sees it and wakes us; a give
 		// before it freed bytes the next try sees.
 		r.waiting.Store(true)
-		if u := r.used.Add(n); u <= r.limit || u == n {
+		if u := r.used.Add(n); u <= r.limit.Load() || u == n {
 			r.mu.Unlock()
 			if long && r.long.Add(-1) == 0 && r.warned.CompareAndSwap(true, false) {
 				r.log.Info("reading resumed", "paused_for", time.Since(waitStart).Round(time.Millisecond))
@@ -100,7 +107,7 @@ func (r *readAhead) wait(ctx context.Context, wake <-chan struct{}, waitStart ti
 			r.long.Add(1)
 			if r.warned.CompareAndSwap(false, true) {
 				r.log.Warn("reading paused: lines read and not yet acknowledged fill --max-in-flight-bytes; brokers are slow or down",
-					"in_flight_bytes", r.used.Load(), "max_in_flight_bytes", r.limit, "paused_for", time.Since(waitStart).Round(time.Millisecond))
+					"in_flight_bytes", r.used.Load(), "max_in_flight_bytes", r.limit.Load(), "paused_for", time.Since(waitStart).Round(time.Millisecond))
 			}
 		}
 	}

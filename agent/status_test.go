@@ -117,6 +117,28 @@ func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
 	}
 }
 
+// TestMaxInFlightBytesForPartitions: once the topic's partitions are known, the default is what
+// the producer can have in flight (a batch filling and 5 requests, each with a batch of every
+// partition), within the same bounds.
+func TestMaxInFlightBytesForPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		set, batch, partitions int
+		buffer                 int64
+		want                   int64
+	}{
+		{0, 64 << 10, 6, 8 << 20, 6 * 6 * 64 << 10}, // 2.25 MiB
+		{0, 64 << 10, 1, 8 << 20, 2 << 20},          // 384 KiB: the floor
+		{0, 64 << 10, 100, 8 << 20, 8 << 20},        // never more than buffer.memory
+		{4096, 64 << 10, 6, 8 << 20, 4096},          // set: as set
+	} {
+		cfg := Config{MaxInFlightBytes: tc.set}
+		pc := producerConfigForTest(tc.batch, tc.buffer)
+		if got := cfg.MaxInFlightBytesFor(pc, tc.partitions); got != tc.want {
+			t.Errorf("set %d, batch.size %d, %d partitions, buffer.memory %d: %d, want %d", tc.set, tc.batch, tc.partitions, tc.buffer, got, tc.want)
+		}
+	}
+}
+
 // TestEffectiveMaxInFlightBytes: the default follows batch.size within its bounds.
 func TestEffectiveMaxInFlightBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -173,5 +195,32 @@ func waitForFile(t *testing.T, a *Agent, timeout time.Duration, cond func(fileta
 			t.Fatalf("file stats after %v: %+v (the read-ahead holds %d bytes)", timeout, a.FileStats(), a.readAhead.used.Load())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRunTailSizesTheReadAheadFromThePartitions: with the default --max-in-flight-bytes, the
+// read-ahead starts at 32 batches and grows to what the producer can have in flight once the
+// topic's 12 partitions are known.
+func TestRunTailSizesTheReadAheadFromThePartitions(t *testing.T) {
+	a, _, _ := newFileAgent(t, 12, []byte("one\n"), func(*Config) {})
+	before := a.readAhead.limit.Load()
+	want := a.cfg.MaxInFlightBytesFor(a.pc, 12)
+	if before != a.cfg.EffectiveMaxInFlightBytes(a.pc) || want <= before {
+		t.Fatalf("limit %d before RunTail, %d for 12 partitions: want the first smaller", before, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for a.readAhead.limit.Load() != want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := a.readAhead.limit.Load()
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+	if got != want {
+		t.Fatalf("read-ahead limit %d, want %d ((5+1) x 12 partitions x batch.size %d)", got, want, a.pc.BatchSize)
 	}
 }

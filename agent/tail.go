@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -14,6 +15,7 @@ import (
 // acknowledgements (up to the shutdown timeout) and saves the checkpoints: each file's offset
 // moves only past lines that Kafka acknowledged, and every line before them.
 func (a *Agent) RunTail(ctx context.Context) error {
+	defer a.sizeReadAhead(ctx)()
 	if a.cfg.ExactlyOnce {
 		return a.runTailExactlyOnce(ctx)
 	}
@@ -46,6 +48,44 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return err
 	}
 	return ErrInterrupted
+}
+
+// sizeReadAhead raises the read-ahead's default limit to what the producer can have in flight
+// (Config.MaxInFlightBytesFor) once the topic's partition count is known: a plain --topic's,
+// or a template's --fallback-topic's (a template's other topics are not known in advance).
+// PartitionsFor waits for metadata the first line fetches anyway; a broker that cannot be
+// reached yet is asked again each second. It returns the function that stops it and waits.
+func (a *Agent) sizeReadAhead(ctx context.Context) (stop func()) {
+	topic := a.cfg.Topic
+	if isTemplate(topic) {
+		topic = a.cfg.FallbackTopic
+	}
+	if a.cfg.MaxInFlightBytes > 0 || topic == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := a.prod.PartitionsFor(ctx, topic)
+			if err == nil {
+				limit := a.cfg.MaxInFlightBytesFor(a.pc, n)
+				a.readAhead.setLimit(limit)
+				a.log.Debug("read-ahead sized", "topic", topic, "partitions", n, "max_in_flight_bytes", limit)
+				return
+			}
+			if errors.Is(err, producer.ErrProducerClosed) || errors.Is(err, metadata.ErrClosed) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (a *Agent) tailerConfig() filetail.Config {

@@ -51,6 +51,9 @@ type Params struct {
 	MemorySeconds   int      `json:"memory_seconds"`
 	MemoryBuffers   []int64  `json:"memory_buffer_memory"`
 	MemoryRate      int      `json:"memory_lines_per_s"`
+	Latencies       []int    `json:"latencies_ms"`
+	LatencyRate     int      `json:"latency_writer_lines_per_s"`
+	LatencySeconds  int      `json:"latency_writer_seconds"`
 	RunTimeoutSec   int      `json:"run_timeout_s"`
 	PauseSec        float64  `json:"pause_s"`
 	MaxRequestBytes int      `json:"max_request_size"`
@@ -133,7 +136,19 @@ func main() {
 	flag.StringVar(&p.out, "out", "docs", "directory for benchmarks.md and benchmarks.json")
 	flag.StringVar(&p.work, "work", "", "scratch directory for data files and state (default: a new /tmp/kafkatrail-bench.*; removed at the end)")
 	skipNote := flag.String("otelcol-missing", "", "why the collector is missing, if it is")
+	splitFile := flag.String("cpusplit-file", "", "only print the file path's CPU split (seconds by part) of the agent's CPU profile FILE")
 	flag.Parse()
+
+	if *splitFile != "" {
+		split, err := cpuSplitBy(*splitFile, fileCPUParts)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		for _, k := range append(fileCPUPartNames(), "total") {
+			fmt.Printf("%-13s %6.3f s\n", k, split[k])
+		}
+		return
+	}
 
 	if *render != "" {
 		b, err := os.ReadFile(*render)
@@ -157,7 +172,7 @@ func main() {
 		Records:         envInt("BENCH_RECORDS", 2_000_000),
 		FileLines:       envInt("BENCH_FILE_LINES", 3_000_000),
 		FileLineSize:    envInt("BENCH_FILE_LINE_SIZE", 100),
-		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,memory"),
+		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,latency,memory"),
 		Tools:           envList("BENCH_TOOLS", ""),
 		Sizes:           envInts("BENCH_SIZES", "100,1024"),
 		Batches:         envInts("BENCH_BATCHES", "16384,1048576"),
@@ -165,6 +180,9 @@ func main() {
 		Partitions:      int32(envInt("BENCH_PARTITIONS", 6)),
 		MemorySeconds:   envInt("BENCH_MEMORY_SECONDS", 60),
 		MemoryRate:      envInt("BENCH_MEMORY_RATE", 50_000),
+		Latencies:       envInts("BENCH_LATENCIES", "100,500"),
+		LatencyRate:     envInt("BENCH_LATENCY_RATE", 50_000),
+		LatencySeconds:  envInt("BENCH_LATENCY_SECONDS", 20),
 		RunTimeoutSec:   envInt("BENCH_RUN_TIMEOUT", 900),
 		PauseSec:        envFloat("BENCH_PAUSE", 1),
 		WarmupRecords:   envInt("BENCH_WARMUP", 1_000_000),
@@ -250,6 +268,7 @@ type bench struct {
 type keptReport struct {
 	runs     []Run
 	memory   []MemoryResult
+	latency  []LatencyResult
 	sections []string
 	started  string
 	commit   string
@@ -280,6 +299,10 @@ func (b *bench) loadKept() error {
 	if !b.has("memory") && len(old.Memory) > 0 {
 		k.memory = old.Memory
 		k.sections = append(k.sections, "memory")
+	}
+	if !b.has("latency") && len(old.Latency) > 0 {
+		k.latency = old.Latency
+		k.sections = append(k.sections, "latency")
 	}
 	b.kept = k
 	return nil
@@ -328,7 +351,8 @@ func (b *bench) run() error {
 		{"producers", b.producers},
 		{"file", b.fileSection},
 		{"tracing", b.tracing},
-		{"memory", b.memory}, // last: it stops the broker
+		{"latency", b.latency}, // its own broker, behind a toxiproxy
+		{"memory", b.memory},   // last: it stops the broker
 	} {
 		if !b.has(sec.name) {
 			continue
@@ -473,6 +497,9 @@ func (b *bench) write() error {
 		merged.Runs = append(slices.Clone(k.runs), b.report.Runs...)
 		if len(merged.Memory) == 0 {
 			merged.Memory = k.memory
+		}
+		if len(merged.Latency) == 0 {
+			merged.Latency = k.latency
 		}
 		merged.Notes = append(slices.Clone(b.report.Notes), fmt.Sprintf("Merged (BENCH_MERGE=1): %s measured in this run; %s "+
 			"kept from the run started %s at commit `%s`.", strings.Join(b.prm.Sections, ", "), strings.Join(k.sections, ", "), k.started, k.commit))

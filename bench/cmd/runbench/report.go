@@ -81,6 +81,7 @@ type Report struct {
 	Summaries  []Summary         `json:"summaries"`
 	Ratios     []Ratio           `json:"ratios"`
 	Memory     []MemoryResult    `json:"memory,omitempty"`
+	Latency    []LatencyResult   `json:"latency,omitempty"`
 	Runs       []Run             `json:"runs"`
 }
 
@@ -502,6 +503,12 @@ func renderMarkdown(r *Report) string {
 			w("| file path: agent peak RSS < 40 MB | %.1f MiB (%.1f MB) %s |\n", s.MaxRSSMiB, s.MaxRSSMiB*1.048576, mark)
 		}
 	}
+	for _, l := range r.Latency {
+		if l.Config == "defaults" && l.LatencyMs == 100 && l.Error == "" {
+			w("| 100 ms from the broker (toxiproxy), default settings: the agent keeps up with a %d lines/s writer | acknowledged %s lines/s, at most %s lines behind, drained %.2f s after the writer %s |\n",
+				l.WriterRate, fnum(l.AckedRate), fnum(float64(l.MaxBehindLines)), l.DrainSeconds, map[bool]string{true: "✅", false: "❌"}[l.keptUp()])
+		}
+	}
 	if q := r.ratio("tracing", "sampled 1 %", "sampled 1 %", "tracing off"); q != nil {
 		mark := "✅"
 		if q.Ratio < 0.97 {
@@ -617,6 +624,23 @@ func renderMarkdown(r *Report) string {
 		}
 	}
 
+	// Latency.
+	if len(r.Latency) > 0 {
+		w("## A broker far away: the agent tails a steady log through a toxiproxy that delays every response\n\n")
+		w("A writer appends %d-byte lines at %d lines/s for %d s to a new file that the agent tails from the beginning, into a new %d-partition topic. The section has a broker of its own whose advertised port is an in-process toxiproxy's (so every connection, metadata included, goes through it), with a `latency` toxic on the responses (downstream). *Defaults* is the agent with no producer setting (batch.size 64 KiB, linger.ms 5, buffer.memory 8 MiB, the read-ahead sized from the partitions); *batch.size=16384* adds the Java client's batch.size, which the agent's default replaces. *behind* is the most lines written and not yet acknowledged (checkpointed), sampled every second; *drain* the time from the writer's last line to the checkpoint at the file's end: about a round trip when the agent kept up. A partition ships at most one batch per request and a connection has at most 5 requests in flight, so batch.size x 5 x partitions per round trip is the producer's ceiling.\n\n",
+			p.FileLineSize, p.LatencyRate, p.LatencySeconds, p.Partitions)
+		w("| latency | agent | lines written | acknowledged lines/s while writing | most lines behind | drain s | kept up |\n|--:|---|--:|--:|--:|--:|---|\n")
+		for _, l := range r.Latency {
+			if l.Error != "" {
+				w("| %d ms | %s | failed: %s | | | | |\n", l.LatencyMs, l.Config, l.Error)
+				continue
+			}
+			w("| %d ms | %s | %s | %s | %s | %s | %s |\n", l.LatencyMs, l.Config, fnum(float64(l.LinesWritten)), fnum(l.AckedRate),
+				fnum(float64(l.MaxBehindLines)), fnum(l.DrainSeconds), map[bool]string{true: "yes", false: "no"}[l.keptUp()])
+		}
+		w("\n")
+	}
+
 	// Memory.
 	if len(r.Memory) > 0 {
 		w("## Memory: the agent tails a growing file while the broker is stopped\n\n")
@@ -699,11 +723,12 @@ const methodText = "## Method\n\n" +
 	"make bench                                   # full: 3 repetitions, 2M records per producer run, 6M per tracing run, 3M file lines\n" +
 	"BENCH_RECORDS=200000 BENCH_RUNS=1 make bench   # a quick run\n" +
 	"BENCH_SECTIONS=file BENCH_FILE_LINES=10000000 BENCH_MERGE=1 make bench  # the file path's 10M-line form\n" +
-	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, memory)\n" +
+	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, latency, memory)\n" +
 	"BENCH_SECTIONS=tracing BENCH_MERGE=1 make bench  # measure one section again, keep the others' runs from docs/benchmarks.json\n" +
 	"```\n\n" +
 	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), `BENCH_TRACING_RECORDS` (3 × BENCH_RECORDS), " +
-	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), `BENCH_PAUSE` (1 s between runs), " +
+	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), " +
+	"`BENCH_LATENCIES` (100,500 ms), `BENCH_LATENCY_RATE` (50000 lines/s), `BENCH_LATENCY_SECONDS` (20), `BENCH_PAUSE` (1 s between runs), " +
 	"`BENCH_RUN_TIMEOUT` (900 s), `BENCH_WARMUP` (1000000 records through kgoprod before the first measured run; 0: none), `BENCH_TOOLS` (all; e.g. agent,kgo), `BENCH_OUT` (docs). `make bench` installs what is missing (scripts/deps.sh: kcat, Java, Kafka 4.4.0; " +
 	"rsyslog and rsyslog-kafka from Debian), builds the agent (`go build ./cmd/agent`, no -race), the bench module's programs, and the " +
 	"OpenTelemetry Collector (once, ~3-4 min, cached in `${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin`), then runs everything under " +

@@ -63,7 +63,7 @@ func testAgentTracesInJaeger(t *testing.T, service string, env map[string]string
 				problem = checkSendConventions(tr, op)
 			}
 			if problem == "" {
-				t.Logf("trace %s: %q with its six stages and the conventions' attributes (%d traces found)", tr.TraceID, op, len(r.Data))
+				t.Logf("trace %s: %q with its read stage, its six stages and the conventions' attributes (%d traces found)", tr.TraceID, op, len(r.Data))
 				return true, nil
 			}
 			last = append(last, tr.TraceID+": "+problem)
@@ -195,7 +195,7 @@ func TestAgentSlowTracesInJaeger(t *testing.T) {
 				return false, fmt.Errorf("trace %s: %s", tr.TraceID, problem)
 			}
 		}
-		t.Logf("%d slow-record traces in Jaeger, each with its six stages", len(r.Data))
+		t.Logf("%d slow-record traces in Jaeger, each with its read stage and six stages", len(r.Data))
 		return true, nil
 	})
 	if err != nil {

@@ -282,10 +282,13 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 
 	dq := a.getOrCreateDeque(tp)
 	dq.mu.Lock()
-	res, ok, err := a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
+	res, ok, full, err := a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
 	dq.mu.Unlock()
 	if ok || err != nil {
 		return res, err
+	}
+	if full != nil {
+		full.compressFull() // this goroutine's work, not the sender's (ProducerBatch.compressFull)
 	}
 
 	// No room: allocate outside the deque lock, since this may block for max.block.ms.
@@ -302,7 +305,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	res, ok, err = a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
+	res, ok, _, err = a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
 	if ok || err != nil {
 		// Another goroutine started a batch while we waited for memory: use it, return ours.
 		a.pool.Deallocate(buf)
@@ -335,24 +338,28 @@ func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace) tim
 }
 
 // tryAppendLocked appends to the deque's last batch if it has room. A last batch without room
-// is closed for appends, so it reads as full from now on.
+// is closed for appends, so it reads as full from now on, and returned as full: the caller
+// compresses it once it has let go of the lock.
 func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, value []byte,
 	headers []kmsg.Header, t thunk, trace RecordTrace, now time.Time,
-) (AppendResult, bool, error) {
+) (res AppendResult, ok bool, full *ProducerBatch, err error) {
 	if a.closed.Load() {
-		return AppendResult{}, false, ErrClosed
+		return AppendResult{}, false, nil, ErrClosed
 	}
 	n := len(dq.batches)
 	if n == 0 {
-		return AppendResult{}, false, nil
+		return AppendResult{}, false, nil, nil
 	}
 	last := dq.batches[n-1]
 	if !last.tryAppend(ts, key, value, headers, t, trace, now) {
+		if !last.appendsClosed {
+			full = last // the first append to find it full compresses it
+		}
 		last.closeForAppends()
-		return AppendResult{}, false, nil
+		return AppendResult{}, false, full, nil
 	}
 	appended := a.stampAppend(last, trace)
-	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last, Appended: appended}, true, nil
+	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last, Appended: appended}, true, nil, nil
 }
 
 func (a *RecordAccumulator) isMuted(tp metadata.TopicPartition) bool {
@@ -762,7 +769,7 @@ func (a *RecordAccumulator) AbortUndrainedBatches(err error) {
 		}
 		dq.mu.Lock()
 		aborted := false
-		if (a.cfg.Idempotent && !b.HasSequence()) || (!a.cfg.Idempotent && !b.closed) {
+		if (a.cfg.Idempotent && !b.HasSequence()) || (!a.cfg.Idempotent && !b.drainClosed) {
 			n := len(dq.batches)
 			dq.batches = removeBatch(dq.batches, b)
 			if aborted = len(dq.batches) < n; aborted { // still queued, not in flight

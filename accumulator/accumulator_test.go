@@ -1004,3 +1004,39 @@ func BenchmarkAppendParallel(b *testing.B) {
 	close(stop)
 	<-senderDone
 }
+
+// TestAppenderCompressesTheBatchItFoundFull: the append that finds a batch full compresses it,
+// on its own goroutine, before the sender drains it; the sender's Close then only marks it
+// drained, and the request carries the compressed records.
+func TestAppenderCompressesTheBatchItFoundFull(t *testing.T) {
+	a := newTestAccumulator(Config{Compression: CodecLz4})
+	full := fillBatch(t, a, p0, nil, t0)
+	if !full.compressed.Load() || full.drainClosed || full.attrCodec != CodecLz4 || len(full.payload) >= len(full.buf) {
+		t.Fatalf("full batch: compressed %v, drained %v, codec %v, %d bytes of %d: want compressed by the appender, not drained",
+			full.compressed.Load(), full.drainClosed, full.attrCodec, len(full.payload), len(full.buf))
+	}
+	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {p0}})
+	drained := a.Drain(cluster, []int32{1}, 1<<20, t0)[1]
+	if len(drained) != 1 || drained[0] != full || !full.drainClosed {
+		t.Fatalf("drained %v: want the full batch, closed by the drain", drained)
+	}
+	rb, recs := decodeBatch(t, full.AppendEncoded(nil))
+	if Codec(rb.Attributes&0x7) != CodecLz4 || len(recs) != full.RecordCount() || !bytes.Equal(recs[0].Value, value) {
+		t.Fatalf("encoded batch: attributes %#x, %d records of %d", rb.Attributes, len(recs), full.RecordCount())
+	}
+}
+
+// TestCompressFullAfterRelease: an appender descheduled between finding a batch full and
+// compressing it may come back after the batch was sent and its memory given back; it must
+// then leave the buffers alone.
+func TestCompressFullAfterRelease(t *testing.T) {
+	b := newBatch(p0, make([]byte, 0, 1024), CodecLz4, t0)
+	for b.tryAppend(t0.UnixMilli(), nil, value, nil, thunk{}, nil, t0) {
+	}
+	b.closeForAppends()
+	b.release()
+	b.compressFull()
+	if b.compressed.Load() || b.payload != nil || b.out != nil {
+		t.Fatalf("after release: compressed %v, payload %d bytes, out %v: want nothing done", b.compressed.Load(), len(b.payload), b.out)
+	}
+}

@@ -141,10 +141,17 @@ type ProducerBatch struct {
 	offPool    bool   // split batches are allocated outside the pool, as in Java
 
 	appendsClosed bool // no more records: the batch is full, drained, split or expired
-	closed        bool // compressed and ready to encode
-	attrCodec     Codec
-	payload       []byte       // the Records field once closed: buf or the compressed bytes
-	out           *sliceWriter // compressed output, returned to outputPool on deallocate
+	drainClosed   bool // Close ran: the sender drained the batch (Java's isClosed)
+	// closeMu serialises the compression, done once by whichever comes first: the appender that
+	// found the batch full (compressFull, outside the deque lock) or the sender's Close; and
+	// release, after which neither may touch the buffers. compressed is set last, so a reader
+	// that sees it sees payload too.
+	closeMu    sync.Mutex
+	compressed atomic.Bool
+	released   bool // release ran (under closeMu)
+	attrCodec  Codec
+	payload    []byte       // the Records field once compressed: buf or the compressed bytes
+	out        *sliceWriter // compressed output, returned to outputPool on deallocate
 
 	numRecords     int32
 	firstTimestamp int64
@@ -304,7 +311,7 @@ func (b *ProducerBatch) RecordCount() int { return int(b.numRecords) }
 // EstimatedSize returns the batch's size on the wire: header plus uncompressed records while it
 // is open, the exact encoded size once closed. Drain compares it with max.request.size.
 func (b *ProducerBatch) EstimatedSize() int {
-	if b.closed {
+	if b.compressed.Load() {
 		return recordBatchOverhead + len(b.payload)
 	}
 	return recordBatchOverhead + len(b.buf)
@@ -382,23 +389,49 @@ func (b *ProducerBatch) SetTransactional() { b.transactional = true }
 // Close stops appends and compresses the records, once; later calls do nothing. Drain calls it
 // outside the deque lock, because compressing is the expensive part of sending. If compression
 // fails the records go uncompressed, which every broker accepts, rather than failing the batch.
+//
+// The sender calls it (Drain, AppendEncoded), on a batch out of its deque; the compression may
+// already be done, by the appender that found the batch full (compressFull), or under way, in
+// which case Close waits for it.
 func (b *ProducerBatch) Close() {
-	if b.closed {
+	if b.drainClosed {
 		return
 	}
 	b.appendsClosed = true
-	b.closed = true
+	b.drainClosed = true
+	b.compress()
+}
+
+// compressFull compresses a batch that an appender found full (closed for appends under the
+// deque's lock), on that appender's goroutine and outside the lock. Java compresses as records
+// are appended, on the threads that call send; this one compresses a batch whole, once, and
+// doing it here keeps it off the sender's loop, which every batch of every partition passes
+// through. The batch may meanwhile have been drained, sent and released: then it does nothing.
+func (b *ProducerBatch) compressFull() {
+	if b.codec != CodecNone {
+		b.compress()
+	}
+}
+
+// compress sets payload, once: the records compressed with the batch's codec, or as they are
+// if it has none or compression fails (every broker accepts those, rather than failing the
+// batch). buf takes no more records by now, so reading it outside the deque lock is safe.
+func (b *ProducerBatch) compress() {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.compressed.Load() || b.released {
+		return
+	}
 	b.attrCodec, b.payload = CodecNone, b.buf
-	if b.codec == CodecNone {
-		return
+	if b.codec != CodecNone {
+		w := outputPool.Get().(*sliceWriter)
+		if out, err := compress(b.codec, w, b.buf); err != nil {
+			outputPool.Put(w)
+		} else {
+			b.out, b.attrCodec, b.payload = w, b.codec, out
+		}
 	}
-	w := outputPool.Get().(*sliceWriter)
-	out, err := compress(b.codec, w, b.buf)
-	if err != nil {
-		outputPool.Put(w)
-		return
-	}
-	b.out, b.attrCodec, b.payload = w, b.codec, out
+	b.compressed.Store(true)
 }
 
 // AppendEncoded appends the batch as a v2 record batch to dst, ready to be the Records of a
@@ -673,6 +706,11 @@ func (b *ProducerBatch) callbacksRan() bool {
 // once every callback has run (otherwise they are left to the GC).
 // It returns the pool buffer to give back to the BufferPool, nil for a split batch.
 func (b *ProducerBatch) release() []byte {
+	// A compressFull still to come (its appender was descheduled) must not compress buffers
+	// that are given back; one under way finishes first.
+	b.closeMu.Lock()
+	b.released = true
+	b.closeMu.Unlock()
 	if b.out != nil {
 		b.out.b = b.out.b[:0]
 		outputPool.Put(b.out)

@@ -366,7 +366,8 @@ func BenchmarkCloseAndEncode(b *testing.B) {
 			b.SetBytes(int64(batch.UncompressedSize()))
 			b.ReportAllocs()
 			for b.Loop() {
-				batch.closed = false // reopen, so every iteration compresses
+				batch.drainClosed = false // reopen, so every iteration compresses
+				batch.compressed.Store(false)
 				if batch.out != nil {
 					outputPool.Put(batch.out)
 					batch.out = nil

@@ -396,6 +396,57 @@ func TestBadInput(t *testing.T) {
 		rep.note("exit %d after %s, %d of %d lines failed naming OAUTHBEARER and the broker's message, the secret in no log line",
 			code, secs(took), n, n)
 	})
+
+	// A token file (sasl.oauthbearer.token.endpoint.url=file://..., kept fresh by another
+	// process) that holds an expired token, or something that is no JWT at all: every line
+	// fails alone, fast, with an error naming the mechanism and what is wrong.
+	tokenFile := func(t *testing.T, title, content string, want ...string) {
+		rep := report(t, title)
+		ob := b.oauthBroker(t)
+		file := filepath.Join(t.TempDir(), "token.jwt")
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		const n = 50
+		var in bytes.Buffer
+		for i := range n {
+			fmt.Fprintf(&in, "line %d\n", i)
+		}
+		start := time.Now()
+		a := startAgent(t, &in, nil, "--brokers", ob.Bootstrap, "--topic", b.newTopic(t, 1),
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+			"-X", "sasl.oauthbearer.token.endpoint.url=file://"+file)
+		code := a.wait(30 * time.Second)
+		took := time.Since(start)
+		a.checkNoPanic()
+		l := a.log()
+		ok := code != 0 && strings.Contains(l, "OAUTHBEARER") && strings.Contains(l, fmt.Sprintf("%d of %d lines failed", n, n))
+		for _, w := range want {
+			ok = ok && strings.Contains(l, w)
+		}
+		if !ok {
+			t.Fatalf("exit %d after %v; want every line failed naming OAUTHBEARER and %q; log:\n%s", code, took, want, a.logTail())
+		}
+		if took > 15*time.Second {
+			t.Fatalf("the refusal took %v", took)
+		}
+		rep.note("exit %d after %s, %d of %d lines failed naming OAUTHBEARER and %s", code, secs(took), n, n, strings.Join(want, ", "))
+	}
+	t.Run("OAUTHBEARER token expired", func(t *testing.T) {
+		ob := b.oauthBroker(t)
+		srv, err := oauthtest.ForBroker(ob, "", "", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		now := time.Now()
+		tok := srv.Sign(oauthtest.Claims{Subject: "agent-1", Issuer: ob.Issuer, Audience: ob.Audience,
+			IssuedAt: now.Add(-time.Minute), Expires: now.Add(-10 * time.Second)})
+		tokenFile(t, "6. bad input: an expired OAUTHBEARER token (a token file)", tok+"\n", "expired")
+	})
+	t.Run("OAUTHBEARER token file holds no JWT", func(t *testing.T) {
+		tokenFile(t, "6. bad input: an OAUTHBEARER token file that holds no JWT", "not a token\n", "not a JWT")
+	})
 }
 
 // lastWords returns the agent's last line starting with "agent:", or its last line.

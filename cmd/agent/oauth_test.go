@@ -9,6 +9,7 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/internal/oauthtest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // TestCheckHidesOAuthBearerSecrets: `agent check` prints the OAUTHBEARER settings with both
@@ -58,4 +59,50 @@ func TestStdinOverOAuthBearer(t *testing.T) {
 		t.Fatalf("%d tokens fetched, want 1", srv.Fetches.Load())
 	}
 	checkEveryLineOnce(t, kcatValues(t, kafkatest.Bootstrap(t), topic), n)
+}
+
+// TestTailOverOAuthBearerOutlivesItsTokens tails a file that the application writes to for
+// three token lifetimes, through the broker's OAUTHBEARER listener, whose sessions last at most
+// its connections.max.reauth.ms (broker.sh: 3 s): the agent fetches new tokens before the old
+// ones expire, re-authenticates its connections (KIP-368), and delivers every line once.
+func TestTailOverOAuthBearerOutlivesItsTokens(t *testing.T) {
+	b := oauthtest.RealBroker(t)
+	const secret = "agent-refresh-secret-0815"
+	const lifetime = 4 * time.Second
+	srv := oauthtest.StartForBroker(t, b, "agent-2", secret, lifetime)
+	topic := kafkatest.NewTopic(t, 3)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	lw := testkit.NewLineFile(t, path, lineLen)
+	lw.Write(1000)
+	args := append(tailArgs(b.Bootstrap, topic, path, filepath.Join(dir, "state")),
+		"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+		"-X", "sasl.oauthbearer.token.endpoint.url="+srv.TokenURL,
+		"-X", "sasl.oauthbearer.client.id=agent-2", "-X", "sasl.oauthbearer.client.secret="+secret)
+	a := startAgent(t, nil, args...)
+	start := time.Now()
+	for time.Since(start) < 3*lifetime {
+		lw.Write(200)
+		time.Sleep(100 * time.Millisecond) // the application's pace, not a wait for the agent
+	}
+	written := lw.Next
+	waitForRecords(t, kafkatest.Bootstrap(t), topic, written, time.Minute, a)
+	a.stop(time.Minute)
+	log := a.log()
+	if strings.Contains(log, secret) {
+		t.Fatal("the agent's log shows the client secret")
+	}
+	if strings.Contains(log, "level=ERROR") {
+		t.Fatalf("the agent logged errors while its tokens were renewed:\n%s", log)
+	}
+	// The first token and, every 80 % of a lifetime, the next: at least three over three
+	// lifetimes, however the refreshes fall.
+	if n := srv.Fetches.Load(); n < 3 {
+		t.Fatalf("%d tokens fetched over %v with %v tokens, want at least 3", n, time.Since(start).Round(time.Second), lifetime)
+	}
+	lost, dup := countLines(t, kafkatest.Bootstrap(t), topic, written)
+	if lost != 0 || dup != 0 {
+		t.Fatalf("%d of %d lines lost, %d duplicated", lost, written, dup)
+	}
+	t.Logf("%d lines over %v, %d tokens of %v fetched", written, time.Since(start).Round(time.Second), srv.Fetches.Load(), lifetime)
 }

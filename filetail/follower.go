@@ -268,7 +268,10 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 		fl.split.Shrink()
 		deleted = statLinks(fi) == 0
 		gone = gone || deleted
-		if gone || succeeded {
+		if succeeded {
+			// Only an end reached after a successor appeared counts: a file renamed away is
+			// often written once more before its writer reopens the name, and those lines
+			// come before the new file's. A file that is gone with no successor holds nobody.
 			fl.markCaughtUp()
 		}
 		if gone && idle >= cfg.ReleaseIdle {

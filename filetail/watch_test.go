@@ -225,3 +225,38 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal("another error is only logged")
 	}
 }
+
+// TestRenamedFileHoldsItsSuccessorUntilReadToTheEnd: a file renamed away (no longer matched by
+// the globs) and then written once more, as a writer does before it reopens its log, keeps the
+// file created at its name waiting until that last line is read: the predecessor is caught up
+// only at an end it reached after its successor appeared, not at one it reached as soon as it
+// was renamed.
+func TestRenamedFileHoldsItsSuccessorUntilReadToTheEnd(t *testing.T) {
+	_, path, state := testPaths(t)
+	writeLog(t, path, "one\n")
+	r := &recorder{}
+	rt := startTailer(t, watchOnlyConfig(state, path), r)
+	waitFor(t, "the first line", func() bool { return r.count() == 1 })
+	rt.mu.Lock()
+	old := rt.atPath[path]
+	rt.mu.Unlock()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	// The rename is noticed and the follower passes its end knowing it, before the last write.
+	waitFor(t, "the rename noticed", func() bool { return old.gone.Load() })
+	for i := 0; i < 3; i++ {
+		old.wakeUp()
+		time.Sleep(20 * time.Millisecond) // passes of the follower's loop, each at its end
+	}
+	select {
+	case <-old.caughtUp:
+		t.Fatal("the renamed file counts as read to its end before any successor appeared")
+	default:
+	}
+	appendLog(t, path+".1", "two\n")
+	writeLog(t, path, "three\n")
+	waitFor(t, "the rotated and the new file's lines", func() bool { return r.count() == 3 })
+	equalLines(t, r.data(), []string{"one", "two", "three"})
+	rt.stopOK(t)
+}

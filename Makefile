@@ -8,10 +8,15 @@ GO ?= go
 GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 PKGS ?= ./...
 
-.PHONY: all deps broker-start broker-stop broker-status test test-short fmt vet test-kafka39
+.PHONY: all agent deps broker-start broker-stop broker-status test test-short fmt vet test-kafka39
 .PHONY: tools dashboards test-tools test-e2e
 
 all: vet test-short
+
+# The agent as it is meant to run: a static binary (no cgo, so no C library mapped into it: the
+# Go DNS resolver instead of glibc's, about 2 MB less resident memory), paths trimmed.
+agent:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/agent ./cmd/agent
 
 deps:
 	scripts/deps.sh

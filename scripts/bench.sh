@@ -103,7 +103,8 @@ fi
 OUT=$(mktemp -d /tmp/kafkatrail-bench-bin.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 log "building the agent and the bench programs"
-(cd "$ROOT" && "$GO" build -o "$OUT/agent" ./cmd/agent)
+# As `make agent` builds it: static, no cgo.
+(cd "$ROOT" && CGO_ENABLED=0 "$GO" build -trimpath -o "$OUT/agent" ./cmd/agent)
 (cd "$ROOT/bench" && "$GO" build -o "$OUT/kgoprod" ./kgoprod && "$GO" build -o "$OUT/runbench" ./cmd/runbench &&
   "$GO" build -o "$OUT/otlpsink" ./cmd/otlpsink)
 

@@ -20,8 +20,9 @@ type cpuPart struct {
 
 // cpuParts splits the agent's CPU between the producer and what telemetry adds, by where the
 // telemetry package spends it: the sampling decision every record pays, the work of a traced
-// record (its start at Send, its spans at completion, their export), the metrics every record
-// and batch pays in every mode, and the garbage collector.
+// record (its start at Send, its spans at completion, their export), the OTLP/gRPC transport's
+// own goroutines, the metrics every record and batch pays in every mode, and the garbage
+// collector.
 var cpuParts = []cpuPart{
 	{name: "traced: start", funcs: []string{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver).newRecordTrace",
@@ -34,6 +35,12 @@ var cpuParts = []cpuPart{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*slowTracer)",
 	}},
 	{name: "traced: export", funcs: []string{"github.com/kafkatrail/kafkatrail/telemetry.(*exportProcessor)"}},
+	// gRPC writes and reads on goroutines of its own (the transport's writer and reader), off the
+	// stacks of the export that handed it the request: spans' and metrics' alike.
+	{name: "OTLP transport", funcs: []string{
+		"google.golang.org/grpc",
+		"golang.org/x/net/http2",
+	}},
 	{name: "metrics", funcs: []string{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver)",
 		"go.opentelemetry.io/otel/sdk/metric",
@@ -142,7 +149,7 @@ func onStack(s *profile.Sample, funcs []string) bool {
 
 // cpuPartNames are the parts in the report's order.
 func cpuPartNames() []string {
-	names := []string{"decision", "traced: start", "traced: spans", "traced: export", "metrics", "GC", "rest"}
+	names := []string{"decision", "traced: start", "traced: spans", "traced: export", "OTLP transport", "metrics", "GC", "rest"}
 	return names
 }
 

@@ -126,7 +126,7 @@ func logf(format string, args ...any) {
 func main() {
 	var p paths
 	render := flag.String("render", "", "only render FILE.json (a previous run) into Markdown next to it")
-	flag.StringVar(&p.agent, "agent", "", "the agent binary (go build ./cmd/agent)")
+	flag.StringVar(&p.agent, "agent", "", "the agent binary (make agent)")
 	flag.StringVar(&p.kgoprod, "kgoprod", "", "the kgoprod binary (bench/kgoprod)")
 	flag.StringVar(&p.kcat, "kcat", "kcat", "kcat")
 	flag.StringVar(&p.otelcol, "otelcol", "", "the OpenTelemetry Collector built by scripts/bench.sh (empty: skip it, saying why)")

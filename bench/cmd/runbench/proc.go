@@ -66,17 +66,20 @@ var interrupted = make(chan struct{})
 
 // proc is a started child process whose resource usage is read when it is waited for.
 type proc struct {
-	name       string
-	cmd        *exec.Cmd
-	start      time.Time
-	stdout     *tailBuffer
-	stderr     *tailBuffer
-	done       chan struct{}
-	err        error
-	end        time.Time
-	usage      usage
-	hwmKiB     atomic.Int64  // the highest VmHWM sampled while it ran (see sampleHWM)
-	sampleStop chan struct{} // closed once the process was waited for
+	name   string
+	cmd    *exec.Cmd
+	start  time.Time
+	stdout *tailBuffer
+	stderr *tailBuffer
+	done   chan struct{}
+	err    error
+	end    time.Time
+	usage  usage
+	hwmKiB atomic.Int64 // the highest VmHWM sampled while it ran (see sampleHWM)
+	// peakAnonKiB and peakFileKiB split the highest VmRSS sampled: anonymous memory (heap,
+	// stacks) and file-backed pages (the program's own code and tables, its libraries).
+	peakRSSKiB, peakAnonKiB, peakFileKiB atomic.Int64
+	sampleStop                           chan struct{} // closed once the process was waited for
 }
 
 // usage is what getrusage(2) says about a waited-for child.
@@ -193,13 +196,21 @@ func (p *proc) exitErr() error {
 // carries the high-water mark of the address space a process exec'd from into its
 // ru_maxrss, so every tool's figure was at least the harness's own RSS (42.5 MiB for the
 // agent, kcat and the harness alike in one run). VmHWM belongs to the tool's own address
-// space; sampled every 10 ms, a peak reached in the last 10 ms of a run can be missed.
+// space; sampled every 10 ms, a peak reached in the last 10 ms of a run can be missed. The
+// sample with the highest VmRSS also keeps its RssAnon and RssFile.
 func (p *proc) sampleHWM() {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if kb, err := procstat.KiB(p.pid(), "VmHWM:"); err == nil && kb > p.hwmKiB.Load() {
-			p.hwmKiB.Store(kb)
+		if f, err := procstat.Fields(p.pid(), "VmHWM:", "VmRSS:", "RssAnon:", "RssFile:"); err == nil {
+			if kb := f["VmHWM:"]; kb > p.hwmKiB.Load() {
+				p.hwmKiB.Store(kb)
+			}
+			if kb := f["VmRSS:"]; kb > p.peakRSSKiB.Load() {
+				p.peakRSSKiB.Store(kb)
+				p.peakAnonKiB.Store(f["RssAnon:"])
+				p.peakFileKiB.Store(f["RssFile:"])
+			}
 		}
 		select {
 		case <-t.C:

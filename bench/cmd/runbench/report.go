@@ -587,6 +587,7 @@ func renderMarkdown(r *Report) string {
 				w("Exactly-once (`--exactly-once`, a transaction committed every second) over at-least-once: %s lines/s.\n\n", ratioText(*q))
 			}
 			r.writeFileCPUSplit(w, c)
+			r.writeFileRSSSplit(w, c)
 		}
 	}
 
@@ -730,7 +731,7 @@ const methodText = "## Method\n\n" +
 	"`BENCH_MEMORY_SECONDS` (60), `BENCH_MEMORY_BUFFERS` (33554432,8388608), `BENCH_MEMORY_RATE` (50000 lines/s), " +
 	"`BENCH_LATENCIES` (100,500 ms), `BENCH_LATENCY_RATE` (50000 lines/s), `BENCH_LATENCY_SECONDS` (20), `BENCH_PAUSE` (1 s between runs), " +
 	"`BENCH_RUN_TIMEOUT` (900 s), `BENCH_WARMUP` (1000000 records through kgoprod before the first measured run; 0: none), `BENCH_TOOLS` (all; e.g. agent,kgo), `BENCH_OUT` (docs). `make bench` installs what is missing (scripts/deps.sh: kcat, Java, Kafka 4.4.0; " +
-	"rsyslog and rsyslog-kafka from Debian), builds the agent (`go build ./cmd/agent`, no -race), the bench module's programs, and the " +
+	"rsyslog and rsyslog-kafka from Debian), builds the agent as `make agent` does (`CGO_ENABLED=0 go build -trimpath ./cmd/agent`: static, no -race), the bench module's programs, and the " +
 	"OpenTelemetry Collector (once, ~3-4 min, cached in `${KAFKATRAIL_CACHE:-~/.cache/kafkatrail}/bin`), then runs everything under " +
 	"`scripts/kafka/with-broker.sh` (one fresh broker for the whole invocation) and writes this file and `benchmarks.json`.\n\n" +
 	"**Data.** Stdin tools and the file path read a file of lines of random upper-case letters (A-Z), the same kind of payload " +
@@ -830,6 +831,42 @@ func (r *Report) writeFileCPUSplit(w func(string, ...any), cell string) {
 	w("\n")
 }
 
+// writeFileRSSSplit writes what each tool's peak RSS on the file path was made of: the
+// anonymous memory (heap, stacks, the runtime's) and the file-backed pages (the program's own
+// code and read-only tables, and its shared libraries, mapped from disk), medians of the runs.
+func (r *Report) writeFileRSSSplit(w func(string, ...any), cell string) {
+	type row struct {
+		tool       string
+		anon, file float64
+	}
+	var rows []row
+	for _, tool := range fileTools {
+		var anon, file []float64
+		for _, run := range r.Runs {
+			if run.Section != "file" || run.Cell != cell || run.Tool != tool || !run.OK {
+				continue
+			}
+			a, aok := run.Extra["rss_anon_mib"].(float64)
+			f, fok := run.Extra["rss_file_mib"].(float64)
+			if aok && fok {
+				anon, file = append(anon, a), append(file, f)
+			}
+		}
+		if len(anon) > 0 {
+			rows = append(rows, row{tool, median(anon), median(file)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("What the peak RSS is made of, at the sample with the highest VmRSS (RssAnon and RssFile of /proc/PID/status, median of the runs): *anonymous* is the heap, the stacks and the runtime's own; *file-backed* the pages mapped from the program's file and its libraries: its code and read-only tables, which the kernel maps in around every page the program touches, whatever the workload.\n\n")
+	w("| tool | anonymous MiB | file-backed MiB |\n|---|--:|--:|\n")
+	for _, rw := range rows {
+		w("| %s | %s | %s |\n", toolName(rw.tool), fnum(rw.anon), fnum(rw.file))
+	}
+	w("\n")
+}
+
 // writeCPUSplit writes where the agent's CPU went in each tracing mode, from its CPU profiles
 // (cpusplit.go), in ns a record, and what a traced record costs.
 func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records int) {
@@ -849,7 +886,7 @@ func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records i
 		return
 	}
 	parts := cpuPartNames()
-	w("Where the agent's CPU goes, from its own CPU profile of each run (`KAFKATRAIL_CPUPROFILE`; bench/cmd/runbench/cpusplit.go names the functions of each part), in ns a record, median of the runs: *decision* is the sampling decision every record pays (StartSend), *traced* the work of the traced records only (their start at Send, their spans built at completion, their export), *metrics* what every record and batch pays in every mode, *rest* the producer and the agent themselves. *µs a traced record* is the three traced parts over the traced records (spans exported / 8: a line's read stage, the six and the send span; or the mode's share of the records when spans were dropped).\n\n")
+	w("Where the agent's CPU goes, from its own CPU profile of each run (`KAFKATRAIL_CPUPROFILE`; bench/cmd/runbench/cpusplit.go names the functions of each part), in ns a record, median of the runs: *decision* is the sampling decision every record pays (StartSend), *traced* the work of the traced records only (their start at Send, their spans built at completion, their export), *OTLP transport* gRPC's own writer and reader goroutines (spans' requests and the metrics' alike), *metrics* what every record and batch pays in every mode, *rest* the producer and the agent themselves. *µs a traced record* is the three traced parts and the transport's CPU beyond the off mode's over the traced records (spans exported / 8: a line's read stage, the six and the send span; or the mode's share of the records when spans were dropped).\n\n")
 	w("| mode |")
 	for _, p := range parts {
 		w(" %s |", p)
@@ -884,7 +921,11 @@ func (r *Report) writeCPUSplit(w func(string, ...any), cells []string, records i
 					traced = max(traced, m.ratio*float64(records))
 				}
 			}
-			perTraced = fmt.Sprintf("%.1f", (m["traced: start"]+m["traced: spans"]+m["traced: export"])*1e6/traced)
+			transport := m["OTLP transport"]
+			if off != nil {
+				transport = max(0, transport-off["OTLP transport"])
+			}
+			perTraced = fmt.Sprintf("%.1f", (m["traced: start"]+m["traced: spans"]+m["traced: export"]+transport)*1e6/traced)
 		}
 		w(" %.0f | %s | %s |\n", ns(m["total"]), over, perTraced)
 	}

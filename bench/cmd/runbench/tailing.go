@@ -199,6 +199,13 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	}
 	r.BrokerCPUSec = b.brokerCPU() - cpu0
 	r.setUsage(p)
+	if anon, file := p.peakAnonKiB.Load(), p.peakFileKiB.Load(); anon+file > 0 {
+		if r.Extra == nil {
+			r.Extra = map[string]any{}
+		}
+		r.Extra["rss_anon_mib"] = float64(anon) / 1024
+		r.Extra["rss_file_mib"] = float64(file) / 1024
+	}
 	if prof != "" {
 		if split, err := cpuSplitBy(prof, fileCPUParts); err == nil {
 			if r.Extra == nil {

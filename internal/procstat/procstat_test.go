@@ -21,3 +21,24 @@ func TestOwnMemory(t *testing.T) {
 		t.Fatal("RSS of no process is not -1")
 	}
 }
+
+// Fields reads several figures of one moment: the resident memory is its anonymous part and its
+// file-backed part (and shared memory, none here), and a field the kernel lacks is left out.
+func TestFieldsSplitResidentMemory(t *testing.T) {
+	f, err := Fields(os.Getpid(), "VmRSS:", "RssAnon:", "RssFile:", "RssShmem:", "NoSuchField:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f["RssAnon:"] <= 0 || f["RssFile:"] <= 0 {
+		t.Fatalf("RssAnon %d KiB, RssFile %d KiB: both should be above zero", f["RssAnon:"], f["RssFile:"])
+	}
+	if sum := f["RssAnon:"] + f["RssFile:"] + f["RssShmem:"]; sum != f["VmRSS:"] {
+		t.Fatalf("RssAnon+RssFile+RssShmem = %d KiB, VmRSS %d KiB", sum, f["VmRSS:"])
+	}
+	if _, ok := f["NoSuchField:"]; ok {
+		t.Fatal("a field the kernel does not report is in the map")
+	}
+	if _, err := Fields(-1, "VmRSS:"); err == nil {
+		t.Fatal("no error for a process that does not exist")
+	}
+}

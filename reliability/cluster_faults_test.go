@@ -581,9 +581,11 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 		}
 		return keyedLine(buf, i, keyedLineLen)
 	}
+	const after = 2000
 	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v ×%d at %d lines/s, max.message.bytes=6000 below batch.size "+
-		"(batches split), and a line too large for the topic on a partition led elsewhere during each pause (an epoch bump there)",
-		pauseFor, times, clusterRate), rotatedAssignment(6, 0), map[string]string{"max.message.bytes": "6000"},
+		"(batches split), and a line too large for the topic on a partition led elsewhere during each pause (an epoch bump there); "+
+		"then %s more lines once the last pause's delivery.timeout.ms has passed",
+		pauseFor, times, clusterRate, num(after)), rotatedAssignment(6, 0), map[string]string{"max.message.bytes": "6000"},
 		clientSpec{props: shortTimeoutProps(), shutdownWait: deliveryTimeout + 20*time.Second}, line)
 	p.start()
 	p.f.pace(clusterRate)
@@ -616,6 +618,12 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 		c.waitHealthy(t, 2*time.Minute, p.topics["agent"], p.topics["Java"])
 		hold(5 * time.Second)
 	}
+	// The windows below let nearly every line fail: the lines written once the last one has
+	// closed (every line of the backlog delivered or expired by then) must all arrive.
+	p.f.pace(0)
+	hold(time.Until(pauses[len(pauses)-1].to.Add(deliveryTimeout + time.Second)))
+	from := p.f.lines()
+	p.f.add(after)
 	refused := func(i int) bool { _, ok := longAt.Load(i); return ok }
 	p.finish(expect{
 		exits:   []int{1},
@@ -645,11 +653,18 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 		},
 		check: func(cc *clusterClient, kc *keyedCount, out clientOutcome, r *crow) bool {
 			named := strings.Contains(out.firstError, "MESSAGE_TOO_LARGE") || strings.Contains(out.firstError, "RecordTooLarge")
-			r.note("nodes paused %v; %s reported failed: %.120s", nodes, num(out.failed), out.firstError)
+			got := 0
+			for i := from; i < from+after; i++ {
+				if kc.firstTS[i] != 0 {
+					got++
+				}
+			}
+			r.note("nodes paused %v; %s of the %s lines after the last window delivered; %s reported failed: %.120s",
+				nodes, num(int64(got)), num(after), num(out.failed), out.firstError)
 			if !named && out.failed > 0 && !strings.Contains(out.firstError, "expir") && !strings.Contains(out.firstError, "Timeout") {
 				r.note("the first failure names neither the too-large line nor an expiry")
 			}
-			return out.failed >= int64(times)
+			return out.failed >= int64(times) && got == after
 		},
 	})
 }

@@ -13,8 +13,8 @@ PKGS ?= ./...
 
 all: vet test-short
 
-# The agent as it is meant to run: a static binary (no cgo, so no C library mapped into it: the
-# Go DNS resolver instead of glibc's, about 2 MB less resident memory), paths trimmed.
+# The agent as it is meant to run: a static binary (no cgo, so no C library mapped into it and
+# less resident memory; the Go DNS resolver instead of glibc's), paths trimmed.
 agent:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/agent ./cmd/agent
 

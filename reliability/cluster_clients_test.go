@@ -646,6 +646,17 @@ type keyedCount struct {
 	firstTS    []int64    // append time of each line's first copy (0: never seen)
 }
 
+// delivered counts the lines from, from+1, ... from+n-1 that are in the topic.
+func (kc *keyedCount) delivered(from, n int) int {
+	got := 0
+	for i := from; i < from+n; i++ {
+		if kc.firstTS[i] != 0 {
+			got++
+		}
+	}
+	return got
+}
+
 // among recounts duplicates and reordering over the lines counted selects (a scenario whose
 // other lines have no defined fate: written before their topic was created again).
 func (kc *keyedCount) among(counted func(i int) bool, partitions int) (dup, reordered, misrouted int64) {

@@ -548,12 +548,7 @@ func clusterLeaderPausedLong(t *testing.T, c *cluster) {
 			return sinceOr(first, ok, back)
 		},
 		check: func(cc *clusterClient, kc *keyedCount, out clientOutcome, r *crow) bool {
-			got := 0
-			for i := from; i < from+after; i++ {
-				if kc.firstTS[i] != 0 {
-					got++
-				}
-			}
+			got := kc.delivered(from, after)
 			r.note("node %d paused; %s of the %s lines after it was back delivered", n, num(int64(got)), num(after))
 			if out.failed > 0 {
 				r.note("%s reported failed: %.120s", num(out.failed), out.firstError)
@@ -584,7 +579,7 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 	const after = 2000
 	p := newPair(t, c, fmt.Sprintf("b. leader of partition 0 SIGSTOP %v ×%d at %d lines/s, max.message.bytes=6000 below batch.size "+
 		"(batches split), and a line too large for the topic on a partition led elsewhere during each pause (an epoch bump there); "+
-		"then %s more lines once the last pause's delivery.timeout.ms has passed",
+		"then %s more lines once every earlier one was delivered or expired",
 		pauseFor, times, clusterRate, num(after)), rotatedAssignment(6, 0), map[string]string{"max.message.bytes": "6000"},
 		clientSpec{props: shortTimeoutProps(), shutdownWait: deliveryTimeout + 20*time.Second}, line)
 	p.start()
@@ -618,10 +613,11 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 		c.waitHealthy(t, 2*time.Minute, p.topics["agent"], p.topics["Java"])
 		hold(5 * time.Second)
 	}
-	// The windows below let nearly every line fail: the lines written once the last one has
-	// closed (every line of the backlog delivered or expired by then) must all arrive.
+	// The windows below let nearly every line fail. The writer stops, and once every line it
+	// wrote has been delivered or has expired (delivery.timeout.ms after the last; the last
+	// window closes before that), the lines written then must all arrive.
 	p.f.pace(0)
-	hold(time.Until(pauses[len(pauses)-1].to.Add(deliveryTimeout + time.Second)))
+	hold(deliveryTimeout + time.Second)
 	from := p.f.lines()
 	p.f.add(after)
 	refused := func(i int) bool { _, ok := longAt.Load(i); return ok }
@@ -631,8 +627,7 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 		// A line written from delivery.timeout.ms before a pause to delivery.timeout.ms after it
 		// may expire, if the client reports it failed: after SIGCONT the lines written during the
 		// pause go first, their batches split and resent at a fraction of the rate, so a line
-		// written just after the pause can wait behind them past its delivery timeout (both
-		// clients do, at the full size: Java the more).
+		// written just after the pause can wait behind them past its delivery timeout.
 		mayFail: func(cc *clusterClient, i int) bool {
 			for _, w := range pauses {
 				if writtenIn(cc, i, w.from.Add(-deliveryTimeout), w.to.Add(deliveryTimeout)) {
@@ -653,12 +648,7 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 		},
 		check: func(cc *clusterClient, kc *keyedCount, out clientOutcome, r *crow) bool {
 			named := strings.Contains(out.firstError, "MESSAGE_TOO_LARGE") || strings.Contains(out.firstError, "RecordTooLarge")
-			got := 0
-			for i := from; i < from+after; i++ {
-				if kc.firstTS[i] != 0 {
-					got++
-				}
-			}
+			got := kc.delivered(from, after)
 			r.note("nodes paused %v; %s of the %s lines after the last window delivered; %s reported failed: %.120s",
 				nodes, num(int64(got)), num(after), num(out.failed), out.firstError)
 			if !named && out.failed > 0 && !strings.Contains(out.firstError, "expir") && !strings.Contains(out.firstError, "Timeout") {

@@ -13,16 +13,15 @@ import (
 
 // KiB returns the kB figure of field ("VmRSS:", "VmHWM:", ...) in /proc/pid/status.
 func KiB(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	f, err := Fields(pid, field)
 	if err != nil {
 		return 0, err
 	}
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		if f := strings.Fields(string(l)); len(f) >= 2 && f[0] == field {
-			return strconv.ParseInt(f[1], 10, 64)
-		}
+	v, ok := f[field]
+	if !ok {
+		return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+	return v, nil
 }
 
 // Fields returns the kB figures of the fields named ("VmRSS:", "RssAnon:", ...) in one read of

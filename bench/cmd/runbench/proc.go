@@ -76,8 +76,9 @@ type proc struct {
 	end    time.Time
 	usage  usage
 	hwmKiB atomic.Int64 // the highest VmHWM sampled while it ran (see sampleHWM)
-	// peakAnonKiB and peakFileKiB split the highest VmRSS sampled: anonymous memory (heap,
-	// stacks) and file-backed pages (the program's own code and tables, its libraries).
+	// peakRSSKiB is the highest VmRSS sampled, peakAnonKiB and peakFileKiB its split in that
+	// sample: anonymous memory (heap, stacks) and file-backed pages (the program's own code and
+	// tables, its libraries).
 	peakRSSKiB, peakAnonKiB, peakFileKiB atomic.Int64
 	sampleStop                           chan struct{} // closed once the process was waited for
 }

@@ -235,7 +235,11 @@ func TestRenamedFileHoldsItsSuccessorUntilReadToTheEnd(t *testing.T) {
 	_, path, state := testPaths(t)
 	writeLog(t, path, "one\n")
 	r := &recorder{}
-	rt := startTailer(t, watchOnlyConfig(state, path), r)
+	cfg := watchOnlyConfig(state, path)
+	// A gone file with no successor is released once idle for ReleaseIdle, which closes
+	// caughtUp too: kept out of reach, so that only a successor can close it here.
+	cfg.ReleaseIdle = time.Minute
+	rt := startTailer(t, cfg, r)
 	waitFor(t, "the first line", func() bool { return r.count() == 1 })
 	rt.mu.Lock()
 	old := rt.atPath[path]

@@ -37,6 +37,18 @@ type RecordMetadata struct {
 	Timestamp time.Time
 	// SerializedKeySize and SerializedValueSize are the key and value lengths, -1 for nil.
 	SerializedKeySize, SerializedValueSize int
+	// Record is the record's content when it failed (nil on success): what a caller needs to
+	// send it again or keep it elsewhere, without holding a copy of every record it sends.
+	// Its slices belong to the batch (or to Send's caller) and are valid only during the
+	// callback: copy what must outlive it.
+	Record *FailedRecord
+}
+
+// FailedRecord is a failed record's content, read back from its batch's uncompressed buffer.
+type FailedRecord struct {
+	Key, Value []byte
+	Headers    []kmsg.Header
+	Timestamp  time.Time // the record's create time
 }
 
 // Wire constants of the v2 record batch (KIP-98).
@@ -517,9 +529,20 @@ func (b *ProducerBatch) complete(baseOffset, logAppendTime int64, topErr error, 
 		start = time.Now()
 	}
 	traces := traceCursor(b.traces)
+	// A failed batch hands each callback its record, read back from the uncompressed buffer
+	// as split reads it (the buffer is given back only after the callbacks ran). Only failures
+	// pay for it.
+	var failed recordReader
+	if topErr != nil {
+		failed = recordReader{raw: b.buf, first: b.firstTimestamp}
+	}
 	for i := range b.thunks {
 		t := &b.thunks[i]
 		trace := traces.at(i)
+		var fr *FailedRecord
+		if topErr != nil {
+			fr = failed.next()
+		}
 		if t.cb == nil && trace == nil {
 			continue
 		}
@@ -530,6 +553,7 @@ func (b *ProducerBatch) complete(baseOffset, logAppendTime int64, topErr error, 
 			Tag:                 t.tag,
 			SerializedKeySize:   int(t.keySize),
 			SerializedValueSize: int(t.valueSize),
+			Record:              fr,
 		}
 		err := topErr
 		switch {
@@ -555,6 +579,33 @@ func (b *ProducerBatch) complete(baseOffset, logAppendTime int64, topErr error, 
 	b.observeDone(topErr, start)
 	close(b.done)
 	return true
+}
+
+// recordReader reads a batch's records back, in order, from its uncompressed buffer.
+type recordReader struct {
+	raw   []byte
+	first int64 // the batch's first timestamp, ms
+	rec   kmsg.Record
+	out   FailedRecord
+}
+
+// next returns the next record (reused by the call after), nil once the buffer is used up or
+// cannot be read (a batch already given back).
+func (r *recordReader) next() *FailedRecord {
+	if len(r.raw) == 0 {
+		return nil
+	}
+	length, n := kbin.Varint(r.raw)
+	end := n + int(length)
+	r.rec = kmsg.Record{}
+	if n == 0 || length < 0 || end > len(r.raw) || r.rec.ReadFrom(r.raw[:end]) != nil {
+		r.raw = nil
+		return nil
+	}
+	r.raw = r.raw[end:]
+	r.out = FailedRecord{Key: r.rec.Key, Value: r.rec.Value, Headers: r.rec.Headers,
+		Timestamp: time.UnixMilli(r.first + r.rec.TimestampDelta64)}
+	return &r.out
 }
 
 // observeDone tells the observer the batch is done. It runs before done closes, so the thunks

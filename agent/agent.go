@@ -35,6 +35,11 @@ type Agent struct {
 	readAhead        *readAhead   // file lines read and not yet acknowledged (--max-in-flight-bytes)
 	limit            *rateLimiter // --max-lines-per-second, --max-bytes-per-second; nil: none
 
+	// redo sends failed lines again and keeps dead letters (redeliver.go); its goroutine runs
+	// from startRedo to stopRedo.
+	redo     *redelivery
+	stopRedo func()
+
 	tailer atomic.Pointer[filetail.Tailer] // set while RunTail runs, for SetTailGlobs and stats
 	txn    atomic.Pointer[txnCommitter]    // set while RunTail runs with --exactly-once
 
@@ -51,7 +56,10 @@ type Stats struct {
 	Encoding    EncodingStats
 	_           [cacheLine]byte // read side above, delivery side below
 	LinesAcked  atomic.Int64
-	LinesFailed atomic.Int64
+	LinesFailed atomic.Int64 // given up: lost (stdin), or left for the next start (a file's)
+	// LinesDeadLettered counts the lines refused for good and kept in a dead-letter destination;
+	// LinesResent the times a failed line was sent again.
+	LinesDeadLettered, LinesResent atomic.Int64
 
 	mu       sync.Mutex
 	firstErr error
@@ -73,6 +81,17 @@ func (s *Stats) fail(err error) bool {
 		return true
 	}
 	return false
+}
+
+// DeadLetteredError reports that every line was acknowledged or kept as a dead letter, and
+// some were dead-lettered: none was lost. The exit status of a stdin run tells it apart.
+type DeadLetteredError struct {
+	DeadLettered, Read int64
+	Where              string // the dead-letter topic and file
+}
+
+func (e *DeadLetteredError) Error() string {
+	return fmt.Sprintf("%d of %d lines were refused by Kafka and dead-lettered (%s); none was lost", e.DeadLettered, e.Read, e.Where)
 }
 
 // LinesFailedError reports that some lines were not delivered: the exit status of a stdin run.
@@ -112,6 +131,8 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
 	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra, routing: newRouting(&cfg),
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
+	a.redo = newRedelivery(a)
+	a.stopRedo = func() {}
 	a.builders.New = func() any {
 		b := newRecordBuilder(&a.cfg)
 		b.enc.stats = &a.stats.Encoding
@@ -156,19 +177,58 @@ func (a *Agent) Connect(ctx context.Context) error {
 	return err
 }
 
-// onDelivery is the callback of every stdin line: count, and log the first failure.
-func (a *Agent) onDelivery(md producer.RecordMetadata, err error) {
+// lineDelivered is the outcome of the first send of a line of src (a file's line ends at
+// md.Tag). Acknowledged: the line is done, and its record's value size goes back to the
+// read-ahead budget (what sendLine took: the value, which with --format json is larger than
+// the line). Failed: classify gives it its fate, and the redelivery sends it again or keeps it
+// as a dead letter; the budget stays taken until then, which bounds what the redelivery holds.
+func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.RecordMetadata, err error) {
 	if err == nil {
-		a.stats.LinesAcked.Add(1)
-		a.countDelivered(md.Topic, nil)
+		a.lineAcked(src, md)
 		return
 	}
 	if notBuffered(err) {
-		return
+		return // sendLine offers the line again, with this same callback
 	}
-	a.countDelivered(md.Topic, err)
+	budget := int64(max(md.SerializedValueSize, 0))
+	f, reason := classify(err, a.templated())
+	if a.cfg.ExactlyOnce || f == fateGivenUp || (errors.Is(err, context.Canceled) && ctx.Err() != nil) ||
+		!a.redo.add(src, md, err, f, reason, budget) {
+		a.lineGivenUp(src, md.Tag, budget, err)
+		a.countDelivered(md.Topic, err)
+	}
+}
+
+// templated reports a --topic template: a line's topic comes from the line.
+func (a *Agent) templated() bool { return a.routing != nil && a.routing.topic != nil }
+
+// lineAcked is the end of a line Kafka acknowledged, sent once or again.
+func (a *Agent) lineAcked(src *lineOrigin, md producer.RecordMetadata) {
+	if src.file != nil {
+		a.readAhead.give(int64(max(md.SerializedValueSize, 0)))
+		src.file.Ack(md.Tag)
+	}
+	a.stats.LinesAcked.Add(1)
+	a.countDelivered(md.Topic, nil)
+	a.redo.acknowledged()
+}
+
+// lineGivenUp is the end of a line with no outcome: the agent is stopping (or, with
+// --exactly-once, its transaction aborts). A file's line pins its file's checkpoint, so the
+// next start sends it again; a stdin line is lost, and counted.
+func (a *Agent) lineGivenUp(src *lineOrigin, end, budget int64, err error) {
+	if src.file != nil {
+		a.readAhead.give(budget)
+		src.file.Fail(end, err)
+		if errors.Is(err, context.Canceled) {
+			// Shutdown interrupted Send while it waited for buffer memory: the line was never
+			// buffered. It pins the checkpoint, so the next start reads it again, but it is
+			// not a delivery failure.
+			return
+		}
+	}
 	if a.stats.fail(err) {
-		a.log.Error("line not delivered", "error", err)
+		a.log.Error("line not delivered", "source", sourceName(src), "offset", end, "error", err)
 	}
 }
 
@@ -210,6 +270,13 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 		// and, in the record's trace header (recordBuilder.build), the record's creation context.
 		ctx = telemetry.ContextWithLineTrace(ctx, tp)
 	}
+	return a.sendRecord(ctx, rec, cb)
+}
+
+// sendRecord sends rec with cb, offering it again while buffer.memory stays full for
+// max.block.ms (backpressure, not a failure) until it is buffered, fails through cb, or ctx
+// ends (ctx's error).
+func (a *Agent) sendRecord(ctx context.Context, rec *producer.Record, cb producer.Callback) error {
 	for {
 		err := a.prod.Send(ctx, rec, cb)
 		switch {
@@ -228,15 +295,53 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 	}
 }
 
+// settle waits, until ctx ends, for every line sent to have its outcome and every line the
+// redelivery holds to be resolved: Flush, then whatever failed in it is sent again or
+// dead-lettered, and flushed in turn. A stopped agent (fateStop) is not waited for.
+func (a *Agent) settle(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := a.prod.Flush(ctx); err != nil {
+			return
+		}
+		if a.redo.outstanding.Load() == 0 {
+			return
+		}
+		if err, _ := a.redo.Stopped(); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// startRedo starts the redelivery's goroutine for a run; stopRedo (called by shutdown) ends it
+// and gives up what it still holds.
+func (a *Agent) startRedo() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.redo.run(ctx)
+	}()
+	a.stopRedo = sync.OnceFunc(func() { cancel(); <-done })
+}
+
 // notBuffered reports an error that sendLine retries itself, which callbacks must ignore.
 func notBuffered(err error) bool { return errors.Is(err, producer.ErrBufferExhausted) }
 
 // shutdown flushes and closes the producer within the shutdown timeout: everything buffered is
 // delivered or failed through its callback.
+//
+// Before the producer closes, lines that failed are still sent again and dead letters kept
+// (settle), within the same timeout; what is left then is given up.
 func (a *Agent) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
 	start := time.Now()
+	a.settle(ctx)
+	a.stopRedo()
 	err := a.prod.Close(ctx)
 	a.log.Info("producer closed", "took", time.Since(start).Round(time.Millisecond),
 		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
@@ -253,6 +358,13 @@ func (a *Agent) shutdown() error {
 func (a *Agent) result() error {
 	if n := a.stats.LinesFailed.Load(); n > 0 {
 		return &LinesFailedError{Failed: n, Read: a.stats.LinesRead.Load(), First: a.stats.FirstError()}
+	}
+	if n := a.stats.LinesDeadLettered.Load(); n > 0 {
+		where := "file " + a.redo.dlf.path
+		if t := a.cfg.DeadLetterTopic; t != "" {
+			where = "topic " + t + ", else " + where
+		}
+		return &DeadLetteredError{DeadLettered: n, Read: a.stats.LinesRead.Load(), Where: where}
 	}
 	return nil
 }

@@ -52,6 +52,8 @@ type Config struct {
 	PartialLineIdle    time.Duration `koanf:"partial-line-idle" doc:"a last line without a newline is sent after the file has not grown for this long"`
 	MaxInFlightBytes   int           `koanf:"max-in-flight-bytes" doc:"bytes of file lines read and not yet acknowledged, across all files; reading pauses there (the files are the buffer). 0: what the producer can have in flight, (max.in.flight.requests.per.connection + 1) x the topic's partitions x batch.size (known once its metadata is: 32 x batch.size until then), at least 2 MiB and at most buffer.memory"`
 	CheckpointInterval time.Duration `koanf:"checkpoint-interval" doc:"how often acknowledged file positions are saved to the state directory (write, fsync, rename), and a tenth of it is the soonest a file is saved again once every line read from it is acknowledged; after a crash, lines acknowledged since the last save are sent again: a shorter interval means fewer duplicates and more fsyncs"`
+	DeadLetterTopic    string        `koanf:"dead-letter-topic" doc:"topic of the lines Kafka refuses for good because of the line itself (too large, invalid, a topic policy, a line the --topic template cannot route): each keeps its key and headers and gains kafkatrail.dead_letter.* headers naming the error, the topic, the source and offset; a line this topic refuses too goes to the dead-letter file. Empty: the dead-letter file only"`
+	DeadLetterMaxBytes int           `koanf:"dead-letter-max-bytes" doc:"largest size of the dead-letter file, dead-letters.jsonl in --state-dir (one JSON object a line). Once full it takes nothing more: sending stops (nothing is dropped; /readyz says why) until the file is moved away"`
 	ShutdownTimeout    time.Duration `koanf:"shutdown-timeout" doc:"on SIGINT/SIGTERM or end of stdin, how long to wait for acknowledgements before giving up"`
 
 	Multiline         string        `koanf:"multiline" doc:"join the lines of a stack trace into one record: java or python (see Multiline events); empty: off, unless multiline-start or multiline-continue is set"`
@@ -140,6 +142,7 @@ func DefaultConfig() Config {
 		PartialLineIdle:    filetail.DefaultPartialLineIdle,
 		CheckpointInterval: filetail.DefaultCheckpointInterval,
 		ShutdownTimeout:    30 * time.Second,
+		DeadLetterMaxBytes: 100 << 20,
 		HeaderPath:         "source.path",
 		HeaderHost:         "source.host",
 		TraceHeader:        "traceparent",
@@ -227,6 +230,16 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "must be positive, got %v", c.ShutdownTimeout)
+	}
+	if c.DeadLetterMaxBytes <= 0 {
+		bad("dead-letter-max-bytes", "must be positive, got %d", c.DeadLetterMaxBytes)
+	}
+	if t := c.DeadLetterTopic; t != "" {
+		if p := topicNameProblem(t); p != "" {
+			bad("dead-letter-topic", "%q is not a legal Kafka topic name: %s", t, p)
+		} else if t == c.Topic || t == c.FallbackTopic {
+			bad("dead-letter-topic", "%q is a topic lines are sent to: a line it refuses could not be dead-lettered there", t)
+		}
 	}
 	c.validateMultiline(bad)
 	if r := c.TraceSampleRatio; r != -1 && (r < 0 || r > 1) {

@@ -24,6 +24,9 @@ type metricsReporter struct {
 	// topics are by topic name: at most --max-topics and the fallback, as the router bounds them.
 	topics   map[string]*topicReport
 	unrouted map[string]int64 // by reason, as last reported
+	// deadLetters and resent are the counts last reported.
+	deadLetters map[deadLetterKey]int64
+	resent      int64
 }
 
 type topicReport struct {
@@ -56,7 +59,8 @@ func (a *Agent) reportMetrics(ctx context.Context) {
 	if a.tel == nil {
 		return
 	}
-	r := &metricsReporter{a: a, files: map[string]*fileReport{}, topics: map[string]*topicReport{}, unrouted: map[string]int64{}}
+	r := &metricsReporter{a: a, files: map[string]*fileReport{}, topics: map[string]*topicReport{}, unrouted: map[string]int64{},
+		deadLetters: map[deadLetterKey]int64{}}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	defer r.close()
@@ -149,6 +153,19 @@ func (r *metricsReporter) reportTopics(am *telemetry.AgentMetrics) {
 		}
 		r.unrouted[reason] = n
 	}
+	d := r.a.Delivery()
+	for _, c := range d.DeadLettered {
+		key := deadLetterKey{c.Reason, c.Destination}
+		if n := c.Lines - r.deadLetters[key]; n > 0 {
+			am.DeadLettered(c.Reason, c.Destination, n)
+		}
+		r.deadLetters[key] = c.Lines
+	}
+	if n := d.Resent - r.resent; n > 0 {
+		am.Resent(n)
+	}
+	r.resent = d.Resent
+	am.SendingStopped(d.Stopped != nil)
 }
 
 func (r *metricsReporter) close() {

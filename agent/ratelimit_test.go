@@ -264,6 +264,7 @@ func TestRateLimitWaitsOutsideTheCommitLock(t *testing.T) {
 		}
 	}
 	a := &Agent{limit: lim}
+	a.redo = newRedelivery(a)
 	c := newTxnCommitter(a, "txn", nil)
 	handle := c.fileLines(nil)
 	done := make(chan error, 1)

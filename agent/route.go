@@ -387,5 +387,6 @@ func unroutedMetadata(r *producer.Record) producer.RecordMetadata {
 	if r.Key != nil {
 		md.SerializedKeySize = len(r.Key)
 	}
+	md.Record = &producer.FailedRecord{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
 	return md
 }

@@ -13,10 +13,12 @@ import (
 )
 
 // A template routes each line to its topic; a line whose topic does not exist (and the cluster
-// does not create topics) fails alone after max.block.ms, as does a line without the field and
-// no fallback: the run goes on, the other lines are delivered, the failures are counted by
-// topic and reason, and the file's checkpoint stays before the first failed line.
-func TestTemplateUnknownTopicFailsThatLineAlone(t *testing.T) {
+// does not create topics) is refused alone after max.block.ms, as is a line without the field
+// and no fallback: both are the line's doing, so both are dead letters (the local file: no
+// dead-letter topic is set) and the file's checkpoint moves past them; the run goes on, the
+// other lines are delivered, the refusals are counted by topic and reason, and a restart
+// would send nothing again.
+func TestTemplateUnknownTopicDeadLettersThatLineAlone(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "logs-api", "logs-web")) // no auto-creation
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +45,11 @@ func TestTemplateUnknownTopicFailsThatLineAlone(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
 	fs := waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.LinesAcked+fs.LinesFailed == 5 })
-	if fs.LinesAcked != 3 || fs.LinesFailed != 2 {
-		t.Errorf("acked %d, failed %d; want 3 and 2", fs.LinesAcked, fs.LinesFailed)
+	if fs.LinesAcked != 5 || fs.LinesDeadLettered != 2 || fs.LinesFailed != 0 {
+		t.Errorf("acked %d (dead-lettered %d), failed %d; want 5 (2), 0", fs.LinesAcked, fs.LinesDeadLettered, fs.LinesFailed)
 	}
-	if fs.Committed != 24 {
-		t.Errorf("committed %d, want 24: the checkpoint stops before the first failed line", fs.Committed)
+	if fs.Committed != int64(len(data)) {
+		t.Errorf("committed %d, want %d: the checkpoint moves past the dead letters", fs.Committed, len(data))
 	}
 	got := map[string]TopicStats{}
 	for _, ts := range a.TopicStats() {
@@ -66,14 +68,20 @@ func TestTemplateUnknownTopicFailsThatLineAlone(t *testing.T) {
 		t.Errorf("unrouted %v, want 1 missing", u)
 	}
 	cancel()
-	err = <-done
-	var lf *LinesFailedError
-	if !errors.As(err, &lf) || lf.Failed != 2 {
-		t.Fatalf("RunTail: %v, want 2 lines failed", err)
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v, want a normal stop: dead letters lose nothing", err)
+	}
+	letters := readDeadLetters(t, cfg.StateDir)
+	if len(letters) != 2 {
+		t.Fatalf("%d dead letters, want 2: %+v", len(letters), letters)
 	}
 	// The follower waits max.block.ms on logs-nope before it reads the line without the field.
-	if !strings.Contains(lf.First.Error(), `"logs-nope" not present in metadata`) {
-		t.Errorf("first error %q, want the metadata timeout of logs-nope", lf.First)
+	if l := letters[0]; l.Reason != DeadLetterUnknownTopic || l.Topic != "logs-nope" || *l.Value != `{"service":"nope","n":2}` ||
+		!strings.Contains(l.Message, `"logs-nope" not present in metadata`) || *l.Offset != 49 || l.Source != path {
+		t.Errorf("first dead letter %+v, want logs-nope's line, unknown_topic, ending at 49", l)
+	}
+	if l := letters[1]; l.Reason != DeadLetterUnroutable || l.Error != "UNROUTABLE" || *l.Value != `{"n":4}` || *l.Offset != 81 {
+		t.Errorf("second dead letter %+v, want the line without the field, unroutable, ending at 81", l)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,13 +87,15 @@ func TestMaxInFlightBytes(t *testing.T) {
 	}
 }
 
-// TestFailedLinesComeBackFromTheBudget: lines the broker rejects are failed in their file (the
-// committed offset stays before the first) and their bytes go back to the read-ahead budget,
-// so a rejecting broker does not stop reading once the budget is spent.
-func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
+// TestRefusedLinesAreDeadLettered: lines the broker refuses for good (INVALID_RECORD) are
+// dead letters: each is kept in the dead-letter file with the broker's error, the file's
+// checkpoint moves past it, and its bytes go back to the read-ahead budget, so a refusing
+// broker neither stops reading nor pins the checkpoint.
+func TestRefusedLinesAreDeadLettered(t *testing.T) {
 	line := []byte("0123456789012345678901234567890123456789012345678\n") // 50 bytes with the newline
 	const lines = 100
-	a, _, c := newFileAgent(t, 1, bytes.Repeat(line, lines), func(cfg *Config) { cfg.MaxInFlightBytes = 500 })
+	var stateDir string
+	a, _, c := newFileAgent(t, 1, bytes.Repeat(line, lines), func(cfg *Config) { cfg.MaxInFlightBytes = 500; stateDir = cfg.StateDir })
 	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
@@ -104,16 +105,27 @@ func TestFailedLinesComeBackFromTheBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	if fs := waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool { return fs.LinesFailed == lines }); fs.Committed != 0 || fs.LinesAcked != 0 {
-		t.Errorf("file stats %+v: want nothing acknowledged or committed", fs)
+	if fs := waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool { return fs.LinesDeadLettered == lines }); fs.Committed != 50*lines || fs.LinesFailed != 0 {
+		t.Errorf("file stats %+v: want every line dead-lettered and committed", fs)
 	}
 	cancel()
-	// The run ends reporting the undelivered lines and the broker's error.
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "100 of 100 lines were not delivered") || !strings.Contains(err.Error(), "INVALID_RECORD") {
-		t.Fatalf("RunTail: %v, want the 100 undelivered lines and INVALID_RECORD", err)
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v, want a normal stop", err)
 	}
 	if u := a.readAhead.used.Load(); u != 0 {
-		t.Errorf("%d bytes still held after every line failed", u)
+		t.Errorf("%d bytes still held after every line was dead-lettered", u)
+	}
+	letters := readDeadLetters(t, stateDir)
+	if len(letters) != lines {
+		t.Fatalf("%d dead letters, want %d", len(letters), lines)
+	}
+	for i, l := range letters {
+		if l.Reason != DeadLetterInvalidRecord || l.Error != "INVALID_RECORD" || *l.Value != string(line[:49]) || *l.Offset != int64(50*(i+1)) {
+			t.Fatalf("dead letter %d: %+v, want the line, INVALID_RECORD, ending at %d", i, l, 50*(i+1))
+		}
+	}
+	if d := a.Delivery(); len(d.DeadLettered) != 1 || d.DeadLettered[0] != (DeadLetterCount{DeadLetterInvalidRecord, DeadLetterToFile, lines}) {
+		t.Errorf("dead-letter counts %+v", d.DeadLettered)
 	}
 }
 

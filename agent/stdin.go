@@ -11,7 +11,8 @@ import (
 
 // RunStdin sends every line of r, then flushes and waits for every acknowledgement (up to the
 // shutdown timeout). It returns nil only when every line was acknowledged; a *LinesFailedError
-// counts the failures and carries the first. When ctx ends first, reading stops and what was
+// counts the lines lost and carries the first failure; a *DeadLetteredError says that none was
+// lost and some were dead-lettered. When ctx ends first, reading stops and what was
 // read is still flushed.
 //
 // stdin cannot be re-read, so there is no checkpoint: the exit status is the guarantee.
@@ -28,7 +29,10 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
-	sink := &stdinSink{a: a, ctx: ctx, onDelivery: a.onDelivery} // a method value allocates: once, not per line
+	src := &lineOrigin{}
+	src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
+	sink := &stdinSink{a: a, ctx: ctx, src: src}
+	a.startRedo()
 	readErr := a.readStdin(r, sink)
 	if ctx.Err() != nil {
 		a.log.Info("stopped reading stdin", "reason", context.Cause(ctx))
@@ -62,9 +66,9 @@ const stdinChunk = 64 << 10
 // stdinSink sends stdin's lines and counts its long ones (one count and one log per long line,
 // whatever it became).
 type stdinSink struct {
-	a          *Agent
-	ctx        context.Context
-	onDelivery producer.Callback
+	a   *Agent
+	ctx context.Context
+	src *lineOrigin
 }
 
 // Line sends l; its error is the context's, when the run ends.
@@ -75,7 +79,10 @@ func (s *stdinSink) Line(l filetail.Line) error {
 	if err := s.a.limit.wait(s.ctx, len(l.Data)); err != nil {
 		return err
 	}
-	return s.a.sendLine(s.ctx, l, "", 0, nil, s.onDelivery)
+	if err := s.a.redo.waitClear(s.ctx, s.src); err != nil {
+		return err
+	}
+	return s.a.sendLine(s.ctx, l, "", l.End, nil, s.src.delivered)
 }
 
 // Dropped counts a long line that long-lines=drop skipped.

@@ -27,6 +27,7 @@ func (a *Agent) RunTail(ctx context.Context) error {
 	a.tailer.Store(t)
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
+	a.startRedo()
 	runErr := t.Run(ctx)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		a.log.Error("tailer stopped", "error", runErr)
@@ -44,8 +45,9 @@ func (a *Agent) RunTail(ctx context.Context) error {
 	case runErr != nil && !errors.Is(runErr, context.Canceled):
 		return runErr
 	}
-	if err := a.result(); err != nil {
-		return err
+	var deadLettered *DeadLetteredError
+	if err := a.result(); err != nil && !errors.As(err, &deadLettered) {
+		return err // a dead letter is not an error of a tailing run: nothing was lost
 	}
 	return ErrInterrupted
 }
@@ -213,42 +215,17 @@ func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
 }
 
 // fileSender is fileLines without the rate limit, for the exactly-once committer, which waits
-// for the limit before it holds its lock.
+// for the limit before it holds its lock. A line waits while lines of f read before it wait to
+// be sent again (see redelivery), so that f's lines go out in their order.
 func (a *Agent) fileSender(f *filetail.File) filetail.LineHandler {
-	var delivered producer.Callback // bound at the first line: only f's follower sends them, with one ctx
+	src := &lineOrigin{file: f}
 	return func(ctx context.Context, line filetail.Line) error {
-		if delivered == nil {
-			delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, f, md, err) }
+		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
+			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
 		}
-		return a.sendLine(ctx, line, f.Path, line.End, a.readAhead, delivered)
-	}
-}
-
-// lineDelivered is the outcome of the line of f ending at md.Tag: its record's value size goes
-// back to the read-ahead budget (what sendLine took: the value, which with --format json is
-// larger than the line), and the line is acknowledged or failed.
-func (a *Agent) lineDelivered(ctx context.Context, f *filetail.File, md producer.RecordMetadata, err error) {
-	if err != nil && notBuffered(err) {
-		return // sendLine offers the line again, with this same callback
-	}
-	end := md.Tag
-	a.readAhead.give(int64(max(md.SerializedValueSize, 0)))
-	if err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			// Shutdown interrupted Send while it waited for buffer memory: the line was never
-			// buffered. It pins the checkpoint, so the next start reads it again, but it is not
-			// a delivery failure.
-			f.Fail(end, err)
-			return
+		if err := a.redo.waitClear(ctx, src); err != nil {
+			return err
 		}
-		f.Fail(end, err)
-		a.countDelivered(md.Topic, err)
-		if a.stats.fail(err) {
-			a.log.Error("line not delivered: its file's checkpoint stops before it", "path", f.Path, "offset", end, "error", err)
-		}
-		return
+		return a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src.delivered)
 	}
-	f.Ack(end)
-	a.stats.LinesAcked.Add(1)
-	a.countDelivered(md.Topic, nil)
 }

@@ -47,6 +47,7 @@ type fileCounters struct {
 	truncations             atomic.Uint64 // copytruncate resets
 	_                       [cacheLine]byte
 	linesAcked, linesFailed atomic.Uint64
+	linesDeadLettered       atomic.Uint64 // of linesAcked: kept in a dead-letter destination
 }
 
 // cacheLine separates fields written by different goroutines for every line.
@@ -77,6 +78,26 @@ func (f *File) Ack(end int64) {
 		select {
 		case f.idle <- struct{}{}:
 		default: // a save is due already
+		}
+	}
+}
+
+// DeadLetter records that the line ending at end was refused for good and is kept in a
+// dead-letter destination: for the checkpoint it is done, as an acknowledged line is, so a
+// restart does not send it again. It counts as acknowledged and as dead-lettered.
+func (f *File) DeadLetter(end int64) {
+	ok, idle := f.acks.ack(end)
+	if !ok {
+		return
+	}
+	f.counts.linesAcked.Add(1)
+	f.totals.linesAcked.Add(1)
+	f.counts.linesDeadLettered.Add(1)
+	f.totals.linesDeadLettered.Add(1)
+	if idle && f.idle != nil {
+		select {
+		case f.idle <- struct{}{}:
+		default:
 		}
 	}
 }

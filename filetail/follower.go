@@ -96,7 +96,8 @@ func (fl *follower) stats() FileStats {
 		Size: fl.size.Load(), ReadOffset: fl.readPos.Load(), Committed: f.Committed(),
 		InFlight:  f.acks.inFlight(),
 		LinesRead: c.linesRead.Load(), LinesAcked: c.linesAcked.Load(), LinesFailed: c.linesFailed.Load(),
-		Truncated: c.long.Truncated.Load(), Split: c.long.Split.Load(), Dropped: c.long.Dropped.Load(),
+		LinesDeadLettered: c.linesDeadLettered.Load(),
+		Truncated:         c.long.Truncated.Load(), Split: c.long.Split.Load(), Dropped: c.long.Dropped.Load(),
 		Truncations: c.truncations.Load(),
 		Gone:        fl.gone.Load(),
 	}

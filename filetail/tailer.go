@@ -286,6 +286,7 @@ type FileStats struct {
 	Size, ReadOffset, Committed, BytesBehind int64
 	InFlight                                 int // lines sent and not yet acknowledged or failed
 	LinesRead, LinesAcked, LinesFailed       uint64
+	LinesDeadLettered                        uint64 // of LinesAcked: kept in a dead-letter destination
 	Truncated, Split, Dropped                uint64 // long lines, by policy
 	Truncations                              uint64 // copytruncate resets
 	// Gone is set when the globs no longer match the file (renamed away or deleted): it is read
@@ -306,6 +307,7 @@ type Totals struct {
 	BytesBehind                        int64 // of the files followed now
 	InFlight                           int
 	LinesRead, LinesAcked, LinesFailed uint64
+	LinesDeadLettered                  uint64
 	Truncated, Split, Dropped          uint64
 	Truncations                        uint64
 }
@@ -329,6 +331,7 @@ func (t *Tailer) Stats() Stats {
 	s.Totals.Files = len(s.Files)
 	c := &t.totals
 	s.Totals.LinesRead, s.Totals.LinesAcked, s.Totals.LinesFailed = c.linesRead.Load(), c.linesAcked.Load(), c.linesFailed.Load()
+	s.Totals.LinesDeadLettered = c.linesDeadLettered.Load()
 	s.Totals.Truncated, s.Totals.Split, s.Totals.Dropped = c.long.Truncated.Load(), c.long.Split.Load(), c.long.Dropped.Load()
 	s.Totals.Truncations = c.truncations.Load()
 	return s

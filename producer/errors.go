@@ -53,6 +53,26 @@ func (e *DeliveryTimeoutError) Error() string {
 
 func (e *DeliveryTimeoutError) Unwrap() error { return e.Cause }
 
+// MetadataTimeoutError is Send's error when the topic's partitions were not known within
+// max.block.ms (Java's TimeoutException from KafkaProducer.waitOnMetadata): no broker
+// answered, or the topic does not exist and the cluster does not create it, which Cause then
+// says (UNKNOWN_TOPIC_OR_PARTITION, the topic's error in the last metadata response).
+type MetadataTimeoutError struct {
+	Topic    string
+	MaxBlock time.Duration
+	Cause    error
+}
+
+func (e *MetadataTimeoutError) Error() string {
+	msg := fmt.Sprintf("topic %q not present in metadata after %d ms (max.block.ms)", e.Topic, e.MaxBlock.Milliseconds())
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *MetadataTimeoutError) Unwrap() error { return e.Cause }
+
 // isRetriable reports whether a produce attempt that failed with err may be tried again:
 // the broker's retriable error codes (kerr's table, which mirrors the Java client's
 // RetriableException classes) and the client-side network errors.

@@ -40,6 +40,9 @@ type Header = kmsg.Header
 // RecordMetadata describes an acknowledged record: where it was written.
 type RecordMetadata = accumulator.RecordMetadata
 
+// FailedRecord is a failed record's content, in RecordMetadata.Record during its callback.
+type FailedRecord = accumulator.FailedRecord
+
 // Callback receives a record's outcome. It runs on the sender goroutine: keep it short, and
 // never call Flush or Close from it.
 type Callback = accumulator.Callback
@@ -347,6 +350,11 @@ func failedMetadata(r *Record) RecordMetadata {
 	if r.Value != nil {
 		md.SerializedValueSize = len(r.Value)
 	}
+	ts := r.Timestamp
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	md.Record = &FailedRecord{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: ts}
 	return md
 }
 
@@ -555,11 +563,7 @@ func (p *Producer) waitOnMetadata(ctx context.Context, topic string, partition i
 				// Authentication failed, or the producer is closing: say so, not "timed out".
 				return nil, 0, fmt.Errorf("topic %q: %w", topic, err)
 			}
-			msg := fmt.Sprintf("topic %q not present in metadata after %d ms (max.block.ms)", topic, p.maxBlock.Milliseconds())
-			if topicErr != nil {
-				return nil, 0, fmt.Errorf("%s: %w", msg, topicErr)
-			}
-			return nil, 0, errors.New(msg)
+			return nil, 0, &MetadataTimeoutError{Topic: topic, MaxBlock: p.maxBlock, Cause: topicErr}
 		}
 	}
 }

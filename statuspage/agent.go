@@ -1,6 +1,8 @@
 package statuspage
 
 import (
+	"time"
+
 	"github.com/kafkatrail/kafkatrail/agent"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
@@ -42,6 +44,19 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 	src.RateLimit = func() RateLimit {
 		rl := a.RateLimit()
 		return RateLimit{LinesPerSecond: rl.LinesPerSecond, BytesPerSecond: rl.BytesPerSecond, PausedSeconds: rl.Paused.Seconds()}
+	}
+	src.Delivery = func() Delivery {
+		d := a.Delivery()
+		out := Delivery{Waiting: d.Waiting, Resent: d.Resent, DeadLetters: make([]DeadLetterCount, 0, len(d.DeadLettered)),
+			DeadLetterTopic: d.DeadLetterTopic, DeadLetterFile: d.DeadLetterFile}
+		if d.Stopped != nil {
+			out.Stopped, out.StoppedSeconds = d.Stopped.Error(), time.Since(d.StoppedSince).Seconds()
+		}
+		for _, c := range d.DeadLettered {
+			out.DeadLetters = append(out.DeadLetters, DeadLetterCount{Reason: c.Reason, Destination: c.Destination, Lines: c.Lines})
+			out.DeadLettered += c.Lines
+		}
+		return out
 	}
 	if obs != nil {
 		src.Producer = obs.Status

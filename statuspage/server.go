@@ -71,6 +71,31 @@ type Sources struct {
 	// RateLimit is the agent's --max-lines-per-second / --max-bytes-per-second and the time
 	// reading spent paused by them.
 	RateLimit func() RateLimit
+	// Delivery is what became of the lines Kafka did not take at the first try: sent again,
+	// dead-lettered, or holding the agent stopped.
+	Delivery func() Delivery
+}
+
+// Delivery is /api/status's account of the lines Kafka did not take at the first try.
+type Delivery struct {
+	// Stopped says why sending stopped (a refusal about the configuration or the cluster, not
+	// a line: an ACL, authentication, a missing topic; or a full dead-letter file): reading
+	// pauses, /readyz is not ready, and sending resumes by itself once a line is delivered.
+	Stopped         string            `json:"stopped,omitempty"`
+	StoppedSeconds  float64           `json:"stopped_seconds,omitempty"`
+	Waiting         int64             `json:"waiting"` // lines waiting to be sent again or dead-lettered
+	Resent          int64             `json:"resent"`
+	DeadLettered    int64             `json:"dead_lettered"`
+	DeadLetters     []DeadLetterCount `json:"dead_letters"`
+	DeadLetterTopic string            `json:"dead_letter_topic,omitempty"`
+	DeadLetterFile  string            `json:"dead_letter_file"`
+}
+
+// DeadLetterCount is the dead letters of one reason kept at one destination (topic or file).
+type DeadLetterCount struct {
+	Reason      string `json:"reason"`
+	Destination string `json:"destination"`
+	Lines       int64  `json:"lines"`
 }
 
 // RateLimit is the agent's rate limit in /api/status; zero limits: none.
@@ -329,6 +354,11 @@ func (s *Server) Readiness() (ready bool, reason string) {
 	if get == nil {
 		return false, "starting"
 	}
+	if d := s.sources().Delivery; d != nil {
+		if st := d(); st.Stopped != "" {
+			return false, "sending stopped: " + st.Stopped
+		}
+	}
 	return readiness(get(), time.Now())
 }
 
@@ -403,6 +433,8 @@ type Status struct {
 	// LineAge is how old lines were when Kafka acknowledged them, over the last minute (the
 	// throughput history's window); nil when none was acknowledged in it.
 	LineAge *LineAge `json:"line_age,omitempty"`
+	// Delivery: lines sent again, dead letters, and why sending stopped, if it did.
+	Delivery Delivery `json:"delivery"`
 }
 
 // LineAge summarises kafkatrail.producer.record.age over a window: a line's age at
@@ -447,6 +479,10 @@ func (s *Server) StatusNow() Status {
 		Files: []File{}, Brokers: []Broker{}, History: []RatePoint{}, MetadataAgeSeconds: -1, Routing: Routing{Topics: []Topic{}}}
 	st.Ready, st.ReadyReason = s.Readiness()
 	st.Totals = s.counters()
+	st.Delivery.DeadLetters = []DeadLetterCount{}
+	if d := src.Delivery; d != nil {
+		st.Delivery = d()
+	}
 	s.mu.Lock()
 	for i := 1; i < len(s.samples); i++ {
 		a, b := s.samples[i-1], s.samples[i]

@@ -26,6 +26,8 @@ type AgentMetrics struct {
 	rateLimitWait                                   metric.Float64Counter
 	linesSent, linesAcked, linesFailed, unrouted    metric.Int64Counter
 	encodingFallback, saslAuths, tokenFetches       metric.Int64Counter
+	deadLettered, resent                            metric.Int64Counter
+	sendingStopped                                  atomic.Bool
 
 	mu    sync.Mutex
 	files map[*FileMetrics]struct{}
@@ -68,6 +70,11 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 	a.encodingFallback = counter(MetricAgentLinesEncodingFallback, "{line}", "Lines sent otherwise than --format and --timestamp-field asked.")
 	a.saslAuths = counter(MetricAgentSASLAuthentications, "{authentication}", "Successful SASL exchanges of the producer's connections.")
 	a.tokenFetches = counter(MetricAgentSASLTokenFetches, "{fetch}", "OAUTHBEARER tokens fetched.")
+	a.deadLettered = counter(MetricAgentLinesDeadLettered, "{line}", "Lines refused for good, kept as dead letters.")
+	a.resent = counter(MetricAgentLinesResent, "{line}", "Failed lines the agent sent again.")
+	stopped, err := meter.Int64ObservableGauge(MetricAgentSendingStopped, metric.WithUnit("1"),
+		metric.WithDescription("1 while sending is stopped by a refusal about the configuration or the cluster."))
+	errs = append(errs, err)
 	behind, err := meter.Int64ObservableGauge(MetricAgentFileBehind, metric.WithUnit("By"),
 		metric.WithDescription("Bytes between the read offset and the end of the file."))
 	errs = append(errs, err)
@@ -89,8 +96,13 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 			o.ObserveInt64(lag, max(read-f.committed.Load(), 0), f.attrs)
 		}
 		o.ObserveInt64(watched, int64(len(a.files)))
+		var st int64
+		if a.sendingStopped.Load() {
+			st = 1
+		}
+		o.ObserveInt64(stopped, st)
 		return nil
-	}, behind, lag, watched)
+	}, behind, lag, watched, stopped)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +202,18 @@ func (t *TopicMetrics) Lines(sent, acked, failed int64) {
 func (a *AgentMetrics) Unrouted(reason string, n int64) {
 	a.unrouted.Add(context.Background(), n, metric.WithAttributes(attribute.String(AttrDropReason, reason)))
 }
+
+// DeadLettered counts n lines kept as dead letters, by reason and destination (topic, file).
+func (a *AgentMetrics) DeadLettered(reason, destination string, n int64) {
+	a.deadLettered.Add(context.Background(), n, metric.WithAttributes(attribute.String(AttrDropReason, reason),
+		attribute.String(AttrDeadLetterDestination, destination)))
+}
+
+// Resent counts n failed lines sent again.
+func (a *AgentMetrics) Resent(n int64) { a.resent.Add(context.Background(), n) }
+
+// SendingStopped sets the sending-stopped gauge.
+func (a *AgentMetrics) SendingStopped(stopped bool) { a.sendingStopped.Store(stopped) }
 
 // EncodingFallback counts n lines that --format or --timestamp-field could not treat as asked,
 // by reason (timestamp, json_merge, message_cut).

@@ -271,6 +271,10 @@ func TestAgentMetrics(t *testing.T) {
 	a.SASLAuthentications(1, true)
 	a.TokenFetches(2, false)
 	a.TokenFetches(1, true)
+	a.DeadLettered("too_large", "file", 2)
+	a.DeadLettered("too_large", "topic", 1)
+	a.Resent(4)
+	a.SendingStopped(true)
 
 	got := collect(t, h)
 	for _, d := range Metrics {
@@ -302,6 +306,16 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	if all, failed := sumOf(got[MetricAgentSASLTokenFetches]), sumOf(got[MetricAgentSASLTokenFetches], attribute.String(AttrErrorType, "token_fetch_failed")); all != 3 || failed != 1 {
 		t.Errorf("token fetches %d, %d failed; want 3, 1 failed", all, failed)
+	}
+	if f, tp := sumOf(got[MetricAgentLinesDeadLettered], attribute.String(AttrDeadLetterDestination, "file")),
+		sumOf(got[MetricAgentLinesDeadLettered], attribute.String(AttrDeadLetterDestination, "topic")); f != 2 || tp != 1 {
+		t.Errorf("dead letters %d to the file and %d to the topic, want 2 and 1", f, tp)
+	}
+	if n := sumOf(got[MetricAgentLinesResent]); n != 4 {
+		t.Errorf("resent %d, want 4", n)
+	}
+	if p := got[MetricAgentSendingStopped].Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 1 {
+		t.Errorf("sending stopped %+v, want one point of 1", p)
 	}
 	// Standard input is kafkatrail.input="stdin", never a log.file.path of "-".
 	if n := sumOf(got[MetricAgentBytesRead], attribute.String(AttrInput, "stdin")); n != 5 {

@@ -144,8 +144,10 @@ const (
 	AttrStage           = "kafkatrail.stage"                  // append | drain | doSend | completedSend | completedReceive | callback
 	AttrInput           = "kafkatrail.input"                  // agent: "stdin" for lines read from standard input (files have log.file.path)
 	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
-	AttrTraceReason     = "kafkatrail.trace.reason"           // on send spans: sampled (at Send) | slow (at the callback)
-	AttrTraceThreshold  = "kafkatrail.trace.threshold"        // on slow records' send spans: the latency threshold, s
+	// AttrDeadLetterDestination is where a dead letter went: topic or file.
+	AttrDeadLetterDestination = "kafkatrail.dead_letter.destination"
+	AttrTraceReason           = "kafkatrail.trace.reason"    // on send spans: sampled (at Send) | slow (at the callback)
+	AttrTraceThreshold        = "kafkatrail.trace.threshold" // on slow records' send spans: the latency threshold, s
 )
 
 // Values of AttrTraceReason: why a record's trace was kept.
@@ -209,6 +211,11 @@ const (
 	MetricAgentLinesFailed   = "kafkatrail.agent.lines.failed"   // counter {line}: lines whose delivery failed
 	MetricAgentLinesUnrouted = "kafkatrail.agent.lines.unrouted" // counter {line}, kafkatrail.reason: lines the topic template gave no topic of their own (sent to --fallback-topic, or failed)
 
+	// Agent: lines Kafka did not take at the first try.
+	MetricAgentLinesDeadLettered = "kafkatrail.agent.lines.dead_lettered" // counter {line}, kafkatrail.reason, kafkatrail.dead_letter.destination: lines refused for good, kept as dead letters
+	MetricAgentLinesResent       = "kafkatrail.agent.lines.resent"        // counter {line}: failed lines the agent sent again
+	MetricAgentSendingStopped    = "kafkatrail.agent.sending.stopped"     // gauge: 1 while sending is stopped by a refusal about the configuration or the cluster
+
 	// Agent: what --format and --timestamp-field did instead of failing a line.
 	MetricAgentLinesEncodingFallback = "kafkatrail.agent.lines.encoding_fallback" // counter {line}, kafkatrail.reason: timestamp, json_merge, message_cut
 
@@ -267,6 +274,9 @@ var Metrics = []MetricDesc{
 	{MetricAgentLinesAcked, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines Kafka acknowledged"},
 	{MetricAgentLinesFailed, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines whose delivery failed"},
 	{MetricAgentLinesUnrouted, "counter", "{line}", []string{AttrDropReason}, "lines the --topic template gave no topic of their own (reason: missing, illegal_name, max_topics); they went to --fallback-topic, or failed"},
+	{MetricAgentLinesDeadLettered, "counter", "{line}", []string{AttrDropReason, AttrDeadLetterDestination}, "lines Kafka refused for good because of the line itself, kept as dead letters, whose files' checkpoints moved past them (reason: too_large, invalid_record, invalid_timestamp, policy_violation, unroutable; destination: topic, the --dead-letter-topic, or file, dead-letters.jsonl in --state-dir)"},
+	{MetricAgentLinesResent, "counter", "{line}", nil, "failed lines the agent sent again (expired after delivery.timeout.ms, or refused for a reason that may pass): the files are the buffer, and a line is sent until acknowledged"},
+	{MetricAgentSendingStopped, "gauge", "1", nil, "1 while sending is stopped by a refusal about the configuration or the cluster (an ACL, authentication, a missing topic) or a full dead-letter file: reading pauses, and sending resumes once a line is delivered"},
 	{MetricAgentLinesEncodingFallback, "counter", "{line}", []string{AttrDropReason}, "lines sent otherwise than --format and --timestamp-field asked, never failed (reason: timestamp: the read time was used; json_merge: not a JSON object, sent as the json envelope; message_cut: the envelope's message cut to fit max.request.size)"},
 	{MetricAgentSASLAuthentications, "counter", "{authentication}", []string{AttrDropReason}, "successful SASL exchanges of the producer's connections (reason: connect, or reauthenticate before the broker's session ended, KIP-368)"},
 	{MetricAgentSASLTokenFetches, "counter", "{fetch}", []string{AttrErrorType}, "OAUTHBEARER tokens fetched from the token endpoint or read from their file; error.type on the fetches that failed"},

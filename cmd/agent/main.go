@@ -1,8 +1,9 @@
 // Command agent ships log lines into Kafka: `agent --brokers HOST:PORT --topic T --tail PATH`
 // follows files, and `some-program | agent --brokers HOST:PORT --topic T` sends standard input.
 //
-// Exit status: 0 when every line was acknowledged, 1 when a line failed or the run broke,
-// 2 for bad usage or configuration.
+// Exit status: 0 when every line was acknowledged, 1 when a line was lost (stdin) or the run
+// broke, 2 for bad usage or configuration, 3 when every line was acknowledged or dead-lettered
+// and some were dead-lettered (stdin: none was lost).
 package main
 
 import (
@@ -28,9 +29,10 @@ import (
 var version = "dev"
 
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
+	exitOK           = 0
+	exitFailed       = 1
+	exitUsage        = 2
+	exitDeadLettered = 3
 )
 
 // defaultGCPercent is the agent's GOGC unless the environment sets one. Most of its heap is
@@ -146,12 +148,16 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 		err = a.RunTail(ctx)
 	}
 	var failed *agent.LinesFailedError
+	var deadLettered *agent.DeadLetteredError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &failed):
 		fmt.Fprintf(stderr, "agent: %d of %d lines failed; first error: %v\n", failed.Failed, failed.Read, failed.First)
 		return exitFailed
+	case errors.As(err, &deadLettered):
+		fmt.Fprintf(stderr, "agent: %v\n", err)
+		return exitDeadLettered
 	case errors.Is(err, agent.ErrInterrupted) && !cfg.Stdin:
 		return exitOK // tailing ends by signal: a normal stop
 	default:

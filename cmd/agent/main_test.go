@@ -151,19 +151,6 @@ func TestStdinMillionLinesAllAcknowledged(t *testing.T) {
 	checkEveryLineOnce(t, kcatValues(t, bootstrap, topic), n)
 }
 
-func TestStdinExitsOneWhenLinesFail(t *testing.T) {
-	bootstrap := kafkatest.Bootstrap(t)
-	// Auto-creation off and a topic that does not exist: every line fails after max.block.ms.
-	r := runAgent(t, numberedLines(3, 20), time.Minute, nil, "--brokers", bootstrap, "--topic", "no-such-topic-kafkatrail",
-		"-X", "allow.auto.create.topics=false", "-X", "max.block.ms=500", "--log-level", "error")
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1; stderr:\n%s", r.code, tail(r.stderr))
-	}
-	if !strings.Contains(r.stderr, "3 of 3 lines failed") || !strings.Contains(r.stderr, "no-such-topic-kafkatrail") {
-		t.Fatalf("stderr does not give the count and the first error:\n%s", tail(r.stderr))
-	}
-}
-
 func TestBadConfigurationExitsTwoNamingTheKey(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agent.yaml")

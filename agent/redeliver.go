@@ -1,0 +1,504 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/producer"
+)
+
+// lineOrigin is a followed file (one filetail.File) or stdin, as delivery sees it: the
+// callback of all its lines, and the count of its lines that wait in the redelivery. Its
+// reading waits while any does, so that its lines go out again in their order before any
+// line read after them.
+type lineOrigin struct {
+	file *filetail.File // nil: stdin
+	// delivered is the callback of the first send of every line of this source (the record's
+	// Tag says which line); a line sent again gets a callback of its own (redelivery.redone).
+	delivered producer.Callback
+	held      atomic.Int64 // lines waiting in the redelivery (not yet buffered again or resolved)
+}
+
+// redoLine is a line whose record failed, with a copy of the record: what the redelivery
+// sends again or keeps as a dead letter.
+type redoLine struct {
+	src      *lineOrigin
+	end      int64 // the record's Tag: a file line's end offset
+	topic    string
+	key      []byte
+	value    []byte
+	headers  []producer.Header
+	ts       time.Time
+	budget   int64 // read-ahead bytes this line holds, given back once it is resolved
+	err      error // the last failure
+	fate     fate
+	reason   string // dead-letter reason
+	attempts int    // failures so far
+	due      time.Time
+	local    bool // a dead letter the topic refused too (or none is set): to the local file
+}
+
+// redelivery gives every failed line its fate (classify) on its own goroutine: the producer's
+// callbacks run on its sender goroutine, which must never wait for a Send.
+//
+// Lines to send again wait in queue until due (a backoff that grows with their failures),
+// then go out sorted by source and offset. Dead letters go to the dead-letter topic, else (or
+// if it refuses them too) to the local dead-letter file. A stop-class failure (fateStop) stops
+// all sending: new lines wait in waitClear, and only the oldest stopped line is sent, as a
+// probe, with a growing pause, until a line is acknowledged.
+type redelivery struct {
+	a   *Agent
+	dlf *deadLetterFile
+
+	mu      sync.Mutex
+	queue   []*redoLine
+	closed  bool          // the run is over: failed lines are given up (fateGivenUp)
+	cleared chan struct{} // closed and replaced when a source's held count reaches zero or the stop clears
+	probing bool          // a stopped line is out as the probe
+	wake    chan struct{} // one pending signal: the queue changed
+
+	outstanding atomic.Int64 // lines in queue or sent again by it and not yet resolved
+	stop        atomic.Pointer[stopState]
+
+	dlCounts sync.Map // deadLetterKey -> *atomic.Int64: lines dead-lettered by reason and destination
+	dlLogged atomic.Int64
+}
+
+// stopState is why sending stopped, since when.
+type stopState struct {
+	err   error
+	since time.Time
+}
+
+type deadLetterKey struct{ reason, destination string }
+
+func newRedelivery(a *Agent) *redelivery {
+	return &redelivery{a: a, cleared: make(chan struct{}), wake: make(chan struct{}, 1),
+		dlf: newDeadLetterFile(a.cfg.StateDir, int64(a.cfg.DeadLetterMaxBytes))}
+}
+
+// add takes a failed line from a callback (the sender goroutine, or Send's caller): it must
+// not block. It reports false when the run is over and the line is given up instead.
+func (r *redelivery) add(src *lineOrigin, md producer.RecordMetadata, err error, f fate, reason string, budget int64) bool {
+	rec := md.Record
+	l := &redoLine{src: src, end: md.Tag, topic: md.Topic, err: err, fate: f, reason: reason, budget: budget}
+	if rec != nil {
+		// The record's bytes belong to its batch: keep a copy (one buffer for all of them).
+		n := len(rec.Key) + len(rec.Value)
+		for _, h := range rec.Headers {
+			n += len(h.Key) + len(h.Value)
+		}
+		buf := make([]byte, 0, n)
+		clip := func(b []byte) []byte {
+			if b == nil {
+				return nil
+			}
+			buf = append(buf, b...)
+			return buf[len(buf)-len(b) : len(buf) : len(buf)]
+		}
+		l.key, l.value, l.ts = clip(rec.Key), clip(rec.Value), rec.Timestamp
+		if len(rec.Headers) > 0 {
+			l.headers = make([]producer.Header, len(rec.Headers))
+			for i, h := range rec.Headers {
+				l.headers[i] = producer.Header{Key: string(clip([]byte(h.Key))), Value: clip(h.Value)}
+			}
+		}
+	}
+	now := time.Now()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false
+	}
+	l.due = now
+	if f == fateStop {
+		r.stopFor(err, now)
+		r.probing = false
+	}
+	src.held.Add(1)
+	r.outstanding.Add(1)
+	r.queue = append(r.queue, l)
+	r.mu.Unlock()
+	r.signal()
+	return true
+}
+
+// requeue puts a line that failed again back in the queue, due after its backoff.
+func (r *redelivery) requeue(l *redoLine, err error, f fate, reason string) {
+	l.attempts++
+	l.err, l.fate, l.reason = err, f, reason
+	now := time.Now()
+	if f == fateStop {
+		r.stopFor(err, now)
+	}
+	r.enqueue(l, now.Add(r.backoff(l)))
+}
+
+// stopFor stops sending for err, unless it is stopped already.
+func (r *redelivery) stopFor(err error, now time.Time) {
+	if r.stop.CompareAndSwap(nil, &stopState{err: err, since: now}) {
+		r.a.log.Error("sending stopped: Kafka refused a line for a reason about the configuration or the cluster, not the line; reading pauses and the line is tried again until it is delivered",
+			"error", err)
+	}
+}
+
+// enqueue puts l (one of the redelivery's outstanding lines) back in the queue, due at due;
+// once the run is over it is given up instead.
+func (r *redelivery) enqueue(l *redoLine, due time.Time) {
+	l.due = due
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.a.lineGivenUp(l.src, l.end, l.budget, l.err)
+		r.resolved()
+		return
+	}
+	r.probing = false
+	l.src.held.Add(1)
+	r.queue = append(r.queue, l)
+	r.mu.Unlock()
+	r.signal()
+}
+
+// redone is the outcome of a record the redelivery sent again (a closure per resend, made
+// only after a failure): acknowledged, or classified again.
+func (r *redelivery) redone(l *redoLine, md producer.RecordMetadata, err error) {
+	if err != nil && notBuffered(err) {
+		return // sendRecord offers it again
+	}
+	if err == nil {
+		r.a.lineAcked(l.src, md)
+		r.resolved()
+		return
+	}
+	f, reason := classify(err, r.a.templated())
+	if f == fateGivenUp {
+		r.giveUp(l, err)
+		return
+	}
+	r.requeue(l, err, f, reason)
+}
+
+// backoff is the pause before a line that failed attempts times is tried again: the
+// producer's retry.backoff.ms doubled per failure up to resendBackoffMax (the Java client's
+// retry.backoff.max.ms default) for a line to send again (an expiry has already waited
+// delivery.timeout.ms), one second doubled up to stopProbeMax for the probe of a stopped agent
+// and for a dead-letter file that refused a line.
+func (r *redelivery) backoff(l *redoLine) time.Duration {
+	base, most := time.Duration(r.a.pc.RetryBackoffMs)*time.Millisecond, resendBackoffMax
+	if l.fate == fateStop || l.local {
+		base, most = time.Second, stopProbeMax
+	}
+	d := base
+	for i := 1; i < l.attempts && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most)
+}
+
+// stopProbeMax bounds the pause between two probes of a stopped agent; resendBackoffMax the
+// pause before a line is sent again.
+const (
+	stopProbeMax     = 30 * time.Second
+	resendBackoffMax = time.Second
+)
+
+func (r *redelivery) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// acknowledged is told of every acknowledged line: an acknowledgement ends a stop.
+func (r *redelivery) acknowledged() {
+	if r.stop.Load() == nil {
+		return
+	}
+	r.clearStop()
+}
+
+func (r *redelivery) clearStop() {
+	st := r.stop.Swap(nil)
+	if st == nil {
+		return
+	}
+	r.a.log.Info("sending resumed: a line was delivered", "stopped_for", time.Since(st.since).Round(time.Millisecond), "cause", st.err)
+	r.mu.Lock()
+	r.probing = false
+	now := time.Now()
+	for _, l := range r.queue {
+		if l.fate == fateStop {
+			l.due = now
+		}
+	}
+	close(r.cleared)
+	r.cleared = make(chan struct{})
+	r.mu.Unlock()
+	r.signal()
+}
+
+// Stopped is why sending stopped, nil while it goes on.
+func (r *redelivery) Stopped() (err error, since time.Time) {
+	if st := r.stop.Load(); st != nil {
+		return st.err, st.since
+	}
+	return nil, time.Time{}
+}
+
+// waitClear waits until src has no line waiting to be sent again and sending is not stopped:
+// a source's new lines go after its failed ones. It returns ctx's error if ctx ends first.
+func (r *redelivery) waitClear(ctx context.Context, src *lineOrigin) error {
+	for {
+		if src.held.Load() == 0 && r.stop.Load() == nil {
+			return nil
+		}
+		r.mu.Lock()
+		ch := r.cleared
+		r.mu.Unlock()
+		if src.held.Load() == 0 && r.stop.Load() == nil {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// release marks one of src's lines as no longer waiting in the queue.
+func (r *redelivery) release(src *lineOrigin) {
+	if src.held.Add(-1) == 0 {
+		r.mu.Lock()
+		close(r.cleared)
+		r.cleared = make(chan struct{})
+		r.mu.Unlock()
+	}
+}
+
+// resolved ends a line's stay: acknowledged, dead-lettered or given up.
+func (r *redelivery) resolved() {
+	if r.outstanding.Add(-1) == 0 {
+		r.signal()
+	}
+}
+
+// take returns the lines due at now, sorted by source and offset, and the next due time of
+// those left (zero: none). While sending is stopped only one stopped line goes, as the probe.
+func (r *redelivery) take(now time.Time) (due []*redoLine, next time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stopped := r.stop.Load() != nil
+	keep := r.queue[:0]
+	for _, l := range r.queue {
+		ready := !l.due.After(now)
+		if ready && stopped && l.fate != fateDeadLetter {
+			// Only the probe goes while stopped: the oldest line (the queue keeps arrival order).
+			ready = !r.probing && !r.closed
+			if ready {
+				r.probing = true
+			}
+		}
+		if ready || r.closed {
+			due = append(due, l)
+			continue
+		}
+		keep = append(keep, l)
+		if next.IsZero() || l.due.Before(next) {
+			next = l.due
+		}
+	}
+	clear(r.queue[len(keep):])
+	r.queue = keep
+	slices.SortStableFunc(due, func(x, y *redoLine) int {
+		if x.src != y.src {
+			return 0 // sources keep their arrival order
+		}
+		return cmp.Compare(x.end, y.end)
+	})
+	return due, next
+}
+
+// run sends the queued lines again and keeps the dead letters until ctx ends; then, until
+// done closes, it settles what is left (see finish).
+func (r *redelivery) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, next := r.take(time.Now())
+		for _, l := range due {
+			r.handle(ctx, l)
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-r.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			r.close()
+			for _, l := range r.drain() {
+				r.giveUp(l, l.err)
+			}
+			return
+		}
+	}
+}
+
+// close ends the redelivery: lines that fail from now on are given up by their callbacks.
+func (r *redelivery) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+}
+
+func (r *redelivery) drain() []*redoLine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue
+	r.queue = nil
+	return q
+}
+
+// settle waits until every line the redelivery holds was resolved or ctx ends: at shutdown,
+// after reading stopped and before the producer closes, so that lines sent again and dead
+// letters still get their outcome.
+func (r *redelivery) settle(ctx context.Context) {
+	for r.outstanding.Load() > 0 {
+		if r.stop.Load() != nil {
+			return // a stopped agent would wait the whole timeout for nothing
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// handle sends l again, or keeps it as a dead letter.
+func (r *redelivery) handle(ctx context.Context, l *redoLine) {
+	if ctx.Err() != nil {
+		r.giveUp(l, l.err)
+		return
+	}
+	switch {
+	case l.fate == fateDeadLetter && !l.local && r.a.cfg.DeadLetterTopic != "" && l.topic != r.a.cfg.DeadLetterTopic:
+		r.sendDeadLetter(ctx, l)
+	case l.fate == fateDeadLetter:
+		r.writeDeadLetter(l)
+	default:
+		r.resend(ctx, l)
+	}
+}
+
+// resend sends l's record again with its source's callback: the outcome comes back through
+// lineDelivered, as the first attempt's did.
+func (r *redelivery) resend(ctx context.Context, l *redoLine) {
+	rec := &producer.Record{Topic: l.topic, Partition: producer.PartitionAny, Key: l.key, Value: l.value,
+		Headers: l.headers, Timestamp: l.ts, Tag: l.end}
+	r.a.stats.LinesResent.Add(1)
+	r.release(l.src) // from here its outcome is the callback's
+	r.a.sendRecord(ctx, rec, func(md producer.RecordMetadata, err error) { r.redone(l, md, err) })
+}
+
+// giveUp ends l without an outcome: a file's line stays before its checkpoint (the next start
+// sends it again), a stdin line is lost.
+func (r *redelivery) giveUp(l *redoLine, err error) {
+	r.release(l.src)
+	r.a.lineGivenUp(l.src, l.end, l.budget, err)
+	r.resolved()
+}
+
+// deadLettered ends l as a dead letter kept at destination (DeadLetterToTopic or
+// DeadLetterToFile), where names it for the log.
+func (r *redelivery) deadLettered(l *redoLine, destination, where string) {
+	v, _ := r.dlCounts.LoadOrStore(deadLetterKey{l.reason, destination}, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+	if l.src.file != nil {
+		l.src.file.DeadLetter(l.end)
+		r.a.readAhead.give(l.budget)
+	}
+	r.a.stats.LinesDeadLettered.Add(1)
+	r.a.countDelivered(l.topic, l.err)
+	if n := r.dlLogged.Add(1); n <= deadLetterLogFirst || n%deadLetterLogEvery == 0 {
+		r.a.log.Warn("line dead-lettered: refused for good; its file's checkpoint moves past it",
+			"source", sourceName(l.src), "offset", l.end, "topic", l.topic, "reason", l.reason,
+			"error", l.err, "dead_letter", where, "dead_letters", n)
+	}
+	r.resolved()
+	if r.stop.Load() != nil && l.local {
+		r.clearStop() // the dead-letter file takes lines again
+	}
+}
+
+// A burst of dead letters (every line too large, say) logs the first ones and then one in
+// deadLetterLogEvery, with the count so far.
+const (
+	deadLetterLogFirst = 20
+	deadLetterLogEvery = 1000
+)
+
+func sourceName(src *lineOrigin) string {
+	if src.file == nil {
+		return "stdin"
+	}
+	return src.file.Path
+}
+
+// DeadLetterCount is one row of the dead-letter counts.
+type DeadLetterCount struct {
+	Reason, Destination string
+	Lines               int64
+}
+
+// DeadLetters returns the dead-lettered lines by reason and destination, sorted.
+func (r *redelivery) DeadLetters() []DeadLetterCount {
+	var out []DeadLetterCount
+	r.dlCounts.Range(func(k, v any) bool {
+		key := k.(deadLetterKey)
+		out = append(out, DeadLetterCount{Reason: key.reason, Destination: key.destination, Lines: v.(*atomic.Int64).Load()})
+		return true
+	})
+	slices.SortFunc(out, func(x, y DeadLetterCount) int {
+		return cmp.Or(cmp.Compare(x.Reason, y.Reason), cmp.Compare(x.Destination, y.Destination))
+	})
+	return out
+}
+
+// errDeadLetterFull is the dead-letter file's refusal once it holds dead-letter-max-bytes.
+var errDeadLetterFull = errors.New("the dead-letter file is full (dead-letter-max-bytes): move it away to take more")
+
+// Delivery is what became of the lines that Kafka did not take at the first try.
+type Delivery struct {
+	// Stopped is why sending stopped (a refusal about the configuration or the cluster, or a
+	// dead-letter file that takes nothing more), since StoppedSince; nil while it goes on.
+	Stopped      error
+	StoppedSince time.Time
+	// Waiting is the lines waiting to be sent again or dead-lettered.
+	Waiting int64
+	// Resent counts the times a line was sent again; DeadLettered the dead letters by reason
+	// and destination.
+	Resent       int64
+	DeadLettered []DeadLetterCount
+	// DeadLetterTopic and DeadLetterFile are where dead letters go ("" topic: the file only).
+	DeadLetterTopic, DeadLetterFile string
+}
+
+// Delivery returns what became of the lines Kafka did not take at the first try. Safe to call
+// from any goroutine.
+func (a *Agent) Delivery() Delivery {
+	err, since := a.redo.Stopped()
+	return Delivery{Stopped: err, StoppedSince: since, Waiting: a.redo.outstanding.Load(),
+		Resent: a.stats.LinesResent.Load(), DeadLettered: a.redo.DeadLetters(),
+		DeadLetterTopic: a.cfg.DeadLetterTopic, DeadLetterFile: a.redo.dlf.path}
+}

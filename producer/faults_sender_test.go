@@ -391,3 +391,189 @@ func TestSenderRequestsMetadataForLeaderMissingFromBrokers(t *testing.T) {
 		t.Fatal("a leader missing from the broker list did not request a metadata update")
 	}
 }
+
+// expiryFixture is idempotentFixture (or, with idempotent false, the plain sender fixture) with
+// delivery.timeout.ms 30.1 s and request.timeout.ms 30 s, and one record of partition 0
+// acknowledged, so that its partition may have more than one batch in flight.
+func expiryFixture(t *testing.T, idempotent bool, mutate func(*Config)) *senderFixture {
+	t.Helper()
+	timeouts := func(c *Config) {
+		c.DeliveryTimeoutMs, c.RequestTimeoutMs = 30100, 30000
+		if mutate != nil {
+			mutate(c)
+		}
+	}
+	var f *senderFixture
+	if idempotent {
+		f = idempotentFixture(t, 1, timeouts)
+	} else {
+		f = newSenderFixture(t, 1, timeouts)
+	}
+	first := f.append(0, record('a'))
+	f.runOnce()
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	if first.calls != 1 || first.err != nil {
+		t.Fatalf("first record: calls=%d err=%v", first.calls, first.err)
+	}
+	return f
+}
+
+// wantExpiredNotSent checks that o's batch failed once with a DeliveryTimeoutError, that no
+// produce request followed the first sent requests, and that its memory is back in the pool.
+func (f *senderFixture) wantExpiredNotSent(o *outcome, sent int) {
+	f.t.Helper()
+	var dte *DeliveryTimeoutError
+	if o.calls != 1 || !errors.As(o.err, &dte) {
+		f.t.Fatalf("expired record: calls=%d err=%v, want one DeliveryTimeoutError", o.calls, o.err)
+	}
+	for _, r := range f.client.sent[sent:] {
+		if req, ok := r.Body.(*kmsg.ProduceRequest); ok {
+			b := batchOf(f.t, req, 0)
+			f.t.Fatalf("the batch was sent (epoch %d, sequence %d) after its callback reported %v: "+
+				"the broker may write records whose sender was told they failed", b.ProducerEpoch, b.FirstSequence, o.err)
+		}
+	}
+	if f.acc.HasIncomplete() {
+		f.t.Fatal("the expired batch's memory was not given back")
+	}
+	if pool := f.acc.BufferPool(); pool.AvailableMemory() != pool.TotalMemory() {
+		f.t.Fatalf("buffer pool has %d of %d bytes available after the expiry", pool.AvailableMemory(), pool.TotalMemory())
+	}
+}
+
+// A batch whose delivery.timeout.ms has passed when its broker can be sent to again must fail
+// without being sent: its records' callbacks report the failure, and a caller that sends them
+// again would otherwise find them written twice. Expired while still queued, the batch never got
+// a sequence: the next batch takes the one it would have had, under the same epoch.
+func TestIdempotentBatchExpiredWhenSendableIsNotSent(t *testing.T) {
+	f := expiryFixture(t, true, nil)
+	f.client.notReady = map[int32]bool{1: true}
+	late := f.append(0, record('b'))
+	f.runOnce()
+	sent := len(f.client.sent)
+	f.now = f.now.Add(30100 * time.Millisecond)
+	f.client.notReady = nil // the broker is back in the same loop that finds the batch expired
+	f.runOnce()
+	f.wantExpiredNotSent(late, sent)
+	next := f.append(0, record('c'))
+	f.runOnce()
+	f.deliversUnder("record after the expired batch", next, 0, 1)
+}
+
+// The same for a retry: its first attempt may have been written, so its sequence stays
+// unresolved; once nothing else is unfinished on the partition, the gap (the acknowledged
+// sequence is behind) bumps the epoch, and the next batch starts the partition at sequence 0.
+func TestIdempotentRetryExpiredWhenSendableIsNotSent(t *testing.T) {
+	f := expiryFixture(t, true, nil)
+	late := f.append(0, record('b')) // sequence 1
+	f.runOnce()
+	f.client.respond(t, produceAnswer(kerr.NotLeaderForPartition.Code, -1))
+	f.client.notReady = map[int32]bool{1: true}
+	f.runOnce() // queued for its retry; the broker is unreachable
+	if late.calls != 0 {
+		t.Fatalf("retriable error reached the callback: %v", late.err)
+	}
+	sent := len(f.client.sent)
+	f.now = f.now.Add(30100 * time.Millisecond)
+	f.client.notReady = nil
+	f.runOnce()
+	f.wantExpiredNotSent(late, sent)
+	next := f.append(0, record('c'))
+	f.runOnce()
+	f.deliversUnder("record after the expired retry", next, 1, 0)
+}
+
+// Without idempotence, with max.in.flight.requests.per.connection=1 (the sender mutes a partition
+// while its request is in flight): the expired batch is not sent, and its partition is not left
+// muted by a request that never went out.
+func TestSenderBatchExpiredWhenSendableIsNotSent(t *testing.T) {
+	f := expiryFixture(t, false, func(c *Config) { c.MaxInFlightRequestsPerConnection = 1 })
+	f.client.notReady = map[int32]bool{1: true}
+	late := f.append(0, record('b'))
+	f.runOnce()
+	sent := len(f.client.sent)
+	f.now = f.now.Add(30100 * time.Millisecond)
+	f.client.notReady = nil
+	f.runOnce()
+	f.wantExpiredNotSent(late, sent)
+	next := f.append(0, record('c'))
+	f.runOnce()
+	if _, ok := f.pendingFor(0); !ok {
+		t.Fatal("the next record was not sent: its partition stayed muted")
+	}
+	f.client.respond(t, produceAnswer(0, 1))
+	f.runOnce()
+	if next.calls != 1 || next.err != nil {
+		t.Fatalf("next record: calls=%d err=%v, want delivered once", next.calls, next.err)
+	}
+}
+
+// A retriable answer (REQUEST_TIMED_OUT, a dropped connection) read after delivery.timeout.ms
+// ends an attempt that may have been written. It is an expiry: its sequence is unresolved, and
+// the epoch stays. Failed as certainly not written, it would bump the epoch and re-stamp the
+// partition's next batch, still in flight, whose retry under the new epoch and sequence 0 the
+// broker would write even when it had already written the first attempt.
+func TestIdempotentRetriableErrorAfterDeliveryTimeoutIsAnExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error
+		fail  func(*senderFixture)
+	}{
+		{"REQUEST_TIMED_OUT", kerr.RequestTimedOut, func(f *senderFixture) {
+			f.client.respond(f.t, produceAnswer(kerr.RequestTimedOut.Code, -1))
+		}},
+		{"dropped connection", nil, func(f *senderFixture) { f.client.disconnect(f.t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := expiryFixture(t, true, nil)
+			expired := f.append(0, record('b')) // sequence 1
+			f.runOnce()
+			f.now = f.now.Add(10 * time.Second)
+			behind := f.append(0, record('c')) // sequence 2, ten seconds younger
+			f.runOnce()
+			if n := len(f.client.pending); n != 2 {
+				t.Fatalf("%d requests in flight, want 2", n)
+			}
+			// The first batch's answer is read in the poll during which its delivery.timeout.ms
+			// passed, before the next loop's expiry check sees it.
+			f.now = f.now.Add(20200 * time.Millisecond)
+			tc.fail(f)
+			f.client.Poll(0, f.now)
+			var dte *DeliveryTimeoutError
+			if expired.calls != 1 || !errors.As(expired.err, &dte) {
+				t.Fatalf("expired record: calls=%d err=%v, want one DeliveryTimeoutError", expired.calls, expired.err)
+			}
+			if tc.cause != nil && !errors.Is(expired.err, tc.cause) {
+				t.Fatalf("expired record's error %v does not name the last error %v", expired.err, tc.cause)
+			}
+			// The batch behind it fails retriably too: its first attempt may have been written,
+			// and only its own epoch and sequence let the broker recognise the retry.
+			f.client.respond(t, produceAnswer(kerr.RequestTimedOut.Code, -1))
+			f.runOnce()
+			f.now = f.now.Add(200 * time.Millisecond)
+			f.runOnce()
+			retry, ok := f.pendingFor(0)
+			if !ok {
+				t.Fatal("the batch behind the expired one was not retried")
+			}
+			if retry.ProducerEpoch != 0 || retry.FirstSequence != 2 {
+				t.Fatalf("retry sent under epoch %d sequence %d, want its own 0/2: a broker that wrote its first "+
+					"attempt would write it again", retry.ProducerEpoch, retry.FirstSequence)
+			}
+			f.client.respond(t, produceAnswer(0, 2))
+			f.runOnce()
+			if behind.calls != 1 || behind.err != nil {
+				t.Fatalf("record behind: calls=%d err=%v, want delivered once", behind.calls, behind.err)
+			}
+			// Its acknowledgement shows the expired batch written: the sequence is resolved
+			// without a bump.
+			next := f.append(0, record('d'))
+			f.runOnce()
+			f.deliversUnder("record after the resolved expiry", next, 0, 3)
+			if f.acc.HasIncomplete() {
+				t.Fatal("a batch's memory was not given back")
+			}
+		})
+	}
+}

@@ -483,3 +483,64 @@ func TestKfakePartitionsFor(t *testing.T) {
 		t.Fatalf("after Close: %v, want ErrProducerClosed", err)
 	}
 }
+
+// A record whose delivery.timeout.ms passed while it waited to be sent (here the sender
+// goroutine, on which callbacks run, was held by the previous record's callback) fails with a
+// DeliveryTimeoutError and must not be written: an agent that sends failed lines again would
+// otherwise find them in the log twice.
+func TestKfakeRecordExpiredBeforeItsSendIsNotWritten(t *testing.T) {
+	c := newKfake(t, 1)
+	const deliveryTimeout = 1500 * time.Millisecond
+	p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) {
+		cfg.LingerMs = 0
+		cfg.RequestTimeoutMs = int(deliveryTimeout.Milliseconds())
+		cfg.DeliveryTimeoutMs = int(deliveryTimeout.Milliseconds())
+	})
+	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the producer's close, which waits for the callback
+	send := func(value string, cb Callback) {
+		t.Helper()
+		if err := p.Send(context.Background(), &Record{Topic: "t", Partition: 0, Value: []byte(value)}, cb); err != nil {
+			t.Fatalf("send %s: %v", value, err)
+		}
+	}
+
+	entered := make(chan error, 1)
+	send("first", func(_ RecordMetadata, err error) { entered <- err; <-release })
+	select {
+	case err := <-entered:
+		if err != nil {
+			t.Fatalf("first record: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first record's callback did not run")
+	}
+	late := newResults(1)
+	send("late", late.callback(0))
+	// Its batch was created before Send returned: after this long it has expired when the
+	// sender, released, next looks at it (a wait for a deadline to pass, not for an event).
+	time.Sleep(deliveryTimeout + 50*time.Millisecond)
+	releaseOnce()
+	late.wait(t, 10*time.Second)
+	var dte *DeliveryTimeoutError
+	lateErr := late.firstError()
+	if !errors.As(lateErr, &dte) {
+		t.Fatalf("late record: %v, want a DeliveryTimeoutError", lateErr)
+	}
+
+	after := newResults(1)
+	send("after", after.callback(0))
+	after.wait(t, 10*time.Second)
+	if err := after.firstError(); err != nil {
+		t.Fatal(err)
+	}
+	// A late record written would sit between the other two.
+	var values []string
+	for _, r := range consumeAll(t, c.ListenAddrs(), "t", 2, 10*time.Second) {
+		values = append(values, string(r.Value))
+	}
+	if got := strings.Join(values, " "); got != "first after" {
+		t.Fatalf("the log holds %q, want \"first after\": the record whose callback reported %v was written", got, lateErr)
+	}
+}

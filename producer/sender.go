@@ -245,7 +245,7 @@ func (s *Sender) handleTransactionalResponse(r *txnRequest, resp *inflight.Respo
 	}
 }
 
-// sendProducerData is Sender.sendProducerData: ready nodes, drain, expire, build requests.
+// sendProducerData is Sender.sendProducerData: ready nodes, expire, drain, build requests.
 // It returns how long the following poll may block.
 func (s *Sender) sendProducerData(now time.Time) time.Duration {
 	cluster := s.meta.Fetch()
@@ -275,6 +275,18 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 		ready = append(ready, id)
 	}
 
+	// Expiry comes before the drain, unlike Java's sendProducerData, which drains, fails the
+	// expired batches (getExpiredInflightBatches includes the ones it has just drained) and
+	// then sends every drained batch all the same. A batch failed to its caller must not be
+	// written: a caller that sends failed records again would have them in the log twice.
+	// Expired here, a batch is still queued, so it fails unsent, before Drain gives it a
+	// sequence, counts it in flight or mutes its partition: nothing of a drain has to be
+	// undone. A queued retry keeps its earlier attempts' sequence, which expire leaves
+	// unresolved (as Java's sendProducerData does for an expired batch inRetry). Every batch
+	// drained below has time left, so none fails before its request is built; the next expiry
+	// computed here counted it while it was queued.
+	s.expireBatches(now)
+
 	batches := s.acc.Drain(cluster, ready, s.maxRequestSize, now)
 	for _, list := range batches {
 		for _, b := range list {
@@ -288,8 +300,6 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 			}
 		}
 	}
-
-	s.expireBatches(now)
 
 	for node, list := range batches {
 		if len(list) > 0 {
@@ -632,10 +642,24 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, 
 		// and no longer the offset it was written at: it is delivered.
 		s.succeed(b, r)
 
-	default:
-		if !b.IsDone() && isRetriable(err) && now.Sub(b.Created) >= s.deliveryTimeout {
-			err = s.timeoutError(b, now, err)
+	case !b.IsDone() && isRetriable(err) && now.Sub(b.Created) >= s.deliveryTimeout:
+		// Only delivery.timeout.ms stopped the retry: this is an expiry, handled as expire
+		// handles an in-flight batch (Java's sendProducerData: failBatch without adjusting
+		// sequences, then markSequenceUnresolved). The attempt that ended with a disconnect, a
+		// request timeout or a retriable code such as REQUEST_TIMED_OUT may have been written,
+		// so its partition's sequences stay unresolved until its other batches are done, and
+		// only a gap then confirmed bumps the epoch. Java's completeBatch differs: it fails the
+		// batch with adjustSequenceNumbers = attempts < retries, i.e. "certainly not written",
+		// and for an idempotent producer that bumps the epoch at once and re-stamps the
+		// partition's other unfinished batches, whose retries the broker then cannot recognise
+		// as duplicates of attempts it may already have written.
+		err = s.timeoutError(b, now, err)
+		s.failBatch(b, err, false)
+		if s.txn != nil {
+			s.txn.markSequenceUnresolved(b)
 		}
+
+	default:
 		// Sequences are given to later batches only while retries were left: a batch that ran
 		// out of them may have been written by an attempt whose answer was lost.
 		s.failBatch(b, err, b.Attempts < s.retries)

@@ -61,6 +61,8 @@ func classify(err error, templated bool) (fate, string) {
 	case errors.Is(err, producer.ErrProducerClosed), errors.Is(err, context.Canceled),
 		errors.Is(err, producer.ErrTransactionAborted):
 		return fateGivenUp, ""
+	case errors.Is(err, producer.ErrBatchHadInvalidRecords):
+		return fateResend, "" // another record of its batch was the invalid one
 	case errors.As(err, &unrouted):
 		return fateDeadLetter, DeadLetterUnroutable
 	case errors.As(err, &tooLarge), errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):

@@ -65,6 +65,7 @@ func TestClassify(t *testing.T) {
 		{&producer.MetadataTimeoutError{Topic: "logs"}, false, fateResend, ""},
 		{kerr.NotEnoughReplicas, false, fateResend, ""},
 		{kerr.RequestTimedOut, false, fateResend, ""},
+		{producer.ErrBatchHadInvalidRecords, false, fateResend, ""},
 		// Dead letters: the line itself.
 		{kerr.MessageTooLarge, false, fateDeadLetter, DeadLetterTooLarge},
 		{kerr.RecordListTooLarge, false, fateDeadLetter, DeadLetterTooLarge},

@@ -53,6 +53,12 @@ func (e *DeliveryTimeoutError) Error() string {
 
 func (e *DeliveryTimeoutError) Unwrap() error { return e.Cause }
 
+// ErrBatchHadInvalidRecords is the callback's error of a record whose batch the broker refused
+// for other records of it (INVALID_RECORD, INVALID_TIMESTAMP with per-record errors, KIP-467):
+// the record itself was not found invalid, and sending it again may succeed. Java's
+// Sender.failBatch gives such records the same generic KafkaException.
+var ErrBatchHadInvalidRecords = errors.New("failed to append record because it was part of a batch which had one or more invalid records")
+
 // MetadataTimeoutError is Send's error when the topic's partitions were not known within
 // max.block.ms (Java's TimeoutException from KafkaProducer.waitOnMetadata): no broker
 // answered, or the topic does not exist and the cluster does not create it, which Cause then

@@ -544,3 +544,54 @@ func TestKfakeRecordExpiredBeforeItsSendIsNotWritten(t *testing.T) {
 		t.Fatalf("the log holds %q, want \"first after\": the record whose callback reported %v was written", got, lateErr)
 	}
 }
+
+// TestKfakeRecordErrorsFailOnlyTheNamedRecord: a batch refused with INVALID_RECORD that names
+// one record (KIP-467 record errors) fails that record with the broker's code and message, and
+// the others with ErrBatchHadInvalidRecords (Java's Sender.failBatch with record errors), so a
+// caller can tell the invalid record from its innocent neighbours. Every callback gets the
+// record's content (RecordMetadata.Record).
+func TestKfakeRecordErrorsFailOnlyTheNamedRecord(t *testing.T) {
+	c := newKfake(t, 1)
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, tp := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = tp.Topic
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, kerr.InvalidRecord.Code, -1
+				msg := "Compacted topic cannot accept message without key"
+				er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				er.RelativeOffset, er.ErrorMessage = 1, &msg
+				rp.ErrorRecords = append(rp.ErrorRecords, er)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	p := newTestProducer(t, c.ListenAddrs(), func(cfg *Config) { cfg.LingerMs = 50 })
+	res := newResults(3)
+	ctx := context.Background()
+	for i := range 3 {
+		_ = p.Send(ctx, &Record{Topic: "t", Partition: PartitionAny, Value: fmt.Appendf(nil, "v%d", i)}, func(md RecordMetadata, err error) {
+			if md.Record == nil || string(md.Record.Value) != fmt.Sprintf("v%d", i) {
+				t.Errorf("record %d: callback's Record %+v, want its value", i, md.Record)
+			}
+			res.callback(i)(md, err)
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res.wait(t, 10*time.Second)
+	if err := res.errs[1]; !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "without key") {
+		t.Errorf("named record: %v, want INVALID_RECORD with the broker's message", err)
+	}
+	for _, i := range []int{0, 2} {
+		if err := res.errs[i]; !errors.Is(err, ErrBatchHadInvalidRecords) || errors.Is(err, kerr.InvalidRecord) {
+			t.Errorf("record %d: %v, want ErrBatchHadInvalidRecords and not INVALID_RECORD", i, err)
+		}
+	}
+}

@@ -455,6 +455,9 @@ type partitionResult struct {
 	baseOffset     int64
 	logAppendTime  int64
 	logStartOffset int64
+	// recordErrs are the records the broker named as invalid (KIP-467), by batch index.
+	recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord
+	errMsg     *string // the broker's message for the partition's error
 }
 
 func failedResult(err error) partitionResult {
@@ -533,7 +536,8 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 					}
 				}
 				s.finishAttempt(b, resp, partitionResult{err: err, baseOffset: p.BaseOffset,
-					logAppendTime: p.LogAppendTime, logStartOffset: p.LogStartOffset}, now)
+					logAppendTime: p.LogAppendTime, logStartOffset: p.LogStartOffset,
+					recordErrs: p.ErrorRecords, errMsg: p.ErrorMessage}, now)
 			}
 		}
 		if len(leaders) > 0 {
@@ -552,6 +556,36 @@ func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[meta
 			s.finishAttempt(b, resp, failedResult(fmt.Errorf("broker %d returned no result for %s", node, b.TopicPartition)), now)
 		}
 	}
+}
+
+// recordErrors is Java's Sender.failBatch for a response with record errors (KIP-467): each
+// record the broker named fails with the partition's error, its own message in it (with more
+// than one named, Java makes each an InvalidRecordException, since one code cannot tell them
+// apart; the code is kept here, as errors.Is needs it); nil when none was named.
+func recordErrors(err error, r partitionResult) map[int]error {
+	if len(r.recordErrs) == 0 {
+		return nil
+	}
+	code := err
+	if ke := (*kerr.Error)(nil); errors.As(err, &ke) {
+		code = ke
+	}
+	if len(r.recordErrs) > 1 {
+		code = kerr.InvalidRecord
+	}
+	m := make(map[int]error, len(r.recordErrs))
+	for _, re := range r.recordErrs {
+		msg := re.ErrorMessage
+		if msg == nil {
+			msg = r.errMsg
+		}
+		if msg != nil && *msg != "" {
+			m[int(re.RelativeOffset)] = fmt.Errorf("%w (broker says: record %d: %s)", code, re.RelativeOffset, *msg)
+		} else {
+			m[int(re.RelativeOffset)] = code
+		}
+	}
+	return m
 }
 
 // brokerError keeps the broker's error (kerr, so errors.Is works and its name is in the message)
@@ -662,7 +696,7 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, 
 	default:
 		// Sequences are given to later batches only while retries were left: a batch that ran
 		// out of them may have been written by an attempt whose answer was lost.
-		s.failBatch(b, err, b.Attempts < s.retries)
+		s.failBatchRecords(b, err, recordErrors(err, r), b.Attempts < s.retries)
 	}
 	if needsMetadataRefresh(err) {
 		s.meta.RequestUpdate()
@@ -704,10 +738,23 @@ func (s *Sender) canRetry(b *accumulator.ProducerBatch, err error, logStartOffse
 // batch is in a request still in flight. adjust says b was certainly not written (see
 // transactionManager.handleFailedBatch).
 func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error, adjust bool) {
+	s.failBatchRecords(b, err, nil, adjust)
+}
+
+// failBatchRecords is failBatch with the errors of the records the broker named (recordErrors):
+// those records fail with them, the others of the batch with ErrBatchHadInvalidRecords.
+func (s *Sender) failBatchRecords(b *accumulator.ProducerBatch, err error, recordErrs map[int]error, adjust bool) {
 	if !b.IsDone() && s.txn.isTransactional() {
 		err = s.txn.produceFailed(err)
 	}
-	if b.CompleteExceptionally(err, nil) {
+	if recordErrs != nil {
+		for i := range b.RecordCount() {
+			if _, ok := recordErrs[i]; !ok {
+				recordErrs[i] = ErrBatchHadInvalidRecords
+			}
+		}
+	}
+	if b.CompleteExceptionally(err, recordErrs) {
 		s.metrics.failed(b)
 		s.log.Debug("batch failed", "partition", b.TopicPartition.String(), "records", b.RecordCount(), "error", err)
 		if s.txn != nil {

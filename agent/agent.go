@@ -192,6 +192,12 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 	}
 	budget := int64(max(md.SerializedValueSize, 0))
 	f, reason := classify(err, a.templated())
+	if src.file == nil && f == fateStop {
+		// stdin has no file to wait on: a refusal about the configuration (a wrong password, a
+		// missing ACL or topic) fails its lines at once, so that a script learns of it from the
+		// exit status rather than wait for the configuration to change.
+		f = fateGivenUp
+	}
 	if a.cfg.ExactlyOnce || f == fateGivenUp || (errors.Is(err, context.Canceled) && ctx.Err() != nil) ||
 		!a.redo.add(src, md, err, f, reason, budget) {
 		a.lineGivenUp(src, md.Tag, budget, err)
@@ -345,7 +351,8 @@ func (a *Agent) shutdown() error {
 	err := a.prod.Close(ctx)
 	a.log.Info("producer closed", "took", time.Since(start).Round(time.Millisecond),
 		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
-		"lines_failed", a.stats.LinesFailed.Load())
+		"lines_failed", a.stats.LinesFailed.Load(), "lines_dead_lettered", a.stats.LinesDeadLettered.Load(),
+		"lines_resent", a.stats.LinesResent.Load())
 	a.stats.Encoding.maybeLog(a.log, &a.cfg)
 	if err != nil {
 		return fmt.Errorf("shutdown: not every line was acknowledged within %v (shutdown-timeout): %w",

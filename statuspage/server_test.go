@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,5 +309,46 @@ func TestServeAndShutdown(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", s2.Addr(), time.Second); err == nil {
 		c.Close()
 		t.Fatal("an unstarted server still listens after Shutdown")
+	}
+}
+
+// TestStoppedSendingIsNotReady: while the agent's sending is stopped (a refusal about the
+// configuration), /readyz says so with the cause even though a broker is connected, and
+// /api/status carries the delivery block: the stop, the lines sent again, the dead letters.
+func TestStoppedSendingIsNotReady(t *testing.T) {
+	s := newTestServer(t)
+	h := s.Handler()
+	fa := &fakeAgent{producer: readyProducer(time.Now())}
+	src := fa.sources()
+	var stopped atomic.Pointer[string]
+	src.Delivery = func() Delivery {
+		d := Delivery{Resent: 7, DeadLettered: 2, DeadLetterFile: "/state/dead-letters.jsonl",
+			DeadLetters: []DeadLetterCount{{Reason: "too_large", Destination: "file", Lines: 2}}}
+		if p := stopped.Load(); p != nil {
+			d.Stopped, d.StoppedSeconds = *p, 3
+		}
+		return d
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.Start(ctx, src)
+	if code, body, _ := get(t, h, "/readyz"); code != 200 {
+		t.Fatalf("/readyz while sending: %d %q", code, body)
+	}
+	cause := "TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics"
+	stopped.Store(&cause)
+	if code, body, _ := get(t, h, "/readyz"); code != 503 || body != "not ready: sending stopped: "+cause+"\n" {
+		t.Fatalf("/readyz while stopped: %d %q", code, body)
+	}
+	code, body, _ := get(t, h, "/api/status")
+	if code != 200 {
+		t.Fatalf("/api/status: %d", code)
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if d := st.Delivery; d.Stopped != cause || d.Resent != 7 || d.DeadLettered != 2 || len(d.DeadLetters) != 1 || st.Ready {
+		t.Errorf("status %+v, delivery %+v", st.Ready, d)
 	}
 }

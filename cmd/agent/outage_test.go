@@ -117,6 +117,59 @@ func TestTailBrokerDown30sLosesNothingAndBoundsMemory(t *testing.T) {
 	}
 }
 
+// TestTailOutageLongerThanDeliveryTimeoutLosesNothing stops the broker for longer than
+// delivery.timeout.ms while the application keeps logging: the records that expire are sent
+// again by the agent itself, so once the broker is back every line arrives, the agent never
+// stopped or exited, and no restart was needed. Duplicates can only be lines whose expired
+// batch had been sent (its first attempt may have been written), so there are no more of them
+// than lines sent again.
+func TestTailOutageLongerThanDeliveryTimeoutLosesNothing(t *testing.T) {
+	b := startPrivateBroker(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	topic := "outage-expiry"
+	lw := testkit.NewLineFile(t, path, lineLen)
+	lw.Write(5000)
+	args := append(tailArgs(b.bootstrap(), topic, path, filepath.Join(dir, "state")),
+		"-X", "delivery.timeout.ms=6000", "-X", "request.timeout.ms=2000", "-X", "linger.ms=5",
+		"-X", "max.block.ms=2000")
+	a := startAgent(t, nil, args...)
+	waitForRecords(t, b.bootstrap(), topic, lw.Next, time.Minute, a)
+
+	b.run("stop")
+	down := time.Now()
+	for time.Since(down) < 20*time.Second { // more than three delivery timeouts
+		lw.Write(200)
+		time.Sleep(50 * time.Millisecond) // the application's pace, not a wait for the agent
+	}
+	written := lw.Next
+	b.run("resume")
+	waitForRecords(t, b.bootstrap(), topic, written, 3*time.Minute, a)
+	select {
+	case <-a.exited:
+		t.Fatalf("the agent exited during the outage: %v; log:\n%s", a.err, a.log())
+	default:
+	}
+	a.stop(time.Minute)
+	lost, dup := countLines(t, b.bootstrap(), topic, written)
+	m := regexp.MustCompile(`lines_resent=(\d+)`).FindStringSubmatch(readFile(a.logf))
+	if m == nil {
+		t.Fatalf("no lines_resent in the agent's log:\n%s", a.log())
+	}
+	resent, _ := strconv.Atoi(m[1])
+	t.Logf("broker down 20 s, delivery.timeout.ms 6 s: %d lines written, %d lost, %d duplicated, %d sent again by the agent",
+		written, lost, dup, resent)
+	if lost != 0 {
+		t.Fatalf("%d lines lost", lost)
+	}
+	if resent == 0 {
+		t.Fatalf("no line was sent again: the outage did not outlast delivery.timeout.ms")
+	}
+	if dup > resent {
+		t.Fatalf("%d duplicates, more than the %d lines sent again", dup, resent)
+	}
+}
+
 // checkOutageLogged asserts what the agent's info-level log says of a broker (node 1 at addr)
 // stopped for about outage: one warning that it is unreachable, however many attempts failed,
 // repeated at most every 30 s while it stays down, and one info line when it is reachable

@@ -8,6 +8,7 @@ import (
 	"context"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -668,6 +669,25 @@ func (a *RecordAccumulator) ExpiredBatches(now time.Time) []*ProducerBatch {
 		dq.mu.Unlock()
 	}
 	return expired
+}
+
+// RemoveQueued takes every batch queued for tp out of its deque, closed for appends, and
+// returns them in queue order: batches the sender fails with an older one of the partition
+// that expired.
+func (a *RecordAccumulator) RemoveQueued(tp metadata.TopicPartition) []*ProducerBatch {
+	dq := a.deques.Load().byTP[tp]
+	if dq == nil {
+		return nil
+	}
+	dq.mu.Lock()
+	defer dq.mu.Unlock()
+	out := slices.Clone(dq.batches)
+	clear(dq.batches)
+	dq.batches = dq.batches[:0]
+	for _, b := range out {
+		b.closeForAppends()
+	}
+	return out
 }
 
 // NextExpiryTime returns the earliest delivery deadline of the batches ExpiredBatches last left

@@ -40,11 +40,18 @@ type DeliveryTimeoutError struct {
 	Records   int
 	Elapsed   time.Duration
 	Cause     error
+	// Behind is set for a batch failed with an older batch of its partition that expired
+	// (WithExpiryInOrder), before its own delivery.timeout.ms.
+	Behind bool
 }
 
 func (e *DeliveryTimeoutError) Error() string {
 	msg := fmt.Sprintf("expiring %d record(s) for %s: %d ms has passed since batch creation (delivery.timeout.ms)",
 		e.Records, e.Partition, e.Elapsed.Milliseconds())
+	if e.Behind {
+		msg = fmt.Sprintf("expiring %d record(s) for %s with an older batch of the partition that expired (delivery.timeout.ms), %d ms after their batch's creation",
+			e.Records, e.Partition, e.Elapsed.Milliseconds())
+	}
 	if e.Cause != nil {
 		msg += "; last error: " + e.Cause.Error()
 	}

@@ -107,7 +107,18 @@ type options struct {
 	client func(network.Config, *metadata.Metadata) KafkaClient
 	// observer is nil unless WithObserver: every telemetry call is guarded by it.
 	observer Observer
+	// expireInOrder: see WithExpiryInOrder.
+	expireInOrder bool
 }
+
+// WithExpiryInOrder makes a batch that expires (delivery.timeout.ms) take every other batch of
+// its partition with it, queued or in flight, younger ones included, each failing with a
+// DeliveryTimeoutError whose Behind is set. For a caller that sends failed records again (the
+// agent), that keeps a partition's records in order: otherwise the younger batches, not yet
+// expired, would be written before the records sent again. It trades order for duplicates: a
+// younger batch already sent may have been written. The Java client has no such setting (its
+// callers are told of each expiry and decide).
+func WithExpiryInOrder() Option { return func(o *options) { o.expireInOrder = true } }
 
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
@@ -188,6 +199,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	}
 	p.sasl = netCfg.SASL
 	p.sender = newSender(cfg, acks, client, acc, meta, o.logger, o.clock)
+	p.sender.expireInOrder = o.expireInOrder
 	p.sender.obs = o.observer
 	if cm != nil {
 		cm.pool = acc.BufferPool()

@@ -38,6 +38,9 @@ var _ KafkaClient = (*network.NetworkClient)(nil)
 // in-flight batch lists and the transaction manager; nothing here is safe for concurrent use
 // except initiateClose, forceClose and wakeup.
 type Sender struct {
+	// expireInOrder: a partition's expiry takes its other batches with it (WithExpiryInOrder).
+	expireInOrder bool
+
 	client KafkaClient
 	acc    *accumulator.RecordAccumulator
 	meta   *metadata.Metadata
@@ -327,7 +330,17 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 // An expired batch that had been sent may or may not have been written: its partition's
 // sequences are unresolved until the batches after it are done (Java markSequenceUnresolved).
 func (s *Sender) expireBatches(now time.Time) {
+	var expired map[metadata.TopicPartition]bool // with expireInOrder: the partitions that had an expiry
+	note := func(tp metadata.TopicPartition) {
+		if s.expireInOrder {
+			if expired == nil {
+				expired = map[metadata.TopicPartition]bool{}
+			}
+			expired[tp] = true
+		}
+	}
 	for _, b := range s.acc.ExpiredBatches(now) {
+		note(b.TopicPartition)
 		s.expire(b, now)
 		s.acc.Deallocate(b)
 	}
@@ -344,8 +357,34 @@ func (s *Sender) expireBatches(now time.Time) {
 				}
 				continue
 			}
+			note(b.TopicPartition)
 			s.expire(b, now)
 		}
+	}
+	// WithExpiryInOrder: the rest of each such partition goes too, queued and in flight, so
+	// that nothing younger is written before the expired records are sent again. The next
+	// expiry computed above may name one of them; an early wake-up finds nothing to do.
+	for tp := range expired {
+		for _, b := range s.acc.RemoveQueued(tp) {
+			s.expireBehind(b, now)
+			s.acc.Deallocate(b)
+		}
+		for _, b := range s.inFlightBatches[tp] {
+			if !b.IsDone() {
+				s.expireBehind(b, now)
+			}
+		}
+	}
+}
+
+// expireBehind fails b with an older batch of its partition that expired: as expire does, its
+// sequence unresolved if it may have been written.
+func (s *Sender) expireBehind(b *accumulator.ProducerBatch, now time.Time) {
+	err := s.timeoutError(b, now, nil)
+	err.(*DeliveryTimeoutError).Behind = true
+	s.failBatch(b, err, false)
+	if s.txn != nil && (b.InRetry() || s.isInFlight(b)) {
+		s.txn.markSequenceUnresolved(b)
 	}
 }
 

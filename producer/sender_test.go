@@ -612,3 +612,33 @@ func TestIdempotentOutOfOrderBehindAGapRetriesWithoutBump(t *testing.T) {
 		t.Fatalf("retry sent sequence %d epoch %d, want 1 under epoch 0", b.FirstSequence, b.ProducerEpoch)
 	}
 }
+
+// TestExpiryInOrderTakesTheYoungerBatches: with WithExpiryInOrder, a batch that expires takes
+// its partition's younger batch with it (failed with Behind), so that a caller sending both
+// again keeps their order; without it the younger one stays queued for its own deadline.
+func TestExpiryInOrderTakesTheYoungerBatches(t *testing.T) {
+	for _, inOrder := range []bool{false, true} {
+		f := newSenderFixture(t, 2, func(c *Config) { c.MaxInFlightRequestsPerConnection = 1; c.DeliveryTimeoutMs = 30000; c.RequestTimeoutMs = 30000 })
+		f.sender.expireInOrder = inOrder
+		older := f.append(0, "older")
+		f.runOnce() // in flight, unanswered
+		f.now = f.now.Add(5 * time.Second)
+		younger := f.append(0, "younger")
+		other := f.append(1, "another partition")
+		f.now = f.now.Add(25*time.Second + time.Millisecond)
+		f.runOnce()
+		var expired *DeliveryTimeoutError
+		if older.calls != 1 || !errors.As(older.err, &expired) || expired.Behind {
+			t.Fatalf("in order %v: the older batch: %d calls, %v; want its own expiry", inOrder, older.calls, older.err)
+		}
+		switch {
+		case inOrder && (younger.calls != 1 || !errors.As(younger.err, &expired) || !expired.Behind):
+			t.Errorf("in order: the younger batch: %d calls, %v; want failed behind the older one", younger.calls, younger.err)
+		case !inOrder && younger.calls != 0:
+			t.Errorf("not in order: the younger batch completed (%v) before its own deadline", younger.err)
+		}
+		if other.calls != 0 && other.err != nil {
+			t.Errorf("in order %v: another partition's batch failed: %v", inOrder, other.err)
+		}
+	}
+}

@@ -119,7 +119,9 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer"))}, opts...)
+	// A line that expires is sent again (redeliver.go): its partition's younger records expire
+	// with it, so that they are sent again after it, in order, rather than written before it.
+	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer")), producer.WithExpiryInOrder()}, opts...)
 	if tel != nil {
 		opts = append(opts, tel.ProducerOption())
 	}
@@ -198,7 +200,10 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 		// exit status rather than wait for the configuration to change.
 		f = fateGivenUp
 	}
-	if a.cfg.ExactlyOnce || f == fateGivenUp || (errors.Is(err, context.Canceled) && ctx.Err() != nil) ||
+	// With --exactly-once only a line the client refused is kept in the transaction; any other
+	// failure aborts it (poison.go).
+	if (a.cfg.ExactlyOnce && !a.deadLetterInTransaction(src, md, err, f, reason)) || f == fateGivenUp ||
+		(errors.Is(err, context.Canceled) && ctx.Err() != nil) ||
 		!a.redo.add(src, md, err, f, reason, budget) {
 		a.lineGivenUp(src, md.Tag, budget, err)
 		a.countDelivered(md.Topic, err)

@@ -64,6 +64,9 @@ func (r *redelivery) sendDeadLetter(ctx context.Context, l *redoLine) {
 				r.giveUp(l, l.err)
 				return
 			}
+			if r.a.deadLetterRefusedInTransaction(l, err) {
+				return // --exactly-once: its transaction aborts (poison.go)
+			}
 			r.a.log.Warn("the dead-letter topic did not take a line: it goes to the dead-letter file",
 				"source", sourceName(l.src), "offset", l.end, "dead_letter_topic", topic, "error", err,
 				"file", r.dlf.path)

@@ -36,6 +36,12 @@ type txnCommitter struct {
 	txnID string
 
 	mu sync.RWMutex
+	// dl is held by the redelivery while it keeps a dead letter (poison.go), and by the
+	// committer, after mu, while it commits: a dead-letter record belongs to the transaction
+	// whose commit flushes it. It is not mu's read side because a committer waiting for mu
+	// blocks new readers, and a follower holding mu may be waiting for read-ahead bytes that
+	// only the redelivery's dead letters give back.
+	dl sync.Mutex
 	// lines counts the lines sent in the open transaction; full is signalled (never blocking)
 	// when it reaches commit-max-lines.
 	lines atomic.Int64
@@ -50,6 +56,14 @@ type txnCommitter struct {
 
 	commits  atomic.Int64
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
+
+	// pending is dead-letter-pending.json: the lines a broker refused inside an aborted
+	// transaction, dead-lettered instead of sent when read again (poison.go).
+	pending *pendingDeadLetters
+	// ended is set once no transaction will commit any more (the last one committed, or the
+	// run failed): the redelivery gives its lines up rather than keep a dead letter no commit
+	// would pass.
+	ended atomic.Bool
 }
 
 // newTxnCommitter returns the committer of transactional id txnID, whose last committed
@@ -64,6 +78,7 @@ func newTxnCommitter(a *Agent, txnID string, entries []filetail.Checkpoint) *txn
 	}
 	initial := maps.Clone(c.committed)
 	c.committedView.Store(&initial)
+	c.pending = loadPendingDeadLetters(a.cfg.StateDir, c.committed, a.log)
 	return c
 }
 
@@ -179,17 +194,34 @@ func stillGoing(err error) bool {
 
 // fileLines is the tailer's FileHandler in exactly-once mode: each line is sent (as the agent's
 // fileLines sends it) under the read lock, so that it belongs to the transaction the committer
-// commits next.
+// commits next. A line a broker refused in an earlier run (dead-letter-pending.json) is not
+// sent: the redelivery dead-letters it, inside the transaction too.
 func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
-	send := c.a.fileSender(f)
+	a := c.a
+	src := &lineOrigin{file: f}
 	return func(ctx context.Context, line filetail.Line) error {
+		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
+			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
+		}
 		// The rate limit is waited for outside the lock: a long wait (a large line under
 		// --max-bytes-per-second) must not hold the commit back past transaction.timeout.ms.
-		if err := c.a.limit.wait(ctx, len(line.Data)); err != nil {
+		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
 			return err
 		}
+		// So is the wait for f's dead letters still in the redelivery (f's lines go out in
+		// their order): holding the lock through it would hold the commit back.
+		if err := a.redo.waitClear(ctx, src); err != nil {
+			return err
+		}
+		var kept bool
+		var err error
 		c.mu.RLock()
-		err := send(ctx, line)
+		if p, ok := c.pending.lookup(f.ID.Key(), line.End); ok {
+			kept, err = a.deadLetterPending(ctx, src, line, p)
+		}
+		if !kept {
+			err = a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src.delivered)
+		}
 		n := c.lines.Add(1)
 		c.mu.RUnlock()
 		if n == int64(c.a.cfg.CommitMaxLines) {
@@ -205,6 +237,9 @@ func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
 // run commits every commit-interval, or sooner when a transaction holds commit-max-lines, until
 // ctx ends (nil) or a commit fails (its error). commitCtx bounds each commit.
 func (c *txnCommitter) run(ctx, commitCtx context.Context) error {
+	// Dead letters are kept by the redelivery's goroutine, inside the transactions (poison.go):
+	// it runs while the committer does, and shutdown, which comes after both, stops it.
+	c.a.startRedo()
 	tick := time.NewTicker(c.a.cfg.CommitInterval)
 	defer tick.Stop()
 	for {
@@ -225,15 +260,33 @@ func (c *txnCommitter) run(ctx, commitCtx context.Context) error {
 // commits; then, unless last, it begins the next transaction. It saves the committed positions
 // to checkpoints.json too. A transaction with nothing in it is left open, uncommitted.
 func (c *txnCommitter) commit(ctx context.Context, last bool) error {
+	if last {
+		// The followers have stopped: the dead letters the redelivery still holds are of lines
+		// read into this transaction, and join it, so that the last commit passes them.
+		c.a.redo.settle(ctx)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dl.Lock()
+	defer c.dl.Unlock()
+	err := c.commitLocked(ctx, last)
+	if err != nil || last {
+		c.ended.Store(true)
+	}
+	return err
+}
+
+func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 	a := c.a
 	if err := a.prod.Flush(ctx); err != nil {
 		return fmt.Errorf("exactly-once: flushing the transaction: %w", err)
 	}
 	if a.stats.LinesFailed.Load() > 0 {
 		// A line of the transaction failed: committing would skip it (its file's position stops
-		// before it, and the lines after it would be sent again).
+		// before it, and the lines after it would be sent again). A line a broker refused for
+		// good is named in dead-letter-pending.json before the abort, so that the restart gets
+		// past it.
+		c.savePending()
 		return &producer.TransactionAbortableError{Cause: fmt.Errorf("a line was not delivered: %w", a.stats.FirstError())}
 	}
 	snap := c.t.Snapshot()
@@ -291,8 +344,16 @@ func (c *txnCommitter) commit(ctx context.Context, last bool) error {
 	c.open = false
 	c.lines.Store(0)
 	c.commits.Add(1)
+	old := c.committed
 	c.committed = snap
 	c.committedView.Store(&snap)
+	// The lines of dead-letter-pending.json that this commit passed are dead letters now.
+	c.pending.passed(snap, old)
+	if err := c.pending.save(); err != nil {
+		// A stale entry names a line the position has passed: it is never read again, and the
+		// next start drops the entry.
+		a.log.Warn("exactly-once: updating the lines to dead-letter", "file", c.pending.path, "error", err)
+	}
 	if !last {
 		if err := a.prod.BeginTransaction(); err != nil {
 			return fmt.Errorf("exactly-once: BeginTransaction: %w", err)
@@ -309,6 +370,10 @@ func (c *txnCommitter) commit(ctx context.Context, last bool) error {
 // failureError turns the error that ended an exactly-once run into the run's error, after
 // aborting the open transaction when it can be aborted.
 func (a *Agent) failureError(err error, txnID string) error {
+	if c := a.txn.Load(); c != nil {
+		c.ended.Store(true)
+		c.savePending()
+	}
 	if errors.Is(err, producer.ErrProducerFenced) {
 		return fmt.Errorf("exactly-once: transactional-id %q was taken over by another agent (this one is fenced): stopping; "+
 			"every agent needs its own --transactional-id: %w", txnID, err)

@@ -116,7 +116,10 @@ func (r *redelivery) add(src *lineOrigin, md producer.RecordMetadata, err error,
 		r.mu.Unlock()
 		return false
 	}
-	l.due = now
+	// Not at once: one expiry fails a partition's batches in several callbacks, and sending the
+	// first before the last arrived would put lines sent again out of their order. Due a
+	// retry.backoff.ms later, a burst's lines go out together, sorted.
+	l.due = now.Add(time.Duration(r.a.pc.RetryBackoffMs) * time.Millisecond)
 	if f == fateStop {
 		r.stopFor(err, now)
 		r.probing = false
@@ -290,40 +293,72 @@ func (r *redelivery) resolved() {
 	}
 }
 
-// take returns the lines due at now, sorted by source and offset, and the next due time of
-// those left (zero: none). While sending is stopped only one stopped line goes, as the probe.
+// take returns the lines to send now, sorted by source and offset, and the next due time of
+// those left (zero: none). A source's lines go together, in their order, once its oldest is
+// due: a younger line that failed later (a shorter backoff) must not overtake it. While
+// sending is stopped only one line goes, as the probe (dead letters still go).
 func (r *redelivery) take(now time.Time) (due []*redoLine, next time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sortLines(r.queue)
+	if r.closed {
+		due, r.queue = r.queue, nil
+		return due, time.Time{}
+	}
 	stopped := r.stop.Load() != nil
-	keep := r.queue[:0]
-	for _, l := range r.queue {
-		ready := !l.due.After(now)
-		if ready && stopped && l.fate != fateDeadLetter {
-			// Only the probe goes while stopped: the oldest line (the queue keeps arrival order).
-			ready = !r.probing && !r.closed
-			if ready {
-				r.probing = true
+	later := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	keep := r.queue[:0] // writes only at or before the index read
+	for i := 0; i < len(r.queue); {
+		j := i + 1
+		for j < len(r.queue) && r.queue[j].src == r.queue[i].src {
+			j++
+		}
+		group := r.queue[i:j]
+		switch {
+		case !stopped && group[0].due.After(now):
+			later(group[0].due)
+			keep = append(keep, group...)
+		case !stopped:
+			due = append(due, group...)
+		default:
+			for _, l := range group {
+				switch {
+				case l.due.After(now):
+					later(l.due)
+					keep = append(keep, l)
+				case l.fate == fateDeadLetter:
+					due = append(due, l)
+				case !r.probing:
+					r.probing = true
+					due = append(due, l)
+				default:
+					keep = append(keep, l) // after the probe: clearStop wakes the loop
+				}
 			}
 		}
-		if ready || r.closed {
-			due = append(due, l)
-			continue
-		}
-		keep = append(keep, l)
-		if next.IsZero() || l.due.Before(next) {
-			next = l.due
-		}
+		i = j
 	}
 	clear(r.queue[len(keep):])
 	r.queue = keep
-	slices.SortStableFunc(due, func(x, y *redoLine) int {
-		if x.src != y.src {
-			return 0 // sources keep their arrival order
-		}
-		return cmp.Compare(x.end, y.end)
-	})
 	return due, next
+}
+
+// sortLines sorts lines by source, the sources in the order their first line comes, then by
+// offset.
+func sortLines(lines []*redoLine) {
+	rank := map[*lineOrigin]int{}
+	for _, l := range lines {
+		if _, ok := rank[l.src]; !ok {
+			rank[l.src] = len(rank)
+		}
+	}
+	slices.SortStableFunc(lines, func(x, y *redoLine) int {
+		return cmp.Or(cmp.Compare(rank[x.src], rank[y.src]), cmp.Compare(x.end, y.end))
+	})
 }
 
 // run sends the queued lines again and keeps the dead letters until ctx ends; then, until
@@ -347,6 +382,7 @@ func (r *redelivery) run(ctx context.Context) {
 		case <-ctx.Done():
 			r.close()
 			for _, l := range r.drain() {
+				r.release(l.src)
 				r.giveUp(l, l.err)
 			}
 			return
@@ -387,7 +423,10 @@ func (r *redelivery) settle(ctx context.Context) {
 
 // handle sends l again, or keeps it as a dead letter.
 func (r *redelivery) handle(ctx context.Context, l *redoLine) {
-	if ctx.Err() != nil {
+	leave, ok := r.a.enterTransaction(l) // --exactly-once: l's dead letter joins the open transaction (poison.go)
+	defer leave()
+	if ctx.Err() != nil || !ok {
+		r.release(l.src) // it was queued
 		r.giveUp(l, l.err)
 		return
 	}
@@ -412,9 +451,9 @@ func (r *redelivery) resend(ctx context.Context, l *redoLine) {
 }
 
 // giveUp ends l without an outcome: a file's line stays before its checkpoint (the next start
-// sends it again), a stdin line is lost.
+// sends it again), a stdin line is lost. The caller has released l's hold on its source (a
+// queued line) or it had none (a line sent again, or out to the dead-letter topic).
 func (r *redelivery) giveUp(l *redoLine, err error) {
-	r.release(l.src)
 	r.a.lineGivenUp(l.src, l.end, l.budget, err)
 	r.resolved()
 }

@@ -214,8 +214,7 @@ func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
 	}
 }
 
-// fileSender is fileLines without the rate limit, for the exactly-once committer, which waits
-// for the limit before it holds its lock. A line waits while lines of f read before it wait to
+// fileSender is fileLines without the rate limit. A line waits while lines of f read before it wait to
 // be sent again (see redelivery), so that f's lines go out in their order.
 func (a *Agent) fileSender(f *filetail.File) filetail.LineHandler {
 	src := &lineOrigin{file: f}

@@ -483,7 +483,9 @@ func startClient(t *testing.T, c *cluster, f *feed, kind, topic string, spec cli
 			t.Cleanup(cc.stopSupervised)
 			go cc.pollCommits()
 		} else {
-			args = append(append(append(args, "--stdin"), xs...), spec.agentArgs...)
+			// Its own state dir: where a line Kafka refuses for good is kept (dead-letters.jsonl).
+			cc.state = t.TempDir()
+			args = append(append(append(args, "--stdin", "--state-dir", cc.state), xs...), spec.agentArgs...)
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)

@@ -618,7 +618,11 @@ func TestIdempotentOutOfOrderBehindAGapRetriesWithoutBump(t *testing.T) {
 // again keeps their order; without it the younger one stays queued for its own deadline.
 func TestExpiryInOrderTakesTheYoungerBatches(t *testing.T) {
 	for _, inOrder := range []bool{false, true} {
-		f := newSenderFixture(t, 2, func(c *Config) { c.MaxInFlightRequestsPerConnection = 1; c.DeliveryTimeoutMs = 30000; c.RequestTimeoutMs = 30000 })
+		f := newSenderFixture(t, 2, func(c *Config) {
+			c.MaxInFlightRequestsPerConnection = 1
+			c.DeliveryTimeoutMs = 30000
+			c.RequestTimeoutMs = 30000
+		})
 		f.sender.expireInOrder = inOrder
 		older := f.append(0, "older")
 		f.runOnce() // in flight, unanswered

@@ -1061,7 +1061,7 @@ func clusterRefused(t *testing.T, c *cluster, busy bool) {
 		exits:      []int{1},
 		agentExits: []int{3},
 		refused:    func(i int) bool { return int64(i) == longAt.Load() },
-		wait:    deliveryTimeout + time.Minute,
+		wait:       deliveryTimeout + time.Minute,
 		recovery: func(cc *clusterClient, kc *keyedCount, _ clientOutcome) string {
 			all, ok := kc.lastIn(func(i int) bool { return int64(i) != longAt.Load() })
 			return fmt.Sprintf("exit %s, all in %s", secs(cc.proc.done.Sub(cc.start)), sinceOr(all, ok, started))

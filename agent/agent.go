@@ -221,7 +221,6 @@ func (a *Agent) lineAcked(src *lineOrigin, md producer.RecordMetadata) {
 	}
 	a.stats.LinesAcked.Add(1)
 	a.countDelivered(md.Topic, nil)
-	a.redo.acknowledged()
 }
 
 // lineGivenUp is the end of a line with no outcome: the agent is stopping (or, with

@@ -178,6 +178,7 @@ func (r *redelivery) redone(l *redoLine, md producer.RecordMetadata, err error) 
 	if err == nil {
 		r.a.lineAcked(l.src, md)
 		r.resolved()
+		r.acknowledged()
 		return
 	}
 	f, reason := classify(err, r.a.templated())
@@ -219,7 +220,12 @@ func (r *redelivery) signal() {
 	}
 }
 
-// acknowledged is told of every acknowledged line: an acknowledgement ends a stop.
+// acknowledged is told of every line it sent again that was acknowledged: that ends a stop.
+// While stopped it sends only the probe (and dead letters, which do not come here), so this is
+// the probe's success, or that of a line sent before the stop began. A first send's
+// acknowledgement does not end it: lines buffered before the stop, or to another topic than
+// the one refused (a topic template), would end it at once and the stopped lines would be sent
+// again at every one.
 func (r *redelivery) acknowledged() {
 	if r.stop.Load() == nil {
 		return

@@ -116,10 +116,14 @@ func (r *redelivery) add(src *lineOrigin, md producer.RecordMetadata, err error,
 		r.mu.Unlock()
 		return false
 	}
-	// Not at once: one expiry fails a partition's batches in several callbacks, and sending the
-	// first before the last arrived would put lines sent again out of their order. Due a
-	// retry.backoff.ms later, a burst's lines go out together, sorted.
-	l.due = now.Add(time.Duration(r.a.pc.RetryBackoffMs) * time.Millisecond)
+	// A line to send again is not sent at once: one expiry fails a partition's batches in
+	// several callbacks, and sending the first before the last arrived would put lines sent
+	// again out of their order. Due a retry.backoff.ms later, a burst's lines go out together,
+	// sorted. A dead letter is kept at once (with --exactly-once, before its transaction ends).
+	l.due = now
+	if f != fateDeadLetter {
+		l.due = now.Add(time.Duration(r.a.pc.RetryBackoffMs) * time.Millisecond)
+	}
 	if f == fateStop {
 		r.stopFor(err, now)
 		r.probing = false

@@ -119,9 +119,14 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// A line that expires is sent again (redeliver.go): its partition's younger records expire
-	// with it, so that they are sent again after it, in order, rather than written before it.
-	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer")), producer.WithExpiryInOrder()}, opts...)
+	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer"))}, opts...)
+	if len(cfg.Tail) > 0 && !cfg.ExactlyOnce {
+		// A file's line that expires is sent again (redeliver.go): its partition's younger
+		// records expire with it, so that they are sent again after it, in order, rather than
+		// written before it. (stdin's expired lines are lost, and an exactly-once transaction
+		// aborts: neither sends them again.)
+		opts = append(opts, producer.WithExpiryInOrder())
+	}
 	if tel != nil {
 		opts = append(opts, tel.ProducerOption())
 	}
@@ -194,10 +199,11 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 	}
 	budget := int64(max(md.SerializedValueSize, 0))
 	f, reason := classify(err, a.templated())
-	if src.file == nil && f == fateStop {
-		// stdin has no file to wait on: a refusal about the configuration (a wrong password, a
-		// missing ACL or topic) fails its lines at once, so that a script learns of it from the
-		// exit status rather than wait for the configuration to change.
+	if src.file == nil && f != fateDeadLetter {
+		// stdin cannot be read again and has no file to wait on: a line that expired or met a
+		// refusal about the configuration (a wrong password, a missing ACL or topic) is lost,
+		// counted, and the exit status says so, rather than the run waiting for the cluster or
+		// the configuration to change. Only its dead letters are kept.
 		f = fateGivenUp
 	}
 	// With --exactly-once only a line the client refused is kept in the transaction; any other

@@ -186,7 +186,7 @@ func (r *redelivery) redone(l *redoLine, md producer.RecordMetadata, err error) 
 		return
 	}
 	f, reason := classify(err, r.a.templated())
-	if f == fateGivenUp || (f == fateStop && l.src.file == nil) { // stdin: see lineDelivered
+	if f == fateGivenUp || (f != fateDeadLetter && l.src.file == nil) { // stdin: see lineDelivered
 		r.giveUp(l, err)
 		return
 	}

@@ -589,20 +589,30 @@ type recordReader struct {
 	out   FailedRecord
 }
 
-// next returns the next record (reused by the call after), nil once the buffer is used up or
-// cannot be read (a batch already given back).
-func (r *recordReader) next() *FailedRecord {
+// record decodes the next record into r.rec (reused by the call after). ok is false once the
+// buffer is used up, or when it cannot be read: we encoded these bytes ourselves, so that is
+// a batch already given back, or memory corruption (then left is true).
+func (r *recordReader) record() (ok, left bool) {
 	if len(r.raw) == 0 {
-		return nil
+		return false, false
 	}
 	length, n := kbin.Varint(r.raw)
 	end := n + int(length)
 	r.rec = kmsg.Record{}
 	if n == 0 || length < 0 || end > len(r.raw) || r.rec.ReadFrom(r.raw[:end]) != nil {
 		r.raw = nil
-		return nil
+		return false, true
 	}
 	r.raw = r.raw[end:]
+	return true, false
+}
+
+// next returns the next record as a FailedRecord (reused by the call after), nil once the
+// buffer is used up or cannot be read.
+func (r *recordReader) next() *FailedRecord {
+	if ok, _ := r.record(); !ok {
+		return nil
+	}
 	r.out = FailedRecord{Key: r.rec.Key, Value: r.rec.Value, Headers: r.rec.Headers,
 		Timestamp: time.UnixMilli(r.first + r.rec.TimestampDelta64)}
 	return &r.out
@@ -633,17 +643,18 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 	limit := min(batchSize, recordBatchOverhead+(len(b.buf)+1)/2)
 	var out []*ProducerBatch
 	var cur *ProducerBatch
-	raw := b.buf
+	rd := recordReader{raw: b.buf}
 	traces := traceCursor(b.traces)
-	for i := 0; len(raw) > 0; i++ {
-		length, n := kbin.Varint(raw)
-		end := n + int(length)
-		var rec kmsg.Record
-		if n == 0 || length < 0 || end > len(raw) || rec.ReadFrom(raw[:end]) != nil {
+	for i := 0; ; i++ {
+		ok, corrupt := rd.record()
+		if corrupt {
 			// We encoded these bytes ourselves; failing to read them back is memory corruption.
 			panic(fmt.Sprintf("accumulator: cannot re-read record %d of a batch for %s", i, b.TopicPartition))
 		}
-		raw = raw[end:]
+		if !ok {
+			break
+		}
+		rec := &rd.rec
 		ts := b.firstTimestamp + rec.TimestampDelta64
 		t := b.thunks[i]
 		trace := traces.at(i)

@@ -577,3 +577,29 @@ func TestIdempotentRetriableErrorAfterDeliveryTimeoutIsAnExpiry(t *testing.T) {
 		})
 	}
 }
+
+// With WithExpiryInOrder, a retriable answer read after delivery.timeout.ms is an expiry like
+// any other: the younger batch of the partition, in flight behind it, fails with it (Behind),
+// so that a caller sending both again keeps their order.
+func TestExpiryInOrderAlsoWhenTheTimeoutIsSeenInAnAnswer(t *testing.T) {
+	f := expiryFixture(t, true, nil)
+	f.sender.expireInOrder = true
+	expired := f.append(0, record('b'))
+	f.runOnce()
+	f.now = f.now.Add(10 * time.Second)
+	behind := f.append(0, record('c'))
+	f.runOnce()
+	if n := len(f.client.pending); n != 2 {
+		t.Fatalf("%d requests in flight, want 2", n)
+	}
+	f.now = f.now.Add(20200 * time.Millisecond)
+	f.client.respond(t, produceAnswer(kerr.RequestTimedOut.Code, -1))
+	f.client.Poll(0, f.now)
+	var dte *DeliveryTimeoutError
+	if expired.calls != 1 || !errors.As(expired.err, &dte) || dte.Behind {
+		t.Fatalf("expired record: calls=%d err=%v, want its own expiry", expired.calls, expired.err)
+	}
+	if behind.calls != 1 || !errors.As(behind.err, &dte) || !dte.Behind {
+		t.Fatalf("younger record: calls=%d err=%v, want failed behind the expired one", behind.calls, behind.err)
+	}
+}

@@ -341,7 +341,7 @@ func (s *Sender) expireBatches(now time.Time) {
 	}
 	for _, b := range s.acc.ExpiredBatches(now) {
 		note(b.TopicPartition)
-		s.expire(b, now)
+		s.expire(b, now, false)
 		s.acc.Deallocate(b)
 	}
 	s.nextExpiry = s.acc.NextExpiryTime()
@@ -358,38 +358,38 @@ func (s *Sender) expireBatches(now time.Time) {
 				continue
 			}
 			note(b.TopicPartition)
-			s.expire(b, now)
+			s.expire(b, now, false)
 		}
 	}
-	// WithExpiryInOrder: the rest of each such partition goes too, queued and in flight, so
-	// that nothing younger is written before the expired records are sent again. The next
-	// expiry computed above may name one of them; an early wake-up finds nothing to do.
 	for tp := range expired {
-		for _, b := range s.acc.RemoveQueued(tp) {
-			s.expireBehind(b, now)
-			s.acc.Deallocate(b)
-		}
-		for _, b := range s.inFlightBatches[tp] {
-			if !b.IsDone() {
-				s.expireBehind(b, now)
-			}
+		s.expireRest(tp, now)
+	}
+}
+
+// expireRest is WithExpiryInOrder's: once a batch of tp expired, the rest of tp goes too,
+// queued and in flight, so that nothing younger is written before the expired records are sent
+// again. A next expiry computed before may name one of them; an early wake-up finds nothing to
+// do.
+func (s *Sender) expireRest(tp metadata.TopicPartition, now time.Time) {
+	for _, b := range s.acc.RemoveQueued(tp) {
+		s.expire(b, now, true)
+		s.acc.Deallocate(b)
+	}
+	for _, b := range s.inFlightBatches[tp] {
+		if !b.IsDone() {
+			s.expire(b, now, true)
 		}
 	}
 }
 
-// expireBehind fails b with an older batch of its partition that expired: as expire does, its
-// sequence unresolved if it may have been written.
-func (s *Sender) expireBehind(b *accumulator.ProducerBatch, now time.Time) {
+// expire fails b at delivery.timeout.ms, or, behind, with an older batch of its partition that
+// expired (expireRest). One that had been sent may or may not have been written: its
+// partition's sequences are unresolved until its other batches are done (Java's
+// markSequenceUnresolved in sendProducerData).
+func (s *Sender) expire(b *accumulator.ProducerBatch, now time.Time, behind bool) {
 	err := s.timeoutError(b, now, nil)
-	err.(*DeliveryTimeoutError).Behind = true
+	err.Behind = behind
 	s.failBatch(b, err, false)
-	if s.txn != nil && (b.InRetry() || s.isInFlight(b)) {
-		s.txn.markSequenceUnresolved(b)
-	}
-}
-
-func (s *Sender) expire(b *accumulator.ProducerBatch, now time.Time) {
-	s.failBatch(b, s.timeoutError(b, now, nil), false)
 	if s.txn != nil && (b.InRetry() || s.isInFlight(b)) {
 		s.txn.markSequenceUnresolved(b)
 	}
@@ -405,7 +405,7 @@ func (s *Sender) isInFlight(b *accumulator.ProducerBatch) bool {
 	return false
 }
 
-func (s *Sender) timeoutError(b *accumulator.ProducerBatch, now time.Time, cause error) error {
+func (s *Sender) timeoutError(b *accumulator.ProducerBatch, now time.Time, cause error) *DeliveryTimeoutError {
 	return &DeliveryTimeoutError{
 		Partition: b.TopicPartition.String(),
 		Records:   b.RecordCount(),
@@ -730,6 +730,9 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, 
 		s.failBatch(b, err, false)
 		if s.txn != nil {
 			s.txn.markSequenceUnresolved(b)
+		}
+		if s.expireInOrder {
+			s.expireRest(b.TopicPartition, now)
 		}
 
 	default:

@@ -312,24 +312,13 @@ func (a *Agent) sendRecord(ctx context.Context, rec *producer.Record, cb produce
 }
 
 // settle waits, until ctx ends, for every line sent to have its outcome and every line the
-// redelivery holds to be resolved: Flush, then whatever failed in it is sent again or
-// dead-lettered, and flushed in turn. A stopped agent (fateStop) is not waited for.
+// redelivery holds to be resolved: Flush, then whatever failed in it is sent again (it goes
+// out after linger.ms) or dead-lettered. A stopped agent (fateStop) is not waited for.
 func (a *Agent) settle(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := a.prod.Flush(ctx); err != nil {
-			return
-		}
-		if a.redo.outstanding.Load() == 0 {
-			return
-		}
-		if err, _ := a.redo.Stopped(); err != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Millisecond):
-		}
+	if err := a.prod.Flush(ctx); err != nil {
+		return
 	}
+	a.redo.settle(ctx)
 }
 
 // startRedo starts the redelivery's goroutine for a run; stopRedo (called by shutdown) ends it

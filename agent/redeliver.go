@@ -60,6 +60,7 @@ type redelivery struct {
 	queue   []*redoLine
 	closed  bool          // the run is over: failed lines are given up (fateGivenUp)
 	cleared chan struct{} // closed and replaced when a source's held count reaches zero or the stop clears
+	settled chan struct{} // closed and replaced when outstanding reaches zero or sending stops (changed)
 	probing bool          // a stopped line is out as the probe
 	wake    chan struct{} // one pending signal: the queue changed
 
@@ -79,7 +80,7 @@ type stopState struct {
 type deadLetterKey struct{ reason, destination string }
 
 func newRedelivery(a *Agent) *redelivery {
-	return &redelivery{a: a, cleared: make(chan struct{}), wake: make(chan struct{}, 1),
+	return &redelivery{a: a, cleared: make(chan struct{}), settled: make(chan struct{}), wake: make(chan struct{}, 1),
 		dlf: newDeadLetterFile(a.cfg.StateDir, int64(a.cfg.DeadLetterMaxBytes))}
 }
 
@@ -125,13 +126,15 @@ func (r *redelivery) add(src *lineOrigin, md producer.RecordMetadata, err error,
 		l.due = now.Add(time.Duration(r.a.pc.RetryBackoffMs) * time.Millisecond)
 	}
 	if f == fateStop {
-		r.stopFor(err, now)
 		r.probing = false
 	}
 	src.held.Add(1)
 	r.outstanding.Add(1)
 	r.queue = append(r.queue, l)
 	r.mu.Unlock()
+	if f == fateStop {
+		r.stopFor(err, now)
+	}
 	r.signal()
 	return true
 }
@@ -147,9 +150,10 @@ func (r *redelivery) requeue(l *redoLine, err error, f fate, reason string) {
 	r.enqueue(l, now.Add(r.backoff(l)))
 }
 
-// stopFor stops sending for err, unless it is stopped already.
+// stopFor stops sending for err, unless it is stopped already. Called without mu.
 func (r *redelivery) stopFor(err error, now time.Time) {
 	if r.stop.CompareAndSwap(nil, &stopState{err: err, since: now}) {
+		r.changed()
 		r.a.log.Error("sending stopped: Kafka refused a line for a reason about the configuration or the cluster, not the line; reading pauses and the line is tried again until it is delivered",
 			"error", err)
 	}
@@ -299,7 +303,7 @@ func (r *redelivery) release(src *lineOrigin) {
 // resolved ends a line's stay: acknowledged, dead-lettered or given up.
 func (r *redelivery) resolved() {
 	if r.outstanding.Add(-1) == 0 {
-		r.signal()
+		r.changed()
 	}
 }
 
@@ -415,20 +419,33 @@ func (r *redelivery) drain() []*redoLine {
 	return q
 }
 
-// settle waits until every line the redelivery holds was resolved or ctx ends: at shutdown,
-// after reading stopped and before the producer closes, so that lines sent again and dead
-// letters still get their outcome.
+// settle waits until every line the redelivery holds was resolved, sending is stopped (a
+// stopped agent would wait the whole timeout for nothing), or ctx ends: at shutdown, after
+// reading stopped and before the producer closes, so that lines sent again and dead letters
+// still get their outcome.
 func (r *redelivery) settle(ctx context.Context) {
-	for r.outstanding.Load() > 0 {
-		if r.stop.Load() != nil {
-			return // a stopped agent would wait the whole timeout for nothing
+	for {
+		r.mu.Lock()
+		ch := r.settled
+		r.mu.Unlock()
+		if r.outstanding.Load() == 0 || r.stop.Load() != nil {
+			return
 		}
 		select {
+		case <-ch:
 		case <-ctx.Done():
 			return
-		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// changed wakes settle: the last outstanding line was resolved, or sending stopped. Called
+// without mu.
+func (r *redelivery) changed() {
+	r.mu.Lock()
+	close(r.settled)
+	r.settled = make(chan struct{})
+	r.mu.Unlock()
 }
 
 // handle sends l again, or keeps it as a dead letter.

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -117,6 +116,16 @@ func consumeValues(t *testing.T, c *kfake.Cluster, topic string, want int) map[s
 	return seen
 }
 
+// eachOnce checks that seen holds line-0000..line-(n-1) once each.
+func eachOnce(t *testing.T, seen map[string]int, n int) {
+	t.Helper()
+	for i := range n {
+		if c := seen[fmt.Sprintf("line-%04d", i)]; c != 1 {
+			t.Errorf("line-%04d arrived %d times, want once", i, c)
+		}
+	}
+}
+
 // TestExpiredLinesAreSentAgain: the broker answers every produce request with a retriable
 // error for longer than delivery.timeout.ms, so every line expires at least once; the agent
 // sends each again by itself, without a restart, until the broker takes it: every line
@@ -162,12 +171,7 @@ func TestExpiredLinesAreSentAgain(t *testing.T) {
 	if fs.LinesFailed != 0 || fs.LinesDeadLettered != 0 {
 		t.Errorf("file stats %+v: want nothing failed or dead-lettered", fs)
 	}
-	seen := consumeValues(t, c, "logs", lines)
-	for i := range lines {
-		if n := seen[fmt.Sprintf("line-%04d", i)]; n != 1 {
-			t.Errorf("line-%04d arrived %d times, want once", i, n)
-		}
-	}
+	eachOnce(t, consumeValues(t, c, "logs", lines), lines)
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("RunTail: %v, want a normal stop", err)
@@ -204,7 +208,7 @@ func TestRefusalAboutTheClusterStopsAndResumes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
 	deadline := time.Now().Add(20 * time.Second)
-	for refused.Load() < 3 { // the first refusal and two probes
+	for refused.Load() < 3 { // the requests in flight when the first refusal came, refused too
 		if time.Now().After(deadline) {
 			t.Fatalf("%d produce requests refused within 20 s, want 3", refused.Load())
 		}
@@ -228,12 +232,7 @@ func TestRefusalAboutTheClusterStopsAndResumes(t *testing.T) {
 	if d := a.Delivery(); d.Stopped != nil {
 		t.Errorf("still stopped after every line was delivered: %v", d.Stopped)
 	}
-	seen := consumeValues(t, c, "logs", lines)
-	for i := range lines {
-		if n := seen[fmt.Sprintf("line-%04d", i)]; n != 1 {
-			t.Errorf("line-%04d arrived %d times, want once", i, n)
-		}
-	}
+	eachOnce(t, consumeValues(t, c, "logs", lines), lines)
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("RunTail: %v, want a normal stop", err)
@@ -245,25 +244,9 @@ func TestRefusalAboutTheClusterStopsAndResumes(t *testing.T) {
 // dead-letter topic as well goes to the dead-letter file. Both files' checkpoints pass them,
 // and the lines around them arrive once.
 func TestDeadLetterTopic(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	ctx := context.Background()
 	small, smaller := "3000", "6000"
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, "logs"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &smaller}, "dlq"); err != nil {
-		t.Fatal(err)
-	}
+	c := eosCluster(t, map[string]map[string]*string{"logs": {"max.message.bytes": &small}, "dlq": {"max.message.bytes": &smaller}})
+	ctx := context.Background()
 	mid, huge := strings.Repeat("m", 4000), strings.Repeat("h", 8000)
 	data := "before\n" + mid + "\n" + "between\n" + huge + "\n" + "after\n"
 	path := writeTemp(t, "app.log", []byte(data))

@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // deadLetterFile is the agent's local dead-letter file in its state dir.
@@ -45,30 +46,6 @@ func (s *suite) newTopicWith(t *testing.T, partitions int32, configs map[string]
 	name := fmt.Sprintf("rel-dl-%d", time.Now().UnixNano()%1e9)
 	s.createTopic(t, name, partitions, configs)
 	return name
-}
-
-// deadLetters reads the agent's dead-letter file in state: one JSON object a line.
-func deadLetters(t *testing.T, state string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(filepath.Join(state, deadLetterFile))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 4<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("dead-letter line %.100q: %v", sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // appendLine appends s and a newline to the file at path.
@@ -172,7 +149,7 @@ func TestRefusedLine(t *testing.T) {
 					}
 				}
 			} else {
-				for _, l := range deadLetters(t, state) {
+				for _, l := range testkit.DeadLetters(t, state) {
 					if l["value"] == long && l["error"] == "MESSAGE_TOO_LARGE" {
 						kept++
 					}
@@ -296,7 +273,7 @@ func TestDeadLetterReasons(t *testing.T) {
 			a.checkNoPanic()
 			c := b.reader().countLines(t, topic, n)
 			rep.counts(int64(n), c)
-			letters := deadLetters(t, state)
+			letters := testkit.DeadLetters(t, state)
 			ok := len(letters) == 1 && letters[0]["value"] == tc.bad && letters[0]["reason"] == tc.reason &&
 				strings.Contains(fmt.Sprint(letters[0]["error"], letters[0]["message"]), tc.errName)
 			if len(letters) == 1 {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kafkatrail/kafkatrail/agent"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // createLimitedTopic creates a topic of partitions on the test broker whose max.message.bytes
@@ -50,30 +47,6 @@ func appendRaw(t *testing.T, path, s string) {
 	}
 }
 
-// deadLetterLines reads the dead-letter file in state, one JSON object a line.
-func deadLetterLines(t *testing.T, state string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(filepath.Join(state, agent.DeadLetterFileName))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("dead-letter line %.100q: %v", sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestPoisonLineIsDeadLetteredOnceAndNothingIsSentTwice is issue 28's case on the real broker:
 // a topic with max.message.bytes=6000, a tailed file of 500 short lines, one 8,000-byte line,
 // 500 short lines. The broker refuses the long line for good; it goes to the dead-letter topic
@@ -98,7 +71,7 @@ func TestPoisonLineIsDeadLetteredOnceAndNothingIsSentTwice(t *testing.T) {
 	if len(recs) != 1 || string(recs[0].Value) != long {
 		t.Fatalf("dead-letter topic: %d records, want the long line", len(recs))
 	}
-	h := headersOf(recs[0])
+	h := headers(recs[0])
 	if h[agent.HeaderDeadLetterError] != "MESSAGE_TOO_LARGE" || h[agent.HeaderDeadLetterReason] != agent.DeadLetterTooLarge ||
 		h[agent.HeaderDeadLetterTopic] != topic || h[agent.HeaderDeadLetterSource] != path ||
 		h[agent.HeaderDeadLetterOffset] != fmt.Sprint(500*lineLen+len(long)+1) {
@@ -125,14 +98,6 @@ func TestPoisonLineIsDeadLetteredOnceAndNothingIsSentTwice(t *testing.T) {
 	}
 }
 
-func headersOf(r *kgo.Record) map[string]string {
-	h := map[string]string{}
-	for _, kv := range r.Headers {
-		h[kv.Key] = string(kv.Value)
-	}
-	return h
-}
-
 // TestStdinExitStatusTellsDeadLettersFromLoss: stdin with a line too large for its topic and no
 // dead-letter topic: the line goes to the dead-letter file in --state-dir, every other line
 // arrives, and the exit status is 3 ("some dead-lettered, none lost"), not 1.
@@ -151,7 +116,7 @@ func TestStdinExitStatusTellsDeadLettersFromLoss(t *testing.T) {
 	if !strings.Contains(r.stderr, "1 of 7 lines were refused by Kafka and dead-lettered") || !strings.Contains(r.stderr, "none was lost") {
 		t.Errorf("stderr does not say what was dead-lettered:\n%s", tail(r.stderr))
 	}
-	letters := deadLetterLines(t, state)
+	letters := testkit.DeadLetters(t, state)
 	if len(letters) != 1 || letters[0]["value"] != long || letters[0]["error"] != "MESSAGE_TOO_LARGE" || letters[0]["source"] != "stdin" {
 		t.Fatalf("dead-letter file holds %d lines, want the long line refused with MESSAGE_TOO_LARGE", len(letters))
 	}
@@ -175,7 +140,7 @@ func TestStdinTopicMissingExitsOne(t *testing.T) {
 	if !strings.Contains(r.stderr, "3 of 3 lines failed") || !strings.Contains(r.stderr, "no-such-topic-kafkatrail") {
 		t.Fatalf("stderr does not give the count and the first error:\n%s", tail(r.stderr))
 	}
-	if letters := deadLetterLines(t, state); len(letters) != 0 {
+	if letters := testkit.DeadLetters(t, state); len(letters) != 0 {
 		t.Errorf("%d dead letters for a missing topic, want none", len(letters))
 	}
 }

@@ -397,9 +397,9 @@ func TestExactlyOnceBrokerRefusalIsDeadLetteredAfterTheRestart(t *testing.T) {
 }
 
 // TestExactlyOnceDeadLetterOfAnAbortedTransaction: a transaction holds a line the client
-// refused, dead-lettered in it, and a line the broker refuses, which aborts it: the dead letter
-// aborts with it (a read_uncommitted consumer sees it, a read_committed one does not), and the
-// restart dead-letters both lines, once each at read_committed, with every other line once.
+// refused and a line the broker refuses, which aborts it: a dead letter kept in it aborts with
+// it (a read_uncommitted consumer sees it, a read_committed one does not), and the restart
+// dead-letters both lines, once each at read_committed, with every other line once.
 func TestExactlyOnceDeadLetterOfAnAbortedTransaction(t *testing.T) {
 	small := "3000"
 	c := eosCluster(t, map[string]map[string]*string{"logs-api": {"max.message.bytes": &small}, "logs-other": nil, "dlq": nil})
@@ -423,8 +423,12 @@ func TestExactlyOnceDeadLetterOfAnAbortedTransaction(t *testing.T) {
 	if err := first.RunTail(ctx); err == nil || !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("first run: %v, want its transaction aborted for MESSAGE_TOO_LARGE", err)
 	}
-	if got := first.Delivery().DeadLettered; len(got) != 1 || got[0].Reason != DeadLetterUnknownTopic {
-		t.Fatalf("first run's dead letters %+v, want the line of logs-nope (in the transaction that aborted)", got)
+	// The line of logs-nope is dead-lettered in the transaction that aborts if the redelivery
+	// keeps it before the commit finds the refused line, else given up with it: either way the
+	// restart dead-letters it, once, at read_committed.
+	firstRun := first.Delivery().DeadLettered
+	if len(firstRun) > 1 || (len(firstRun) == 1 && firstRun[0].Reason != DeadLetterUnknownTopic) {
+		t.Fatalf("first run's dead letters %+v, want at most the line of logs-nope", firstRun)
 	}
 	if p := readPending(t, stateDir); len(p) != 1 || p[0].End != int64(len(data)-len(lines[4])-1) {
 		t.Fatalf("pending dead letters %+v, want the long line", p)
@@ -443,8 +447,9 @@ func TestExactlyOnceDeadLetterOfAnAbortedTransaction(t *testing.T) {
 	if got := valueCounts(topicRecords(t, c, "dlq", true)); len(got) != 2 || got[nope] != 1 || got[long] != 1 {
 		t.Errorf("dlq at read_committed: %d values %v, want the line of logs-nope and the long line once each", len(got), got)
 	}
-	if got := valueCounts(topicRecords(t, c, "dlq", false)); got[nope] != 2 || got[long] != 1 {
-		t.Errorf("dlq at read_uncommitted: line of logs-nope %d times, long line %d; want 2 (one aborted) and 1", got[nope], got[long])
+	if got := valueCounts(topicRecords(t, c, "dlq", false)); got[nope] != 1+len(firstRun) || got[long] != 1 {
+		t.Errorf("dlq at read_uncommitted: line of logs-nope %d times, long line %d; want %d (the aborted one too) and 1",
+			got[nope], got[long], 1+len(firstRun))
 	}
 	if p := readPending(t, stateDir); p != nil {
 		t.Errorf("pending dead letters after the second run: %+v, want none", p)

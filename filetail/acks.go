@@ -44,6 +44,7 @@ type File struct {
 type fileCounters struct {
 	linesRead               atomic.Uint64
 	long                    LongLineCounts
+	container               ContainerCounts
 	truncations             atomic.Uint64 // copytruncate resets
 	_                       [cacheLine]byte
 	linesAcked, linesFailed atomic.Uint64

@@ -104,6 +104,10 @@ type Config struct {
 	ReadBufferBytes int
 	// Multiline joins lines into events (one record each); the zero value joins nothing.
 	Multiline Multiline
+	// ContainerFormat is the container runtime's framing taken off every line (see
+	// ContainerFormat.ForPath): empty decodes the files under KubeletLogDirs as ContainerAuto and
+	// leaves the others as they are.
+	ContainerFormat ContainerFormat
 
 	// Initial, when UseInitial is set, replaces the checkpoints of the state directory's file:
 	// the exactly-once mode's positions read back from its state topic.
@@ -136,10 +140,12 @@ func (c *Config) setDefaults() {
 	c.Multiline.setDefaults()
 }
 
-// splitter is a follower's Splitter, from offset start.
-func (c *Config) splitter(start int64) *Splitter {
+// splitter is the Splitter of the follower of the file at path, from offset start, counting
+// what its container decoder meets into counts.
+func (c *Config) splitter(start int64, path string, counts ...*ContainerCounts) *Splitter {
 	s := NewSplitter(c.MaxLineBytes, c.LongLines, c.ReadBufferBytes, start)
 	s.JoinEvents(c.Multiline)
+	s.DecodeContainer(c.ContainerFormat.ForPath(path), counts...)
 	return s
 }
 
@@ -182,6 +188,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.Multiline.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.ContainerFormat.Valid(); err != nil {
+		errs = append(errs, fmt.Errorf("agent: container-format %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -187,7 +187,16 @@ type events struct {
 	partLines int       // lines begun in the held part (modeNormal, modeSplitting)
 	part      int       // parts handed over (modeSplitting)
 	midLine   bool      // the last Line was an earlier part of a long line: the next one continues it
-	written   int64     // the event's first line's Line.Written
+	written   int64     // the event's first line's Line.Written, Time and Stream
+	time      int64
+	stream    Stream
+
+	// mapped is set when the lines' bytes are not the file's (a container runtime's framing was
+	// taken off them): a part cut inside a line cannot end at the offset of its last byte, and
+	// ends at the start of that line instead (see partEnd). lineStart is the Start of the Line
+	// being put.
+	mapped    bool
+	lineStart int64
 }
 
 func newEvents(m *Multiline, maxLine int, policy LongLinePolicy) *events {
@@ -200,7 +209,9 @@ func newEvents(m *Multiline, maxLine int, policy LongLinePolicy) *events {
 func (e *events) reset() {
 	e.held, e.midLine, e.mode = false, false, modeNormal
 	e.buf = e.buf[:0]
-	e.rule.reset()
+	if e.rule != nil {
+		e.rule.reset()
+	}
 }
 
 // Line takes a line (or a part of a long one) from the line layer.
@@ -208,14 +219,15 @@ func (e *events) Line(l Line) error {
 	newline := l.End > l.Start+int64(len(l.Data)) // the line layer splits: it never truncates
 	rest := e.midLine
 	e.midLine = l.Part > 0 && l.Parts == 0
+	e.lineStart = l.Start
 	if !rest {
-		joins := e.rule.joins(l.Data)
+		joins := e.rule != nil && e.rule.joins(l.Data) // no rule: every line is an event
 		if !e.held || !joins {
 			if err := e.emit(); err != nil {
 				return err
 			}
 			e.begin(l.Start)
-			e.written = l.Written
+			e.written, e.time, e.stream = l.Written, l.Time, l.Stream
 		} else if err := e.nextLine(); err != nil {
 			return err
 		}
@@ -225,6 +237,9 @@ func (e *events) Line(l Line) error {
 		return err
 	}
 	e.end, e.nl = l.End, newline
+	if e.rule == nil && !e.midLine {
+		return e.emit() // whole: nothing can join it
+	}
 	return nil
 }
 
@@ -260,7 +275,7 @@ func (e *events) nextLine() error {
 		// Full, and the newline follows: the event is long, and a part ends with the newline.
 		e.turnLong()
 		if e.mode == modeSplitting {
-			return e.emitPart(len(e.buf), e.partStart+int64(len(e.buf))+1)
+			return e.emitPart(len(e.buf), e.partEnd(e.partStart+int64(len(e.buf))+1, e.end))
 		}
 		return nil
 	}
@@ -282,7 +297,7 @@ func (e *events) put(b []byte) error {
 				if e.buf[data-1] == '\n' {
 					data--
 				}
-				if err := e.emitPart(data, e.partStart+int64(len(e.buf))); err != nil {
+				if err := e.emitPart(data, e.partEnd(e.partStart+int64(len(e.buf)), e.lineStart)); err != nil {
 					return err
 				}
 				e.partLines = 1
@@ -318,11 +333,24 @@ func (e *events) turnLong() {
 	}
 }
 
+// partEnd is where a part cut now ends: natural, the file offset just past its bytes, when the
+// lines are the file's bytes; else (mapped) where a restart must begin for nothing after the
+// part to be lost: the end of the last whole line in it, or the start of the line it holds the
+// beginning of (sent again whole after a restart). A part never ends at or before its start: a
+// line so long that two parts cut it (a container's raw line longer than twice the limit) has
+// its later parts end a byte after the last, inside the line.
+func (e *events) partEnd(natural, mapped int64) int64 {
+	if !e.mapped {
+		return natural
+	}
+	return max(mapped, e.partStart+1)
+}
+
 // emitPart hands over buf[:data] as an earlier part of a split event, ending at end, and empties
 // the buffer: the next part begins at end.
 func (e *events) emitPart(data int, end int64) error {
 	e.part++
-	l := Line{Data: e.buf[:data], Start: e.partStart, End: end, Part: e.part, Written: e.written}
+	l := Line{Data: e.buf[:data], Start: e.partStart, End: end, Part: e.part, Written: e.written, Time: e.time, Stream: e.stream}
 	e.partStart, e.partLines = end, 0
 	err := e.out.Line(l)
 	e.buf = e.buf[:0]
@@ -339,10 +367,10 @@ func (e *events) emit() error {
 	case modeDropping:
 		return e.out.Dropped(e.start, e.end)
 	case modeTruncating:
-		return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Truncated: true, Written: e.written})
+		return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Truncated: true, Written: e.written, Time: e.time, Stream: e.stream})
 	case modeSplitting:
 		e.part++
-		return e.out.Line(Line{Data: e.buf, Start: e.partStart, End: e.end, Part: e.part, Parts: e.part, Written: e.written})
+		return e.out.Line(Line{Data: e.buf, Start: e.partStart, End: e.end, Part: e.part, Parts: e.part, Written: e.written, Time: e.time, Stream: e.stream})
 	}
-	return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Written: e.written})
+	return e.out.Line(Line{Data: e.buf, Start: e.start, End: e.end, Written: e.written, Time: e.time, Stream: e.stream})
 }

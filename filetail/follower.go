@@ -46,9 +46,13 @@ type follower struct {
 	wake chan struct{}
 
 	readPos, size atomic.Int64
-	counts        fileCounters
-	failLogged    atomic.Bool
-	split         *Splitter // the follower goroutine's own
+	// format is the container format the splitter decodes (auto decides at the first line),
+	// for Stats; seenFormat is the follower goroutine's last stored value.
+	format     atomic.Value // ContainerFormat
+	seenFormat ContainerFormat
+	counts     fileCounters
+	failLogged atomic.Bool
+	split      *Splitter // the follower goroutine's own
 }
 
 func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start int64) *follower {
@@ -57,8 +61,9 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 		log:      t.log,
 		caughtUp: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
-		split:    t.cfg.splitter(start),
 	}
+	fl.split = t.cfg.splitter(start, path, &fl.counts.container, &t.totals.container)
+	fl.noteFormat()
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
 	return fl
@@ -100,6 +105,10 @@ func (fl *follower) stats() FileStats {
 		Truncated:         c.long.Truncated.Load(), Split: c.long.Split.Load(), Dropped: c.long.Dropped.Load(),
 		Truncations: c.truncations.Load(),
 		Gone:        fl.gone.Load(),
+		Container: ContainerStats{
+			Format: fl.format.Load().(ContainerFormat),
+			Joined: c.container.Joined.Load(), Malformed: c.container.Malformed.Load(), Interrupted: c.container.Interrupted.Load(),
+		},
 	}
 	if committedOf := fl.t.cfg.CommittedOf; committedOf != nil {
 		// Exactly-once: what a transaction committed, else where this File started (where a
@@ -112,6 +121,14 @@ func (fl *follower) stats() FileStats {
 	}
 	s.BytesBehind = max(0, s.Size-s.Committed)
 	return s
+}
+
+// noteFormat publishes the splitter's container format when it changed (auto decided).
+func (fl *follower) noteFormat() {
+	if f := fl.split.ContainerFormat(); f != fl.seenFormat || fl.format.Load() == nil {
+		fl.seenFormat = f
+		fl.format.Store(f)
+	}
 }
 
 func (fl *follower) markCaughtUp() { fl.caughtOnce.Do(func() { close(fl.caughtUp) }) }
@@ -332,7 +349,9 @@ func (fl *follower) readAvailable(ctx context.Context, sink followerSink, mod ti
 			}
 			fl.readPos.Store(pos + int64(k))
 			total += int64(k)
-			if herr := fl.split.Feed(k, sink); herr != nil {
+			herr := fl.split.Feed(k, sink)
+			fl.noteFormat()
+			if herr != nil {
 				return total, false, nil, herr
 			}
 		}

@@ -36,6 +36,12 @@ type Line struct {
 	// it: an upper bound for the bytes written before it, so an age measured from it is a lower
 	// bound); for stdin, when that read returned. An event's is its first line's.
 	Written int64
+	// Time is when a container runtime wrote the line, Unix ns (0: not a container's line): its
+	// framing's time, the first piece's for a line it wrote in pieces (Config.ContainerFormat).
+	Time int64
+	// Stream is the standard stream a container wrote the line to (StreamUnknown: not a
+	// container's line).
+	Stream Stream
 }
 
 // LongLinePolicy is what happens to a line longer than the limit (Config.LongLines).
@@ -118,10 +124,14 @@ type Splitter struct {
 	partStart int64 // modeSplitting: file offset of buf[0]
 	part      int   // modeSplitting: parts emitted so far
 
-	// ev joins lines into events (JoinEvents); nil: every line is a record. With it, the fields
-	// above split long lines whatever the policy (so that every byte reaches ev), and ev
-	// applies the policy to whole events.
+	// ev joins lines into events (JoinEvents), or the pieces of a container's message
+	// (DecodeContainer); nil: every line is a record. With it, the fields above split long lines
+	// whatever the policy (so that every byte reaches ev), and ev applies the policy to whole
+	// events.
 	ev *events
+	// cont takes a container runtime's framing off each line before ev (DecodeContainer); nil:
+	// lines are as they are.
+	cont *containerLines
 }
 
 // NewSplitter returns a splitter of lines of at most maxLine bytes (longer ones go by policy)
@@ -141,6 +151,35 @@ func (s *Splitter) JoinEvents(m Multiline) {
 	m.setDefaults()
 	s.ev = newEvents(&m, s.max, s.policy)
 	s.policy = LongLinesSplit // every byte of a long line reaches the event
+	if s.cont != nil {
+		s.cont.out, s.ev.mapped = s.ev, true
+	}
+}
+
+// DecodeContainer makes s take the framing of container format f off every line (nothing
+// changes if f is empty or off), counting into counts (nil ones are skipped). Call it before the
+// first Feed; it may come before or after JoinEvents.
+func (s *Splitter) DecodeContainer(f ContainerFormat, counts ...*ContainerCounts) {
+	if f == "" || f == ContainerOff {
+		return
+	}
+	if s.ev == nil {
+		// Without multiline events, every message is an event of its own: the event layer joins
+		// its pieces and applies the long-line policy to it.
+		s.ev = newEvents(&Multiline{}, s.max, s.policy)
+		s.policy = LongLinesSplit
+	}
+	s.ev.mapped = true
+	s.cont = newContainerLines(f, s.ev, counts)
+}
+
+// ContainerFormat is the format s decodes: the configured one, or, for auto, what the first line
+// decided (auto until then); off when s decodes nothing.
+func (s *Splitter) ContainerFormat() ContainerFormat {
+	if s.cont == nil {
+		return ContainerOff
+	}
+	return s.cont.format
 }
 
 // readDeadliner is a reader whose blocked Read can be made to return (an *os.File on a pipe).
@@ -205,6 +244,9 @@ func (s *Splitter) Reset(off int64) {
 	if s.ev != nil {
 		s.ev.reset()
 	}
+	if s.cont != nil {
+		s.cont.reset()
+	}
 	// Start small; grow only while a long partial line needs it, and give the memory back after.
 	if size := s.chunk + min(s.max, s.chunk); len(s.buf) != size {
 		s.buf = make([]byte, size)
@@ -221,8 +263,12 @@ func (s *Splitter) Space() []byte {
 	return s.buf[s.n : s.n+s.chunk]
 }
 
-// Pending reports whether a line has started but not ended (no newline yet).
-func (s *Splitter) Pending() bool { return s.n > 0 || s.mode != modeNormal }
+// Pending reports whether a line has started but not ended (no newline yet), or a container's
+// message was written in pieces and its last piece has not come yet: Flush would hand it over.
+func (s *Splitter) Pending() bool { return s.linePending() || (s.cont != nil && s.cont.open) }
+
+// linePending reports whether a line has started but not ended.
+func (s *Splitter) linePending() bool { return s.n > 0 || s.mode != modeNormal }
 
 // EventWaiting reports whether an event of whole lines is held, waiting for the line after it
 // (which decides whether it continues), and no line has started after it: FlushEvent would
@@ -244,6 +290,9 @@ func (s *Splitter) FlushEvent(sink LineSink) (bool, error) {
 func (s *Splitter) Feed(k int, sink LineSink) error {
 	if s.ev != nil {
 		s.ev.out, sink = sink, s.ev
+	}
+	if s.cont != nil {
+		sink = s.cont // and on to ev
 	}
 	n0 := s.n
 	s.n += k
@@ -376,9 +425,19 @@ func (s *Splitter) Flush(sink LineSink) (bool, error) {
 	if s.ev != nil {
 		s.ev.out = sink
 		held := s.ev.held
-		line, err := s.flushLine(s.ev) // the started line joins the event, or begins one
+		var lines LineSink = s.ev
+		if s.cont != nil {
+			lines = s.cont
+		}
+		line, err := s.flushLine(lines) // the started line joins the event, or begins one
 		if err != nil {
 			return true, err
+		}
+		if s.cont != nil {
+			// A message whose last piece has not come within the idle time goes as it is.
+			if err := s.cont.endMessage(true); err != nil {
+				return true, err
+			}
 		}
 		return held || line, s.ev.emit()
 	}
@@ -386,7 +445,7 @@ func (s *Splitter) Flush(sink LineSink) (bool, error) {
 }
 
 func (s *Splitter) flushLine(sink LineSink) (bool, error) {
-	if !s.Pending() {
+	if !s.linePending() {
 		return false, nil
 	}
 	mode := s.mode
@@ -417,5 +476,8 @@ func (s *Splitter) Shrink() {
 	}
 	if s.ev != nil && !s.ev.held && cap(s.ev.buf) > s.chunk {
 		s.ev.buf = nil
+	}
+	if s.cont != nil && cap(s.cont.scratch) > s.chunk {
+		s.cont.scratch = nil
 	}
 }

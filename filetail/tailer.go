@@ -289,6 +289,8 @@ type FileStats struct {
 	LinesDeadLettered                        uint64 // of LinesAcked: kept in a dead-letter destination
 	Truncated, Split, Dropped                uint64 // long lines, by policy
 	Truncations                              uint64 // copytruncate resets
+	// Container is what decoding a container runtime's framing met (Config.ContainerFormat).
+	Container ContainerStats
 	// Gone is set when the globs no longer match the file (renamed away or deleted): it is read
 	// to its end and released.
 	Gone bool
@@ -310,6 +312,15 @@ type Totals struct {
 	LinesDeadLettered                  uint64
 	Truncated, Split, Dropped          uint64
 	Truncations                        uint64
+	// Joined, Malformed and Interrupted are the files' ContainerStats counts.
+	Joined, Malformed, Interrupted uint64
+}
+
+// ContainerStats is one file's container decoding: the format its lines are read in (auto until
+// the first line decided it) and ContainerCounts' counts.
+type ContainerStats struct {
+	Format                         ContainerFormat
+	Joined, Malformed, Interrupted uint64
 }
 
 // Stats returns a snapshot of every followed file and the totals.
@@ -334,5 +345,6 @@ func (t *Tailer) Stats() Stats {
 	s.Totals.LinesDeadLettered = c.linesDeadLettered.Load()
 	s.Totals.Truncated, s.Totals.Split, s.Totals.Dropped = c.long.Truncated.Load(), c.long.Split.Load(), c.long.Dropped.Load()
 	s.Totals.Truncations = c.truncations.Load()
+	s.Totals.Joined, s.Totals.Malformed, s.Totals.Interrupted = c.container.Joined.Load(), c.container.Malformed.Load(), c.container.Interrupted.Load()
 	return s
 }

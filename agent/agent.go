@@ -50,6 +50,9 @@ type Agent struct {
 type Stats struct {
 	LinesRead atomic.Int64
 	BytesRead atomic.Int64
+	// Container counts what decoding stdin's container framing met (a file's is in its
+	// FileStats).
+	Container filetail.ContainerCounts
 	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
 	LongLines filetail.LongLineCounts
 	// Encoding counts the lines --format and --timestamp-field fell back on.

@@ -62,6 +62,8 @@ type Config struct {
 	MultilineTimeout  time.Duration `koanf:"multiline-timeout" doc:"a pending event is sent once its file (or stdin) has not grown for this long: its next line could still have continued it"`
 	MultilineMaxLines int           `koanf:"multiline-max-lines" doc:"most lines of one event: a longer event, like one longer than max-line-bytes, goes by long-lines (truncated, split into parts or dropped whole)"`
 
+	ContainerFormat string `koanf:"container-format" doc:"a container runtime's framing taken off each line (see Kubernetes): cri (containerd, CRI-O), docker (json-file), auto (decided per file from its first line) or off. The message alone is the record, the pieces of a line the runtime cut at 16 KiB are joined (under long-lines), the runtime's time is the record's CreateTime, the stream is kept; a line not in the format goes as it is, counted. Empty: auto for files under /var/log/containers and /var/log/pods, off for other files and stdin"`
+
 	HeaderPath  string `koanf:"header-path" doc:"name of the record header carrying the source file path; empty: none"`
 	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
 	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
@@ -242,6 +244,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateMultiline(bad)
+	if err := filetail.ContainerFormat(c.ContainerFormat).Valid(); err != nil {
+		bad("container-format", "%v", err)
+	}
 	if r := c.TraceSampleRatio; r != -1 && (r < 0 || r > 1) {
 		bad("trace-sample-ratio", "must be between 0 and 1 (or -1 for the OTEL_TRACES_SAMPLER environment), got %v", r)
 	}

@@ -145,8 +145,9 @@ func (c *Config) validateEncoding(bad func(key, format string, args ...any)) {
 // buildLine is build followed by the encoding: the record's CreateTime (the line's own time
 // from --timestamp-field, else the read time) and, unless raw, its value in the envelope.
 func (b *recordBuilder) buildLine(l filetail.Line, path string) *producer.Record {
+	b.stream = l.Stream
 	r := b.build(l.Data, path)
-	b.enc.encode(r, &b.fields, l, path)
+	b.enc.encode(r, &b.fields, l, path, b.pod)
 	return r
 }
 
@@ -154,8 +155,9 @@ func (b *recordBuilder) buildLine(l filetail.Line, path string) *producer.Record
 // long line's envelope (up to max.request.size) is not held by every pooled builder after it.
 const keptBufferBytes = 64 << 10
 
-// encode sets r's timestamp, written time and value for line l (fields is the line's JSON view).
-func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line, path string) {
+// encode sets r's timestamp, written time and value for line l (fields is the line's JSON view,
+// pod its container's metadata, nil if it is not a container's).
+func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line, path string, pod *podMeta) {
 	if cap(e.buf) > keptBufferBytes {
 		e.buf = nil // the last line's value was sent (Send copies it)
 	}
@@ -173,6 +175,10 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 		if e.timeFellBack {
 			e.stats.TimestampFallbacks.Add(1)
 		}
+	}
+	if ts.IsZero() && l.Time > 0 {
+		// A container's line: the runtime's time of it (its first piece's).
+		ts = time.Unix(0, l.Time)
 	}
 	// The record's read stage and age start when the line was written: its own time, else
 	// what its reader knew (the file's modification time, stdin's read).
@@ -202,12 +208,12 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 	}
 	if e.format == FormatJSONMerge {
 		if fields.isObject() {
-			r.Value = e.merge(l, fields, ts)
+			r.Value = e.merge(l, fields, ts, pod)
 			return
 		}
 		e.stats.MergeFallbacks.Add(1)
 	}
-	r.Value = e.envelope(l, ts, path)
+	r.Value = e.envelope(l, ts, path, pod)
 }
 
 // envelope returns l as the JSON envelope:
@@ -217,13 +223,17 @@ func (e *encoder) encode(r *producer.Record, fields *lineFields, l filetail.Line
 // A message whose escaping would make the value larger than e.limit is cut (at a character)
 // so that the record still fits max.request.size, and flagged log.flags ["truncated"], as a
 // long-lines=truncate line is.
-func (e *encoder) envelope(l filetail.Line, ts time.Time, path string) []byte {
+func (e *encoder) envelope(l filetail.Line, ts time.Time, path string, pod *podMeta) []byte {
 	b := append(e.buf[:0], `{"`+fieldTimestamp+`":"`...)
 	b = e.appendTimestamp(b, ts)
 	b = append(b, `","`+fieldMessage+`":`...)
 	// What follows the message takes at most this much.
 	tail := len(`,"`+fieldHost+`":`) + len(e.host) + len(`,"`+fieldPath+`":`) + len(e.pathJSON) +
-		len(`,"`+fieldInput+`":"stdin"`) + len(`,"`+fieldOffset+`":`) + 20 + len(`,"`+fieldFlags+`":["truncated"]}`)
+		len(`,"`+fieldInput+`":"stdin"`) + len(`,"`+fieldOffset+`":`) + 20 + len(`,"`+fieldFlags+`":["truncated"]}`) +
+		len(`,"`+fieldStream+`":"stdout"`)
+	if pod != nil {
+		tail += len(pod.envelope)
+	}
 	b, cut := appendJSONString(b, l.Data, e.limit-len(b)-tail)
 	if len(e.host) > 0 {
 		b = append(b, `,"`+fieldHost+`":`...)
@@ -237,6 +247,14 @@ func (e *encoder) envelope(l filetail.Line, ts time.Time, path string) []byte {
 	}
 	b = append(b, `,"`+fieldOffset+`":`...)
 	b = strconv.AppendInt(b, l.Start, 10)
+	if pod != nil {
+		b = append(b, pod.envelope...)
+	}
+	if l.Stream != filetail.StreamUnknown {
+		b = append(b, `,"`+fieldStream+`":"`...)
+		b = append(b, streamNames[l.Stream]...)
+		b = append(b, '"')
+	}
 	if cut {
 		e.stats.MessagesCut.Add(1)
 	}
@@ -253,7 +271,7 @@ func (e *encoder) envelope(l filetail.Line, ts time.Time, path string) []byte {
 // and a field the line already has (at the same dotted path, nested or as one key) is left
 // alone: the line's own value wins and no key is written twice. The message is the line itself,
 // so there is none.
-func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time) []byte {
+func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time, pod *podMeta) []byte {
 	line := l.Data
 	end := len(line)
 	for end > 0 && isJSONSpace(line[end-1]) {
@@ -292,6 +310,18 @@ func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time) []byt
 	}
 	if add(fieldOffset) {
 		b = strconv.AppendInt(b, l.Start, 10)
+	}
+	if pod != nil {
+		for _, f := range pod.envelopeFields() {
+			if len(f.value) > 0 && add(f.name) {
+				b, _ = appendJSONString(b, f.value, -1)
+			}
+		}
+	}
+	if l.Stream != filetail.StreamUnknown && add(fieldStream) {
+		b = append(b, '"')
+		b = append(b, streamNames[l.Stream]...)
+		b = append(b, '"')
 	}
 	if l.Truncated && add(fieldFlags) {
 		b = append(b, `["truncated"]`...)

@@ -529,7 +529,7 @@ func BenchmarkMergeSplice(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(l.Data)))
 	for b.Loop() {
-		rb.enc.merge(l, &rb.fields, readTime)
+		rb.enc.merge(l, &rb.fields, readTime, nil)
 	}
 }
 

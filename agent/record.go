@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -25,9 +26,12 @@ type recordBuilder struct {
 	host        []byte
 
 	// path and pathBytes cache the last source path as bytes, so a header costs no
-	// allocation per line.
+	// allocation per line; pod is its container's metadata (nil: not a container log).
 	path      string
 	pathBytes []byte
+	pod       *podMeta
+	// stream is the stream the line being built was written to (buildLine sets it).
+	stream filetail.Stream
 
 	fields  lineFields
 	enc     encoder    // --format and --timestamp-field: envelope.go
@@ -63,6 +67,7 @@ func newRecordBuilder(c *Config) *recordBuilder {
 func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	if path != b.path {
 		b.path, b.pathBytes = path, []byte(path)
+		b.pod = pods.of(path)
 	}
 	r := &b.rec
 	*r = producer.Record{Topic: b.topic, Partition: producer.PartitionAny, Value: line}

@@ -158,6 +158,7 @@ func (b *recordBuilder) route(r *producer.Record, line []byte, path string, hdrs
 	rt, s := b.routing, &b.rs
 	s.src.reset(line, path, &b.fields)
 	s.src.host, s.src.re = b.host, rt.re
+	s.src.pod, s.src.stream = b.pod, b.stream
 	s.counts, s.err = nil, nil
 	s.buf = s.buf[:0]
 	if rt.topic != nil {

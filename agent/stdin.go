@@ -57,6 +57,8 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 func (a *Agent) readStdin(r io.Reader, sink filetail.LineSink) error {
 	s := filetail.NewSplitter(a.cfg.EffectiveMaxLineBytes(), filetail.LongLinePolicy(a.cfg.LongLines), stdinChunk, 0)
 	s.JoinEvents(a.cfg.multilineRule())
+	// Stdin has no path: only a container-format set explicitly applies (empty: off).
+	s.DecodeContainer(filetail.ContainerFormat(a.cfg.ContainerFormat), &a.stats.Container)
 	return s.ReadLines(r, sink)
 }
 

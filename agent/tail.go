@@ -100,6 +100,7 @@ func (a *Agent) tailerConfig() filetail.Config {
 		CheckpointInterval: a.cfg.CheckpointInterval,
 		StateDir:           a.cfg.StateDir,
 		Multiline:          a.cfg.multilineRule(),
+		ContainerFormat:    filetail.ContainerFormat(a.cfg.ContainerFormat),
 	}
 }
 

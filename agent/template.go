@@ -5,14 +5,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/kafkatrail/kafkatrail/filetail"
 )
+
+// streamNames are the streams' names as bytes, so that {log.iostream} allocates nothing.
+var streamNames = [...][]byte{filetail.StreamUnknown: nil, filetail.StreamStdout: []byte("stdout"), filetail.StreamStderr: []byte("stderr")}
 
 // template is a compiled --topic or --header value: literal text with {name} parts taken from
 // each line. A name is, in this order of precedence:
 //
 //   - a part of the line's source: {host}, {file.name} (the file's base name, app.log) or
 //     {file.dir} (the base name of the directory it is in, nginx for /var/log/nginx/a.log);
-//     any other file.* name is an error;
+//     any other file.* name is an error; of a container's log (podMeta), {k8s.namespace.name},
+//     {k8s.pod.name}, {k8s.pod.uid}, {k8s.container.name}, {k8s.container.restart_count},
+//     {container.id}, and {log.iostream} (stdout or stderr); any other k8s.* name is an error;
 //   - a named group of --parse-regex, (?P<service>...);
 //   - a JSON field of the line, a dotted path for a nested field (lineFields).
 //
@@ -27,12 +34,19 @@ type template struct {
 type partKind uint8
 
 const (
-	partLiteral  partKind = iota
-	partField             // a JSON field of the line, by dotted path
-	partGroup             // a named group of --parse-regex
-	partHost              // the agent's host name
-	partFileName          // the source file's base name
-	partFileDir           // the base name of the source file's directory
+	partLiteral      partKind = iota
+	partField                 // a JSON field of the line, by dotted path
+	partGroup                 // a named group of --parse-regex
+	partHost                  // the agent's host name
+	partFileName              // the source file's base name
+	partFileDir               // the base name of the source file's directory
+	partK8sNamespace          // the container log's pod's namespace (podMeta)
+	partK8sPod                // its pod's name
+	partK8sUID                // its pod's uid
+	partK8sContainer          // its container's name
+	partK8sRestart            // its container's restart count
+	partContainerID           // its container's id
+	partStream                // the stream the container wrote the line to
 )
 
 type templatePart struct {
@@ -42,7 +56,12 @@ type templatePart struct {
 }
 
 // sourceParts are the names a template takes from the line's source rather than the line.
-var sourceParts = map[string]partKind{"host": partHost, "file.name": partFileName, "file.dir": partFileDir}
+var sourceParts = map[string]partKind{
+	"host": partHost, "file.name": partFileName, "file.dir": partFileDir,
+	templateK8sNS: partK8sNamespace, templateK8sPod: partK8sPod, templateK8sUID: partK8sUID,
+	templateK8sCont: partK8sContainer, templateK8sRestart: partK8sRestart, templateContainerID: partContainerID,
+	templateStream: partStream,
+}
 
 // parseTemplate compiles text, the value of key; re is --parse-regex (nil when unset). Errors
 // are ConfigErrors naming key: an unclosed or stray brace, an empty name, an unknown source part
@@ -93,6 +112,10 @@ func resolvePart(name string, re *regexp.Regexp) (templatePart, string) {
 	if strings.HasPrefix(name, "file.") {
 		return templatePart{}, fmt.Sprintf("{%s}: unknown source part (known: {file.name}, {file.dir}, {host})", name)
 	}
+	if strings.HasPrefix(name, "k8s.") {
+		return templatePart{}, fmt.Sprintf("{%s}: unknown Kubernetes part (known: {%s}, {%s}, {%s}, {%s}, {%s})",
+			name, templateK8sNS, templateK8sPod, templateK8sUID, templateK8sCont, templateK8sRestart)
+	}
 	if re != nil {
 		if i := re.SubexpIndex(name); i > 0 {
 			return templatePart{kind: partGroup, text: name, group: i}, ""
@@ -125,6 +148,8 @@ type lineSource struct {
 	match   []int // FindSubmatchIndex of line; nil: no match (or not looked for yet)
 	matched bool  // match is computed
 	host    []byte
+	pod     *podMeta        // the source's container, nil if it is not a container log
+	stream  filetail.Stream // the stream the container wrote the line to
 
 	// path, name and dir cache the last source path's parts, so that expanding a file part
 	// costs no allocation per line.
@@ -165,6 +190,10 @@ func (s *lineSource) value(p *templatePart) (v []byte, ok bool) {
 		v, ok = s.name, true
 	case partFileDir:
 		v, ok = s.dir, true
+	case partK8sNamespace, partK8sPod, partK8sUID, partK8sContainer, partK8sRestart, partContainerID:
+		v, ok = s.pod.field(p.kind), true
+	case partStream:
+		v, ok = streamNames[s.stream], true
 	}
 	return v, ok && len(v) > 0
 }

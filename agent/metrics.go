@@ -38,6 +38,24 @@ type fileReport struct {
 	m                                   *telemetry.FileMetrics
 	lines, bytes                        int64
 	truncated, split, dropped, seenRead uint64
+	container                           containerReport
+}
+
+// containerReport is what was reported of a source's filetail.ContainerCounts.
+type containerReport struct{ joined, malformed, interrupted uint64 }
+
+// report adds to m the counts that grew since the last report.
+func (c *containerReport) report(m *telemetry.FileMetrics, joined, malformed, interrupted uint64) {
+	for _, x := range []struct {
+		reason string
+		seen   *uint64
+		now    uint64
+	}{{"joined", &c.joined, joined}, {"malformed", &c.malformed, malformed}, {"interrupted", &c.interrupted, interrupted}} {
+		if x.now > *x.seen {
+			m.ContainerLines(x.reason, int(x.now-*x.seen))
+			*x.seen = x.now
+		}
+	}
 }
 
 // startMetrics starts the goroutine that reports the agent's metrics (reportMetrics); stop ends
@@ -104,6 +122,7 @@ func (r *metricsReporter) report() {
 			for ; fr.dropped < f.Dropped; fr.dropped++ {
 				fr.m.Dropped("long-line")
 			}
+			fr.container.report(fr.m, f.Container.Joined, f.Container.Malformed, f.Container.Interrupted)
 			fr.m.SetPosition(f.Size, f.ReadOffset, f.Committed)
 		}
 		for path, fr := range r.files {
@@ -133,6 +152,8 @@ func (r *metricsReporter) report() {
 		for n := r.a.stats.LongLines.Dropped.Load(); r.stdin.dropped < n; r.stdin.dropped++ {
 			r.stdin.m.Dropped("long-line")
 		}
+		c := &r.a.stats.Container
+		r.stdin.container.report(r.stdin.m, c.Joined.Load(), c.Malformed.Load(), c.Interrupted.Load())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/agent"
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
@@ -22,12 +23,16 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 			fs := a.FileStats()
 			out := make([]File, 0, len(fs))
 			for _, f := range fs {
-				out = append(out, File{
+				file := File{
 					Path: f.Path, Size: f.Size, ReadOffset: f.ReadOffset, Committed: f.Committed,
 					Unread: max(f.Size-f.ReadOffset, 0), CheckpointLag: max(f.ReadOffset-f.Committed, 0),
 					InFlight: f.InFlight, LinesRead: f.LinesRead, LinesAcked: f.LinesAcked, LinesFailed: f.LinesFailed,
-					Gone: f.Gone,
-				})
+					Gone: f.Gone, LinesJoined: f.Container.Joined, LinesMalformed: f.Container.Malformed,
+				}
+				if f.Container.Format != filetail.ContainerOff {
+					file.ContainerFormat = string(f.Container.Format)
+				}
+				out = append(out, file)
 			}
 			return out
 		},

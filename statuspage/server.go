@@ -153,6 +153,12 @@ type File struct {
 	LinesAcked    uint64 `json:"lines_acked"`
 	LinesFailed   uint64 `json:"lines_failed"`
 	Gone          bool   `json:"gone,omitempty"`
+	// ContainerFormat is the container runtime's framing taken off its lines (cri, docker; auto
+	// until its first line decided), empty when none; LinesJoined and LinesMalformed are its
+	// lines written in pieces and joined, and those not in the format (sent as they are).
+	ContainerFormat string `json:"container_format,omitempty"`
+	LinesJoined     uint64 `json:"lines_joined,omitempty"`
+	LinesMalformed  uint64 `json:"lines_malformed,omitempty"`
 }
 
 // Server serves the page. Build it with New, hand SpanProcessor and MetricReader to telemetry,

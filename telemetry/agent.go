@@ -23,6 +23,7 @@ const inputStdin = "stdin"
 // concurrent use.
 type AgentMetrics struct {
 	linesRead, bytesRead, truncated, split, dropped metric.Int64Counter
+	containerLines                                  metric.Int64Counter
 	rateLimitWait                                   metric.Float64Counter
 	linesSent, linesAcked, linesFailed, unrouted    metric.Int64Counter
 	encodingFallback, saslAuths, tokenFetches       metric.Int64Counter
@@ -59,6 +60,7 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 	a.truncated = counter(MetricAgentLinesTruncated, "{line}", "Lines cut at the long-line limit.")
 	a.split = counter(MetricAgentLinesSplit, "{line}", "Long lines sent as several records.")
 	a.dropped = counter(MetricAgentLinesDropped, "{line}", "Lines not sent.")
+	a.containerLines = counter(MetricAgentContainerLines, "{line}", "Container log lines that were not one whole line of the runtime.")
 	var err error
 	a.rateLimitWait, err = meter.Float64Counter(MetricAgentRateLimitWait, metric.WithUnit("s"),
 		metric.WithDescription("Time reading was paused by the rate limit."))
@@ -147,6 +149,12 @@ func (f *FileMetrics) Split() { f.m.split.Add(context.Background(), 1, f.attrs) 
 // "failed", "dead_letter", ...).
 func (f *FileMetrics) Dropped(reason string) {
 	f.m.dropped.Add(context.Background(), 1, metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
+}
+
+// ContainerLines counts n container log lines that were not one whole line of the runtime, by
+// reason: "joined", "malformed" or "interrupted".
+func (f *FileMetrics) ContainerLines(reason string, n int) {
+	f.m.containerLines.Add(context.Background(), int64(n), metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
 }
 
 // SetPosition updates the gauges: size is the file's length, read the offset read up to,

@@ -257,6 +257,8 @@ func TestAgentMetrics(t *testing.T) {
 	f.Truncated()
 	f.Split()
 	f.Dropped("too_long")
+	f.ContainerLines("joined", 3)
+	f.ContainerLines("malformed", 1)
 	f.SetPosition(5000, 1000, 400)
 	in := a.File(StdinPath)
 	in.Read(1, 5)
@@ -325,6 +327,10 @@ func TestAgentMetrics(t *testing.T) {
 		t.Errorf("bytes read with log.file.path=%q: %d, want no such series", StdinPath, n)
 	}
 	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
+	if j, m := sumOf(got[MetricAgentContainerLines], attribute.String(AttrDropReason, "joined")),
+		sumOf(got[MetricAgentContainerLines], attribute.String(AttrDropReason, "malformed")); j != 3 || m != 1 {
+		t.Errorf("container lines joined %d, malformed %d; want 3, 1", j, m)
+	}
 	if n := sumOf(got[MetricAgentBytesRead], path); n != 1000 {
 		t.Errorf("bytes read %d, want 1000", n)
 	}

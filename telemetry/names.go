@@ -202,6 +202,10 @@ const (
 	MetricAgentLinesTruncated = "kafkatrail.agent.lines.truncated" // counter {line}: lines cut at the long-line limit
 	MetricAgentLinesSplit     = "kafkatrail.agent.lines.split"     // counter {line}: long lines sent as several records
 	MetricAgentLinesDropped   = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
+	// counter {line}, kafkatrail.reason: container log lines (--container-format) that were not a
+	// runtime's one whole line: joined (written in pieces, joined into one), malformed (not in the
+	// file's format: sent as they are), interrupted (pieces sent without their last piece).
+	MetricAgentContainerLines = "kafkatrail.agent.container.lines"
 	MetricAgentFilesWatched   = "kafkatrail.agent.files.watched"   // gauge {file}: files being tailed
 	MetricAgentRateLimitWait  = "kafkatrail.agent.rate_limit.wait" // counter s: time reading was paused by the rate limit
 
@@ -268,6 +272,7 @@ var Metrics = []MetricDesc{
 	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "lines cut at the long-line limit"},
 	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "long lines sent as several records"},
 	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrDropReason}, "lines not sent"},
+	{MetricAgentContainerLines, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrDropReason}, "container log lines that were not one whole line of the runtime: joined (its pieces joined into one), malformed (not in the file's container format: sent as it is), interrupted (its pieces sent without their last)"},
 	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
 	{MetricAgentRateLimitWait, "counter", "s", nil, "time lines waited for --max-lines-per-second and --max-bytes-per-second, all files and stdin together"},
 	{MetricAgentLinesSent, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines routed to the topic and handed to the producer"},

@@ -184,6 +184,7 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	truncated := n.Metric("MetricAgentLinesTruncated")
 	split := n.Metric("MetricAgentLinesSplit")
 	dropped := n.Metric("MetricAgentLinesDropped")
+	container := n.Metric("MetricAgentContainerLines")
 	watched := n.Metric("MetricAgentFilesWatched")
 	age := n.Metric("MetricRecordAge")
 	fileL := n.Label("AttrLogFilePath")
@@ -236,7 +237,10 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 		WithPanel(ts("Lines split / s", "kafkatrail.agent.lines.split: sent as several records (--long-lines split).", "ops", 8, 8).
 			WithTarget(q(perInput(split), legend(fileL, inputL)))).
 		WithPanel(ts("Lines dropped / s", "kafkatrail.agent.lines.dropped, by reason.", "ops", 8, 8).
-			WithTarget(q(perInput(dropped, reasonL), legend(fileL, inputL, reasonL))))
+			WithTarget(q(perInput(dropped, reasonL), legend(fileL, inputL, reasonL)))).
+		WithPanel(ts("Container log lines / s", "kafkatrail.agent.container.lines, by reason: joined (a line the runtime wrote in pieces, joined), "+
+			"malformed (not in the file's container format: sent as it is), interrupted (pieces sent without their last).", "ops", 24, 8).
+			WithTarget(q(perInput(container, reasonL), legend(fileL, inputL, reasonL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Recent traces")).
 		WithPanel(tracesTable("Recent traces", "Jaeger search: the most recent traces of the agent.", ""))

@@ -228,11 +228,12 @@ func summarize(r *Report) {
 					target = 1.2
 				case "otelcol":
 					target = 2.5
-				case "agent-eos", "agent-otel":
-					continue // below: the cost of exactly-once and of telemetry, over agent
+				case "agent-eos", "agent-otel", "agent-cri":
+					continue // below: the cost of exactly-once, telemetry and container framing, over agent
 				}
 				addRatio("file", s.Cell, "agent", other, target)
 			}
+			addRatio("file", s.Cell, "agent-cri", "agent", 0.9)
 			addRatio("file", s.Cell, "agent-eos", "agent", 0)
 			addRatio("file", s.Cell, "agent-otel", "agent", 0)
 			addRatio("file", s.Cell, "agent-otel", "kcat", 1.2)
@@ -277,6 +278,7 @@ var toolNames = map[string]string{
 	"agent":         "kafkatrail agent",
 	"agent-eos":     "kafkatrail agent --exactly-once",
 	"agent-otel":    "kafkatrail agent, default telemetry on",
+	"agent-cri":     "kafkatrail agent, CRI-framed lines (--container-format cri)",
 	"kcat":          "kcat -P (librdkafka)",
 	"kgo":           "kgoprod (franz-go kgo)",
 	"producer-perf": "ProducerPerformance (Java)",
@@ -586,6 +588,13 @@ func renderMarkdown(r *Report) string {
 			if q := r.ratio("file", c, "agent-eos", "agent"); q != nil {
 				w("Exactly-once (`--exactly-once`, a transaction committed every second) over at-least-once: %s lines/s.\n\n", ratioText(*q))
 			}
+			if q := r.ratio("file", c, "agent-cri", "agent"); q != nil {
+				w("Container logs (*agent-cri*: the same lines as containerd frames them, `<time> stdout F <line>`, read with `--container-format cri`: the framing taken off, the runtime's time as the record's timestamp) over the raw file: %s lines/s", ratioText(*q))
+				if a, raw := r.summary("file", "agent-cri", c), r.summary("file", "agent", c); a != nil && raw != nil && a.OK > 0 && raw.OK > 0 {
+					w("; CPU %s µs a line against %s", fnum(a.CPUMicrosPerRec), fnum(raw.CPUMicrosPerRec))
+				}
+				w(".\n\n")
+			}
 			r.writeFileCPUSplit(w, c)
 			r.writeFileRSSSplit(w, c)
 		}
@@ -782,7 +791,7 @@ func (r *Report) writeFileCPUSplit(w func(string, ...any), cell string) {
 		split map[string]float64
 	}
 	var rows []row
-	for _, tool := range []string{"agent", "agent-otel", "agent-eos"} {
+	for _, tool := range []string{"agent", "agent-cri", "agent-otel", "agent-eos"} {
 		var runs []Run
 		for _, run := range r.Runs {
 			if run.Section == "file" && run.Cell == cell && run.Tool == tool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,8 +18,10 @@ import (
 // size: the topic's end offsets count the transactions' commit markers too. agent-otel is the
 // agent as users run it, its default telemetry on: metrics and traces (1 % sampled) exported
 // over OTLP/gRPC to otlpsink. Every agent run writes a CPU profile (KAFKATRAIL_CPUPROFILE,
-// about 1 % of its CPU at 100 Hz), split by stage in the report (fileCPUParts).
-var fileTools = []string{"agent", "agent-otel", "agent-eos", "kcat", "otelcol", "rsyslog"}
+// about 1 % of its CPU at 100 Hz), split by stage in the report (fileCPUParts). agent-cri reads
+// the same lines as a container runtime frames them (CRI: time, stream, tag before each) with
+// --container-format cri: its ratio over agent is the cost of taking the framing off.
+var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "kcat", "otelcol", "rsyslog"}
 
 // fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
 // holds every line (end offsets summed, polled every 50 ms), then the tool is stopped by its
@@ -29,6 +32,12 @@ func (b *bench) fileSection() error {
 		return err
 	}
 	c := cell{Size: b.prm.FileLineSize, Batch: 16384, Comp: "none"}
+	criData := ""
+	if b.toolOn("agent-cri") {
+		if criData, err = criFile(data); err != nil {
+			return err
+		}
+	}
 	b.warm()
 	if b.toolOn("agent-eos") {
 		// The broker's first transaction creates its transaction state topic (50 partitions)
@@ -51,7 +60,11 @@ func (b *bench) fileSection() error {
 				return errStopped
 			}
 			i++
-			r := b.fileRun(tool, c, rep, data)
+			d := data
+			if tool == "agent-cri" {
+				d = criData
+			}
+			r := b.fileRun(tool, c, rep, d)
 			b.record(r)
 			logf("[%d/%d] file rep %d %-8s %s", i, total, rep, tool, r.brief())
 			b.pause()
@@ -83,10 +96,13 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	selfExit := false
 	prof := ""
 	switch tool {
-	case "agent", "agent-otel", "agent-eos":
+	case "agent", "agent-otel", "agent-eos", "agent-cri":
 		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
 			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
 			"--shutdown-timeout", "10s"}
+		if tool == "agent-cri" {
+			args = append(args, "--container-format", "cri")
+		}
 		if tool == "agent-eos" {
 			// A transactional id and state topic of the run's own: the runs share the data file.
 			args = append(args, "--exactly-once", "--transactional-id", r.Topic, "--state-topic", r.Topic+"-state")
@@ -251,6 +267,46 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	r.OK = r.Error == ""
 	r.rates()
 	return r
+}
+
+// criFile returns data's lines framed as containerd writes them, each after
+// "<RFC 3339 time> stdout F ", the time 10 µs later at every line (100,000 lines a second), made
+// once beside data.
+func criFile(data string) (string, error) {
+	path := strings.TrimSuffix(data, ".txt") + "-cri.txt"
+	if fi, err := os.Stat(path); err == nil && fi.Size() > fileSize(data) {
+		return path, nil
+	}
+	in, err := os.Open(data)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer out.Close()
+	w := bufio.NewWriterSize(out, 1<<20)
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	t := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	var ts []byte
+	for sc.Scan() {
+		ts = t.AppendFormat(ts[:0], time.RFC3339Nano)
+		w.Write(ts)
+		w.WriteString(" stdout F ")
+		w.Write(sc.Bytes())
+		w.WriteByte('\n')
+		t = t.Add(10 * time.Microsecond)
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	return path, out.Close()
 }
 
 func fileSize(path string) int64 {

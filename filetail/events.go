@@ -216,6 +216,9 @@ func (e *events) reset() {
 
 // Line takes a line (or a part of a long one) from the line layer.
 func (e *events) Line(l Line) error {
+	if e.rule == nil && !e.midLine && !e.held && l.Part == 0 && len(l.Data) <= e.max {
+		return e.out.Line(l) // a container's whole line within the limit: as it is, not copied
+	}
 	newline := l.End > l.Start+int64(len(l.Data)) // the line layer splits: it never truncates
 	rest := e.midLine
 	e.midLine = l.Part > 0 && l.Parts == 0

@@ -13,15 +13,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/inflight"
+	"github.com/kafkatrail/kafkatrail/internal/version"
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
 // ClientSoftwareName and ClientSoftwareVersion are sent in ApiVersions (KIP-511) so brokers can
-// tell kafkatrail clients apart in their metrics.
-const (
-	ClientSoftwareName    = "kafkatrail"
-	ClientSoftwareVersion = "0.1.0"
-)
+// tell kafkatrail clients apart in their metrics; the broker labels the client's KIP-714
+// metrics with them too. The version is the build's (internal/version: "dev" for a plain build,
+// which KIP-511's pattern accepts).
+const ClientSoftwareName = "kafkatrail"
+
+// ClientSoftwareVersion: see ClientSoftwareName.
+var ClientSoftwareVersion = version.Version()
 
 var (
 	// ErrDisconnected is wrapped by the error of every request that failed because its

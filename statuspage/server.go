@@ -31,6 +31,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kafkatrail/kafkatrail/telemetry"
+
+	"github.com/kafkatrail/kafkatrail/internal/version"
 )
 
 //go:embed page.html
@@ -53,12 +55,14 @@ type Config struct {
 
 // Info is the agent's description on the page and in /api/status.
 type Info struct {
-	Version  string   `json:"version"`
-	Mode     string   `json:"mode"` // "tail" or "stdin"
-	Topic    string   `json:"topic"`
-	Brokers  []string `json:"brokers"`
-	Tail     []string `json:"tail,omitempty"`
-	Sampling string   `json:"sampling"` // how records are sampled for tracing, in words
+	Version string `json:"version"`
+	// Build is the whole build identity (commit, date, Go): Version is its Version.
+	Build    version.Info `json:"build"`
+	Mode     string       `json:"mode"` // "tail" or "stdin"
+	Topic    string       `json:"topic"`
+	Brokers  []string     `json:"brokers"`
+	Tail     []string     `json:"tail,omitempty"`
+	Sampling string       `json:"sampling"` // how records are sampled for tracing, in words
 }
 
 // Sources are the running agent's numbers, read on every request. Each must be safe to call

@@ -21,12 +21,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafkatrail/kafkatrail/agent"
+	"github.com/kafkatrail/kafkatrail/internal/version"
 	"github.com/kafkatrail/kafkatrail/statuspage"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const (
 	exitOK           = 0
@@ -56,8 +54,8 @@ func main() {
 func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []string) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case "version":
-			fmt.Fprintln(stdout, versionString())
+		case "version", "--version", "-version":
+			fmt.Fprintln(stdout, version.Get())
 			return exitOK
 		case "check":
 			return check(args[1:], stdout, stderr, environ)
@@ -223,19 +221,6 @@ func printConfigError(w io.Writer, err error) {
 	}
 }
 
-func versionString() string {
-	v := "kafkatrail agent " + version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		v += " " + bi.GoVersion
-	}
-	return v
-}
-
 // newLogger logs text on a terminal and JSON otherwise, unless --log-format says.
 func newLogger(cfg agent.Config, level *slog.LevelVar, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
@@ -280,7 +265,7 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string, hist *t
 	if cfg.HTTP == "" {
 		return nil, nil
 	}
-	info := statuspage.Info{Version: version, Mode: "tail", Topic: cfg.Topic, Tail: cfg.Tail}
+	info := statuspage.Info{Version: version.Version(), Build: version.Get(), Mode: "tail", Topic: cfg.Topic, Tail: cfg.Tail}
 	if cfg.Stdin {
 		info.Mode = "stdin"
 	}
@@ -325,7 +310,7 @@ func lookupEnv(environ []string, name string) string {
 func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server, hist *telemetry.Histograms) (*telemetry.Provider, error) {
 	tc := telemetry.Config{
 		Histograms:     hist,
-		ServiceVersion: version,
+		ServiceVersion: version.Version(),
 		TraceHeader:    cfg.TraceHeader,
 		ClientID:       agent.AgentClientID,
 		ErrorLogger:    log.With("component", "telemetry"),

@@ -36,9 +36,14 @@ func (c *containerSink) messages() []string {
 func decodeAll(t *testing.T, input string, f ContainerFormat, m Multiline, maxLine int, policy LongLinePolicy, step int) (*containerSink, *ContainerCounts) {
 	t.Helper()
 	s := NewSplitter(maxLine, policy, 64, 0)
-	s.JoinEvents(m)
 	counts := &ContainerCounts{}
-	s.DecodeContainer(f, counts)
+	if m.Enabled() && maxLine%2 == 0 {
+		s.JoinEvents(m) // either order
+		s.DecodeContainer(f, counts)
+	} else {
+		s.DecodeContainer(f, counts)
+		s.JoinEvents(m)
+	}
 	sink := &containerSink{}
 	for rest := input; len(rest) > 0; {
 		buf := s.Space()
@@ -365,4 +370,25 @@ func FuzzCRIDecode(f *testing.F) {
 			t.Fatalf("%q: decoded %q partial %v; the expression reads %q", line, p.data, p.partial, m)
 		}
 	})
+}
+
+// DecodeContainer before JoinEvents keeps the configured long-line policy.
+func TestDecodeContainerThenJoinEventsKeepsThePolicy(t *testing.T) {
+	s := NewSplitter(400, LongLinesTruncate, 64, 0)
+	s.DecodeContainer(ContainerCRI)
+	s.JoinEvents(Multiline{Preset: MultilineJava})
+	sink := &containerSink{}
+	for rest := cri(ts1, "stdout", "F", strings.Repeat("x", 1000)); rest != ""; {
+		k := copy(s.Space(), rest)
+		rest = rest[k:]
+		if err := s.Feed(k, sink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Flush(sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.lines) != 1 || !sink.lines[0].Truncated || len(sink.lines[0].Data) != 400 {
+		t.Fatalf("got %d lines (first truncated %v, %d bytes): want one truncated to 400", len(sink.lines), len(sink.lines) > 0 && sink.lines[0].Truncated, len(sink.lines[0].Data))
+	}
 }

@@ -149,7 +149,11 @@ func (s *Splitter) JoinEvents(m Multiline) {
 		return
 	}
 	m.setDefaults()
-	s.ev = newEvents(&m, s.max, s.policy)
+	policy := s.policy
+	if s.ev != nil {
+		policy = s.ev.policy // DecodeContainer's event layer has the configured policy
+	}
+	s.ev = newEvents(&m, s.max, policy)
 	s.policy = LongLinesSplit // every byte of a long line reaches the event
 	if s.cont != nil {
 		s.cont.out, s.ev.mapped = s.ev, true

@@ -39,7 +39,7 @@ const (
 	DefaultCheckpointInterval = time.Second
 	DefaultFingerprintBytes   = 1024
 	DefaultReadBufferBytes    = 64 << 10
-	DefaultMaxWatches         = 256
+	DefaultMaxWatches         = 1024 // a node's container log directories, each watched (Config.MaxWatches)
 )
 
 // The long-line limit is derived from the largest request the producer may send: a line of

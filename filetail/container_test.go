@@ -241,8 +241,8 @@ func TestContainerFormatForPath(t *testing.T) {
 	for path, want := range map[string]ContainerFormat{
 		"/var/log/containers/web-1_default_nginx-0123.log": ContainerAuto,
 		"/var/log/pods/default_web-1_uid/nginx/0.log":      ContainerAuto,
-		"/var/log/app.log":                                 ContainerOff,
-		"/tmp/var/log/containers/x.log":                    ContainerOff,
+		"/var/log/app.log":              ContainerOff,
+		"/tmp/var/log/containers/x.log": ContainerOff,
 	} {
 		if got := ContainerFormat("").ForPath(path); got != want {
 			t.Errorf("ForPath(%q) = %q, want %q", path, got, want)

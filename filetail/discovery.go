@@ -277,23 +277,32 @@ func (t *Tailer) recoverRenamed(ctx context.Context, matched map[FileKey]bool) {
 	}
 }
 
-// findByKey finds the file with key k: at path, or under another name in path's directory.
+// findByKey finds the file with key k: at path, or under another name in path's directory, or,
+// when path is a symbolic link, in the directory it points into now. The kubelet's
+// /var/log/containers/<pod>_<ns>_<container>-<id>.log links to /var/log/pods/…/0.log, and its
+// rotation renames 0.log to 0.log.<time> there: a restart must find the renamed file in the
+// link's target directory, not in the link's own.
 func findByKey(path string, k FileKey) (string, bool) {
 	if stillAt(path, k) {
 		return path, true
 	}
-	dir := filepath.Dir(path)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", false
+	dirs := []string{filepath.Dir(path)}
+	if target, err := filepath.EvalSymlinks(path); err == nil && filepath.Dir(target) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(target))
 	}
-	for _, de := range entries {
-		if !de.Type().IsRegular() {
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
 			continue
 		}
-		p := filepath.Join(dir, de.Name())
-		if stillAt(p, k) {
-			return p, true
+		for _, de := range entries {
+			if !de.Type().IsRegular() {
+				continue
+			}
+			p := filepath.Join(dir, de.Name())
+			if stillAt(p, k) {
+				return p, true
+			}
 		}
 	}
 	return "", false

@@ -17,8 +17,10 @@
 // file, and returns only after every follower exited. Discovery is told of changes at once by an
 // inotify watch (fsnotify, whose one reader goroutine Run also owns and closes) on the globs'
 // directories: a glob's directory, or the directories a wildcard directory part matches at the
-// last scan, at most Config.MaxWatches of them. Run's goroutine receives the events: a name the
-// globs match created, renamed or removed asks for a scan (a burst of events makes one), a write
+// last scan, and the directories that followed symbolic links point into (the kubelet's
+// /var/log/containers links into /var/log/pods, where it rotates), at most Config.MaxWatches of
+// them. Run's goroutine receives the events: a name the globs match, or any name in a link's
+// target directory, created, renamed or removed asks for a scan (a burst of events makes one), a write
 // or truncation of a followed file wakes its follower (a non-blocking send on a channel of one),
 // and a lost-events overflow rescans and wakes every follower. After each batch Run takes no
 // event for a few milliseconds (watchRest), so that the kernel merges a file's writes into one

@@ -133,6 +133,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 	scanNow := func() {
 		t.syncWatches(watch, t.currentGlobs())
 		t.scan(ctx)
+		// Again for the links the scan began to follow: their target directories (the kubelet
+		// rotates there) are watched from now, not from the next scan.
+		t.syncWatches(watch, t.currentGlobs())
 		t.mapFollowers(watch)
 	}
 	scanNow()

@@ -39,6 +39,11 @@ type dirWatcher struct {
 	patterns []string          // the globs, cleaned as fsnotify cleans its event names
 	dirPats  []string          // their directory parts: an event on one of these may be a new or gone directory
 	watched  map[string]bool   // directories watched now
+	// linkDirs are the watched directories that followed names which are symbolic links point
+	// into (linkTargetDirs): a name created, renamed or removed in one asks for a scan, since
+	// the link's own directory does not change when its target is renamed and replaced (the
+	// kubelet's rotation).
+	linkDirs map[string]bool
 	failed   map[string]string // directory -> why it is not watched, logged once
 	leftOut  int               // directories beyond the bound at the last sync, logged when it changes
 	lastErr  string            // the last other watch error, logged once until it changes
@@ -128,6 +133,24 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 		d.dirPats = append(d.dirPats, filepath.Dir(g))
 	}
 	dirs, leftOut := watchDirs(globs, t.cfg.MaxWatches)
+	clear(d.linkDirs)
+	if d.linkDirs == nil {
+		d.linkDirs = make(map[string]bool)
+	}
+	for _, dir := range t.linkTargetDirs() {
+		if _, ok := slices.BinarySearch(dirs, dir); ok {
+			continue
+		}
+		if len(dirs)+len(d.linkDirs) >= t.cfg.MaxWatches {
+			leftOut++
+			continue
+		}
+		d.linkDirs[dir] = true
+	}
+	for dir := range d.linkDirs {
+		dirs = append(dirs, dir)
+	}
+	slices.Sort(dirs)
 	if leftOut != d.leftOut {
 		if leftOut > 0 {
 			t.log.Warn("more directories than max watches: the ones left out are found by the periodic scan only",
@@ -165,6 +188,38 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 	}
 }
 
+// linkTargetDirs returns the directories that the followed names which are symbolic links point
+// into now, sorted: an Lstat of each followed name, and the resolution of each link.
+func (t *Tailer) linkTargetDirs() []string {
+	var dirs []string
+	for _, p := range t.followedPaths() {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		if target, err := filepath.EvalSymlinks(p); err == nil {
+			dirs = append(dirs, filepath.Dir(target))
+		}
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}
+
+// followedPaths returns the current names of the followed files.
+func (t *Tailer) followedPaths() []string {
+	t.mu.Lock()
+	fls := make([]*follower, 0, len(t.followers))
+	for _, fl := range t.followers {
+		fls = append(fls, fl)
+	}
+	t.mu.Unlock()
+	paths := make([]string, 0, len(fls))
+	for _, fl := range fls {
+		paths = append(paths, fl.currentPath())
+	}
+	return paths
+}
+
 // mapFollowers records which followers read each name, so that a write event wakes them. Run's
 // goroutine, after each scan (which is what starts followers and notices renames). The events
 // that arrived meanwhile are handled after it, on the same goroutine.
@@ -185,6 +240,12 @@ func (t *Tailer) mapFollowers(d *dirWatcher) {
 	for _, fl := range fls {
 		p := filepath.Clean(fl.currentPath())
 		d.wakeAt[p] = append(d.wakeAt[p], fl)
+		if len(d.linkDirs) > 0 {
+			// A link's writes are its target's: the event names the target.
+			if target, err := filepath.EvalSymlinks(p); err == nil && target != p && d.linkDirs[filepath.Dir(target)] {
+				d.wakeAt[target] = append(d.wakeAt[target], fl)
+			}
+		}
 	}
 }
 
@@ -199,6 +260,9 @@ func (d *dirWatcher) onEvent(ev fsnotify.Event) (scan bool) {
 	}
 	if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Remove) {
 		return false
+	}
+	if d.linkDirs[filepath.Dir(ev.Name)] {
+		return true // a followed link's target may have been renamed or replaced
 	}
 	for i, g := range d.patterns {
 		if ok, _ := filepath.Match(g, ev.Name); ok {

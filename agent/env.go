@@ -36,6 +36,7 @@ var projectEnv = map[string]string{
 	"KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN": "scripts/kafka/broker.sh start: 1 gives the test broker a KIP-714 client telemetry receiver",
 	"KAFKATRAIL_UPDATE_README":           "`go test ./agent/ -run Reference` rewrites this reference",
 	"KAFKATRAIL_UPDATE_DOCS":             "`go test ./telemetry/ -run Doc` rewrites the generated parts of docs/telemetry.md",
+	"KAFKATRAIL_UPDATE_MANIFEST":         "`make k8s-manifest` rewrites configs/kubernetes-daemonset.yaml from the Helm chart",
 	"KAFKATRAIL_TEST_DEBUG":              "tests log the producer at debug level",
 	"KAFKATRAIL_SCREENSHOT":              "the browser test leaves its screenshot of the status page in this file",
 }

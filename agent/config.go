@@ -66,6 +66,7 @@ type Config struct {
 
 	HeaderPath  string `koanf:"header-path" doc:"name of the record header carrying the source file path; empty: none"`
 	HeaderHost  string `koanf:"header-host" doc:"name of the record header carrying the host name; empty: none"`
+	HostName    string `koanf:"host-name" doc:"the host name that lines carry (host.name in the JSON envelope, the header-host header, {host} in templates) and that the default transactional-id is made from; empty: the system's host name. In a Kubernetes pod, where that is the pod's name, set it to the node's (the chart sets KAFKATRAIL_HOST_NAME from spec.nodeName)"`
 	TraceHeader string `koanf:"trace-header" doc:"record header for a W3C trace context found in the line (traceparent, or trace_id and span_id JSON fields); empty: none"`
 
 	// Encodings and timestamps: envelope.go, timestamp.go.
@@ -353,6 +354,15 @@ func (c *Config) ProducerConfig() (producer.Config, error) {
 	return pc, nil
 }
 
+// EffectiveHostName is --host-name, or the system's host name ("" if it has none).
+func (c *Config) EffectiveHostName() string {
+	if c.HostName != "" {
+		return c.HostName
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
 // EffectiveTransactionalID is --transactional-id, or the default derived from the host name,
 // the state topic and the tail patterns: stable across restarts of one agent, and different for
 // two agents of one host that follow other files (they must not fence each other).
@@ -360,8 +370,8 @@ func (c *Config) EffectiveTransactionalID() string {
 	if c.TransactionalID != "" {
 		return c.TransactionalID
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
+	host := c.EffectiveHostName()
+	if host == "" {
 		host = "localhost"
 	}
 	globs := slices.Clone(c.Tail)

@@ -171,3 +171,22 @@ func TestContainerLineAllocations(t *testing.T) {
 		t.Errorf("%v allocations a line", got)
 	}
 }
+
+// --host-name is what lines carry as their host (in a pod the system's host name is the pod's),
+// and what the default transactional id is made from.
+func TestHostNameKey(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.HostName, cfg.Topic, cfg.Format = []string{"127.0.0.1:9092"}, "node-7", "logs-{host}", FormatJSON
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b := newRecordBuilder(&cfg)
+	b.routing = newRouting(&cfg)
+	r := b.buildLine(filetail.Line{Data: []byte("x")}, "/var/log/app.log")
+	if r.Topic != "logs-node-7" || !strings.Contains(string(r.Value), `"host.name":"node-7"`) {
+		t.Errorf("topic %q, value %s: want the host name node-7", r.Topic, r.Value)
+	}
+	if id := cfg.EffectiveTransactionalID(); !strings.HasPrefix(id, "kafkatrail-node-7-") {
+		t.Errorf("transactional id %q: want it made from the host name", id)
+	}
+}

@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"encoding/hex"
-	"os"
 	"regexp"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
@@ -55,7 +54,7 @@ func newRecordBuilder(c *Config) *recordBuilder {
 	if c.KeyRegex != "" {
 		b.keyRegex = regexp.MustCompile(c.KeyRegex) // validated in Config.Validate
 	}
-	if h, err := os.Hostname(); err == nil {
+	if h := c.EffectiveHostName(); h != "" {
 		b.host = []byte(h)
 	}
 	b.enc = newEncoder(c, b.host)

@@ -508,6 +508,9 @@ func TestEnv(t *testing.T) {
 		if e["OTEL_RESOURCE_ATTRIBUTES"].Value != "k8s.node.name=$(NODE_NAME)" {
 			t.Errorf("OTEL_RESOURCE_ATTRIBUTES %+v", e["OTEL_RESOURCE_ATTRIBUTES"])
 		}
+		if e["KAFKATRAIL_HOST_NAME"].Value != "$(NODE_NAME)" || idx("NODE_NAME") > idx("KAFKATRAIL_HOST_NAME") {
+			t.Errorf("KAFKATRAIL_HOST_NAME %+v: want $(NODE_NAME), after NODE_NAME: the lines' host is the node", e["KAFKATRAIL_HOST_NAME"])
+		}
 		if idx("NODE_NAME") > idx("OTEL_RESOURCE_ATTRIBUTES") {
 			t.Error("NODE_NAME comes after OTEL_RESOURCE_ATTRIBUTES: $(NODE_NAME) would not expand")
 		}

@@ -35,6 +35,8 @@ import (
 //   - tail: follows a file (lag, checkpoint lag, files watched) with long lines split, and
 //     idles past connections.max.idle.ms before it stops (connection closes);
 //   - truncate, drop: stdin with long lines truncated, dropped;
+//   - container: stdin in a container runtime's CRI framing, with lines written in pieces
+//     (joined) and lines that are not CRI (malformed);
 //   - retries: the topic is deleted mid-stream, so produce requests are retried
 //     (UNKNOWN_TOPIC_OR_PARTITION) and the waiting batches exhaust a small buffer.memory;
 //   - unreachable: a bootstrap address where nothing listens (connection failures, metadata
@@ -129,6 +131,26 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			return r, err
 		})
 	}
+	start("container", []int{0}, func() (*agentRun, error) {
+		r := startAgent(t, "container", append(common(uniqueName("e2e-dash-container")), "--stdin",
+			"--container-format", "cri"), env("container"), true)
+		var err error
+		for i := 0; i < 200 && err == nil; i++ {
+			ts := time.Now().UTC().Format(time.RFC3339Nano)
+			switch {
+			case i%25 == 7:
+				_, err = fmt.Fprintf(r.stdin, "not a CRI line %d\n", i)
+			case i%10 == 3:
+				_, err = fmt.Fprintf(r.stdin, "%s stdout P first half of %d, \n%s stdout F its second half\n", ts, i, ts)
+			default:
+				_, err = fmt.Fprintf(r.stdin, "%s stderr F %s\n", ts, line(i))
+			}
+			time.Sleep(15 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		r.stdin.Close()
+		return r, err
+	})
 	start("retries", []int{0, 1}, func() (*agentRun, error) {
 		// The topic is deleted while records flow: produce requests get
 		// UNKNOWN_TOPIC_OR_PARTITION (retriable) until the metadata shows the topic gone and

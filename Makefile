@@ -10,6 +10,7 @@ PKGS ?= ./...
 
 .PHONY: all agent deps broker-start broker-stop broker-status test test-short fmt vet test-kafka39
 .PHONY: tools dashboards test-tools test-e2e test-deploy k8s-manifest
+.PHONY: release release-push test-release
 
 all: vet test-short
 
@@ -43,6 +44,7 @@ test: deps
 	  (cd tools && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || rc=$$?; \
 	  exit $$rc'
 	$(MAKE) test-deploy
+	$(MAKE) test-release
 	$(MAKE) test-kafka39
 	$(MAKE) test-e2e
 	$(MAKE) reliability-ci
@@ -97,6 +99,23 @@ test-deploy:
 # kafkatrail-agent, namespace logging), as test-deploy expects it.
 k8s-manifest:
 	cd deploy && KAFKATRAIL_UPDATE_MANIFEST=1 $(GO) test -count=1 -run '^TestPlainManifestUpToDate$$' .
+
+# Release artifacts of HEAD in dist/ (release/, a module of its own; see release/README.md):
+# static binaries in tarballs, .deb and .rpm for amd64 and arm64, the multi-arch OCI image
+# (dist/oci and an OCI archive), SHA256SUMS; reproducible (SOURCE_DATE_EPOCH: the commit's time).
+# RELEASE_VERSION=x.y.z overrides VERSION.
+release:
+	cd release && $(GO) run ./cmd/release --out ../dist $(if $(RELEASE_VERSION),--version $(RELEASE_VERSION))
+
+# dist/'s image to $(REGISTRY)/kafkatrail-agent:VERSION with the docker credentials:
+# make release-push REGISTRY=ghcr.io/kafkatrail
+release-push:
+	cd release && $(GO) run ./cmd/release push --registry "$(REGISTRY)" --dir ../dist
+
+# As root: the .deb installed, upgraded, removed and purged on this machine, the .rpm queried,
+# the image read by skopeo and run in a chroot, against a broker of its own (base port 19292).
+test-release: deps release
+	GO=$(GO) scripts/release-test.sh
 
 # End to end: the real broker, Jaeger and Prometheus (scripts/with-observability.sh), the
 # agent built from cmd/agent; traces must reach Jaeger with all six stages and every

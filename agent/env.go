@@ -37,6 +37,8 @@ var projectEnv = map[string]string{
 	"KAFKATRAIL_UPDATE_README":           "`go test ./agent/ -run Reference` rewrites this reference",
 	"KAFKATRAIL_UPDATE_DOCS":             "`go test ./telemetry/ -run Doc` rewrites the generated parts of docs/telemetry.md",
 	"KAFKATRAIL_UPDATE_MANIFEST":         "`make k8s-manifest` rewrites configs/kubernetes-daemonset.yaml from the Helm chart",
+	"KAFKATRAIL_RELEASE_TEST":            "scripts/release-test.sh: 1 runs release/'s install tests (dpkg, rpm, the image in a chroot) against its broker",
+	"KAFKATRAIL_DIST":                    "scripts/release-test.sh: the dist/ directory of `make release` that release/'s tests install from",
 	"KAFKATRAIL_TEST_DEBUG":              "tests log the producer at debug level",
 	"KAFKATRAIL_SCREENSHOT":              "the browser test leaves its screenshot of the status page in this file",
 }

@@ -2,7 +2,9 @@
 # Installs what the tests need on a Debian/Ubuntu machine, idempotently and quietly:
 #   - Debian packages: kcat (a librdkafka peer), a Java 17+ runtime, Maven, OpenSSL,
 #     gcc (go test -race needs cgo), chromium (the status page's headless browser test;
-#     about 100 MB to download, 350 MB installed) -- apt-get runs only when one is missing;
+#     about 100 MB to download, 350 MB installed), rpm, skopeo and umoci (make test-release
+#     inspects the .rpm and the OCI image with them; dpkg installs the .deb) -- apt-get runs
+#     only when one is missing;
 #   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
 # Go itself is a prerequisite (see go.mod for the version).
 #
@@ -23,6 +25,9 @@ command -v openssl >/dev/null || missing+=(openssl)
 if ((!demo)); then
   command -v gcc >/dev/null || missing+=(gcc libc6-dev)
   command -v chromium >/dev/null || missing+=(chromium)
+  command -v rpm >/dev/null || missing+=(rpm)
+  command -v skopeo >/dev/null || missing+=(skopeo)
+  command -v umoci >/dev/null || missing+=(umoci)
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 

@@ -1,0 +1,3 @@
+# kafkatrail-agent %pre
+set -e
+@USER@

@@ -108,6 +108,13 @@ log "building the agent and the bench programs"
 (cd "$ROOT/bench" && "$GO" build -o "$OUT/kgoprod" ./kgoprod && "$GO" build -o "$OUT/runbench" ./cmd/runbench &&
   "$GO" build -o "$OUT/otlpsink" ./cmd/otlpsink)
 
+# The release's sizes (the report's last section): dist/ of HEAD, made if it is of another commit.
+head=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
+if [[ -n $head ]] && ! grep -q "\"commit\": \"$head\"" "$ROOT/dist/metadata.json" 2>/dev/null; then
+  log "make release (dist/ for $head: the report gives its sizes)"
+  (cd "$ROOT" && make -s release >/dev/null) || log "make release failed: the report has no release sizes"
+fi
+
 otel_args=(--otelcol "$OTELCOL")
 if ! build_otelcol; then
   log "the OpenTelemetry Collector could not be built; its runs are skipped"
@@ -118,7 +125,7 @@ log "ready after $((SECONDS - t0))s; starting the broker and the runs"
 cd "$ROOT"
 "$ROOT/scripts/kafka/with-broker.sh" "$OUT/runbench" \
   --agent "$OUT/agent" --kgoprod "$OUT/kgoprod" --otlpsink "$OUT/otlpsink" \
-  --broker-sh "$ROOT/scripts/kafka/broker.sh" --out "${BENCH_OUT:-$ROOT/docs}" "${otel_args[@]}"
+  --broker-sh "$ROOT/scripts/kafka/broker.sh" --out "${BENCH_OUT:-$ROOT/docs}" --dist "$ROOT/dist" "${otel_args[@]}"
 rc=$?
 log "make bench took $((SECONDS - t0))s"
 exit $rc

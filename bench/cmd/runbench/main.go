@@ -63,6 +63,7 @@ type Params struct {
 
 type paths struct {
 	agent, kgoprod, kcat, otelcol, otlpsink, rsyslogd, brokerSh string
+	dist                                                        string
 	bootstrap, work, out                                        string
 }
 
@@ -134,6 +135,7 @@ func main() {
 	flag.StringVar(&p.rsyslogd, "rsyslogd", "/usr/sbin/rsyslogd", "rsyslogd (Debian's rsyslog with rsyslog-kafka)")
 	flag.StringVar(&p.brokerSh, "broker-sh", "", "scripts/kafka/broker.sh (java tools; stopping the broker for the memory section)")
 	flag.StringVar(&p.out, "out", "docs", "directory for benchmarks.md and benchmarks.json")
+	flag.StringVar(&p.dist, "dist", "", "make release's dist/ directory: its artifacts' sizes go in the report (empty: none)")
 	flag.StringVar(&p.work, "work", "", "scratch directory for data files and state (default: a new /tmp/kafkatrail-bench.*; removed at the end)")
 	skipNote := flag.String("otelcol-missing", "", "why the collector is missing, if it is")
 	splitFile := flag.String("cpusplit-file", "", "only print the file path's CPU split (seconds by part) of the agent's CPU profile FILE")
@@ -233,6 +235,13 @@ func main() {
 	if err := b.run(); err != nil {
 		logf("error: %v", err)
 		b.report.Notes = append(b.report.Notes, "The run stopped early: "+err.Error())
+	}
+	if p.dist != "" {
+		rs, err := readRelease(p.dist, p.agent)
+		if err != nil {
+			b.report.Notes = append(b.report.Notes, "Release sizes not read: "+err.Error())
+		}
+		b.report.Release = rs
 	}
 	b.report.DurationSec = time.Since(b.t0).Seconds()
 	if t0, err := strconv.ParseInt(os.Getenv("BENCH_T0"), 10, 64); err == nil && t0 > 0 {

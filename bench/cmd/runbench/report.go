@@ -82,6 +82,7 @@ type Report struct {
 	Ratios     []Ratio           `json:"ratios"`
 	Memory     []MemoryResult    `json:"memory,omitempty"`
 	Latency    []LatencyResult   `json:"latency,omitempty"`
+	Release    *ReleaseSizes     `json:"release,omitempty"` // dist/ of make release, when there is one
 	Runs       []Run             `json:"runs"`
 }
 
@@ -693,6 +694,8 @@ func renderMarkdown(r *Report) string {
 		}
 		w("\n")
 	}
+
+	r.writeRelease(w)
 
 	// Notes and failures.
 	var fails []string

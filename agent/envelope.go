@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/internal/jsonscan"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -274,7 +275,7 @@ func (e *encoder) envelope(l filetail.Line, ts time.Time, path string, pod *podM
 func (e *encoder) merge(l filetail.Line, fields *lineFields, ts time.Time, pod *podMeta) []byte {
 	line := l.Data
 	end := len(line)
-	for end > 0 && isJSONSpace(line[end-1]) {
+	for end > 0 && jsonscan.IsSpace(line[end-1]) {
 		end--
 	}
 	end-- // the closing brace: the line parsed as an object
@@ -346,8 +347,6 @@ func (e *encoder) appendTimestamp(dst []byte, ts time.Time) []byte {
 	}
 	return dst
 }
-
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, written \ufffd,
 // as encoding/json does; control characters, U+2028 and U+2029 are escaped as encoding/json

@@ -2,9 +2,9 @@ package agent
 
 import (
 	"bytes"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/kafkatrail/kafkatrail/internal/jsonscan"
 )
 
 // lineFields is the JSON view of one line, for everything that takes a field of it (the key,
@@ -32,7 +32,7 @@ import (
 type lineFields struct {
 	line    []byte
 	state   objectState
-	members []member // the object's top-level members in line order (state == lineObject)
+	members []jsonscan.Member // the object's top-level members in line order (state == lineObject)
 }
 
 type objectState uint8
@@ -43,20 +43,9 @@ const (
 	lineObject
 )
 
-// member is where one top-level member of the line's object lies.
-type member struct {
-	keyStart, keyEnd int  // the key's bytes between its quotes
-	plainKey         bool // no escape, no byte >= 0x80: the key's bytes are its name as they are
-	valStart, valEnd int  // the value as written, without the space around it
-}
-
 // maxKeptMembers bounds the members a lineFields keeps room for from one line to the next, so
 // that one line with a huge object does not leave every pooled builder holding its index.
 const maxKeptMembers = 256
-
-// maxNestingDepth is encoding/json's limit on nested objects and arrays (scanner.go): a line
-// nested deeper is not valid JSON to it, and so is no object here either.
-const maxNestingDepth = 10000
 
 // reset makes f the view of line. Nothing is looked at yet.
 func (f *lineFields) reset(line []byte) {
@@ -75,7 +64,7 @@ func (f *lineFields) isObject() bool {
 		// Only a line that begins with '{' is looked at: a plain line costs one comparison
 		// (and a line with space before its object is no object).
 		if len(f.line) > 0 && f.line[0] == '{' {
-			if end := scanObject(f.line, 0, 1, &f.members); end > 0 && skipSpace(f.line, end) == len(f.line) {
+			if end := jsonscan.Object(f.line, 0, 1, &f.members); end > 0 && jsonscan.SkipSpace(f.line, end) == len(f.line) {
 				f.state = lineObject
 			} else {
 				f.members = f.members[:0]
@@ -151,9 +140,9 @@ func (f *lineFields) find(obj []byte, key string) ([]byte, bool) {
 		line := f.line
 		for i := len(f.members) - 1; i >= 0; i-- {
 			m := &f.members[i]
-			k := line[m.keyStart:m.keyEnd]
-			if m.plainKey && string(k) == key || !m.plainKey && keyEquals(k, key) {
-				return line[m.valStart:m.valEnd], true
+			k := line[m.KeyStart:m.KeyEnd]
+			if m.PlainKey && string(k) == key || !m.PlainKey && keyEquals(k, key) {
+				return line[m.ValStart:m.ValEnd], true
 			}
 		}
 		return nil, false
@@ -162,21 +151,21 @@ func (f *lineFields) find(obj []byte, key string) ([]byte, bool) {
 	// into few of them, and once each).
 	var found []byte
 	ok := false
-	i := skipSpace(obj, 1)
+	i := jsonscan.SkipSpace(obj, 1)
 	for i < len(obj) && obj[i] == '"' {
-		keyEnd, plain := scanString(obj, i)
+		keyEnd, plain := jsonscan.String(obj, i)
 		k := obj[i+1 : keyEnd-1]
-		valStart := skipSpace(obj, skipSpace(obj, keyEnd)+1) // past the ':'
-		valEnd := scanValue(obj, valStart, 1)
+		valStart := jsonscan.SkipSpace(obj, jsonscan.SkipSpace(obj, keyEnd)+1) // past the ':'
+		valEnd := jsonscan.Value(obj, valStart, 1)
 		if valEnd < 0 {
 			return nil, false // cannot happen: the line was validated
 		}
 		if plain && string(k) == key || !plain && keyEquals(k, key) {
 			found, ok = obj[valStart:valEnd], true
 		}
-		i = skipSpace(obj, valEnd)
+		i = jsonscan.SkipSpace(obj, valEnd)
 		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
+			i = jsonscan.SkipSpace(obj, i+1)
 		}
 	}
 	return found, ok
@@ -189,7 +178,7 @@ func keyEquals(s []byte, key string) bool {
 	j := 0
 	for r := 0; r < len(s); {
 		var c rune
-		c, r = unquoteRune(s, r)
+		c, r = jsonscan.UnquoteRune(s, r)
 		if c < utf8.RuneSelf {
 			if j >= len(key) || key[j] != byte(c) {
 				return false
@@ -204,65 +193,6 @@ func keyEquals(s []byte, key string) bool {
 		j += n
 	}
 	return j == len(key)
-}
-
-// unquoteRune returns the character at s[r] of valid JSON string contents and the index past
-// it, as encoding/json's unquoteBytes decodes it: escapes resolved, a surrogate pair joined, a
-// lone surrogate and a byte that is not UTF-8 each U+FFFD.
-func unquoteRune(s []byte, r int) (rune, int) {
-	c := s[r]
-	if c < utf8.RuneSelf && c != '\\' {
-		return rune(c), r + 1
-	}
-	if c != '\\' {
-		rr, size := utf8.DecodeRune(s[r:])
-		return rr, r + size
-	}
-	switch s[r+1] {
-	case 'b':
-		return '\b', r + 2
-	case 'f':
-		return '\f', r + 2
-	case 'n':
-		return '\n', r + 2
-	case 'r':
-		return '\r', r + 2
-	case 't':
-		return '\t', r + 2
-	case 'u':
-		rr := getu4(s[r:])
-		r += 6
-		if utf16.IsSurrogate(rr) {
-			if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-				return dec, r + 6
-			}
-			return unicode.ReplacementChar, r
-		}
-		return rr, r
-	}
-	return rune(s[r+1]), r + 2 // '"', '\\', '/'
-}
-
-// getu4 decodes the \uXXXX escape at the start of s, -1 if there is none (encoding/json's).
-func getu4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c = c - '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
 }
 
 // jsonScalar returns a JSON value (valid, as written) as bytes: a string unquoted, a number or
@@ -285,7 +215,7 @@ func jsonScalar(raw []byte) []byte {
 		out := make([]byte, 0, len(s))
 		for r := 0; r < len(s); {
 			var c rune
-			c, r = unquoteRune(s, r)
+			c, r = jsonscan.UnquoteRune(s, r)
 			out = utf8.AppendRune(out, c)
 		}
 		return out
@@ -293,224 +223,4 @@ func jsonScalar(raw []byte) []byte {
 		return nil
 	}
 	return raw
-}
-
-// The validator below accepts exactly what encoding/json's scanner accepts (FuzzLineFields
-// compares them): each function takes b[i] as the first byte of what it scans and returns the
-// index just past it, or -1 when b is not valid there.
-
-// skipSpace returns the index of the first byte at or after i that is not JSON space.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isJSONSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// scanValue scans the value at b[i], inside depth nested objects and arrays.
-func scanValue(b []byte, i, depth int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch c := b[i]; c {
-	case '"':
-		end, _ := scanString(b, i)
-		return end
-	case '{':
-		return scanObject(b, i, depth+1, nil)
-	case '[':
-		return scanArray(b, i, depth+1)
-	case 't':
-		return scanLiteral(b, i, "true")
-	case 'f':
-		return scanLiteral(b, i, "false")
-	case 'n':
-		return scanLiteral(b, i, "null")
-	default:
-		if c == '-' || '0' <= c && c <= '9' {
-			return scanNumber(b, i)
-		}
-	}
-	return -1
-}
-
-// scanObject scans the object at b[i] (a '{'), its depth-th level of nesting; with members it
-// appends where each of its members lies.
-func scanObject(b []byte, i, depth int, members *[]member) int {
-	if depth > maxNestingDepth {
-		return -1
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return -1
-		}
-		keyEnd, plain := scanString(b, i)
-		if keyEnd < 0 {
-			return -1
-		}
-		j := skipSpace(b, keyEnd)
-		if j >= len(b) || b[j] != ':' {
-			return -1
-		}
-		valStart := skipSpace(b, j+1)
-		valEnd := scanValue(b, valStart, depth)
-		if valEnd < 0 {
-			return -1
-		}
-		if members != nil {
-			*members = append(*members, member{
-				keyStart: i + 1, keyEnd: keyEnd - 1, plainKey: plain,
-				valStart: valStart, valEnd: valEnd,
-			})
-		}
-		i = skipSpace(b, valEnd)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
-		}
-	}
-}
-
-// scanArray scans the array at b[i] (a '['), its depth-th level of nesting.
-func scanArray(b []byte, i, depth int) int {
-	if depth > maxNestingDepth {
-		return -1
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1
-	}
-	for {
-		end := scanValue(b, i, depth)
-		if end < 0 {
-			return -1
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1
-		default:
-			return -1
-		}
-	}
-}
-
-// stringByte marks the bytes a string's fast loop stops at: the closing quote, an escape, a
-// control character (invalid in a string) and a byte >= 0x80 (a key with one is not plain).
-var stringByte = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	for c := 0x80; c < 0x100; c++ {
-		t[c] = true
-	}
-	return t
-}()
-
-// scanString scans the string at b[i] (a '"'); plain reports that it has no escape and no byte
-// >= 0x80, so that its bytes are its value. Bytes that are not UTF-8 are valid, as they are to
-// encoding/json (which decodes them as U+FFFD).
-func scanString(b []byte, i int) (end int, plain bool) {
-	plain = true
-	for i++; i < len(b); {
-		for i < len(b) && !stringByte[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			break
-		}
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1, plain
-		case c == '\\':
-			plain = false
-			if i+1 >= len(b) {
-				return -1, false
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if getu4(b[i:]) < 0 {
-					return -1, false
-				}
-				i += 6
-			default:
-				return -1, false
-			}
-		case c < 0x20:
-			return -1, false
-		default: // >= 0x80
-			plain = false
-			i++
-		}
-	}
-	return -1, false
-}
-
-// scanNumber scans the number at b[i]: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. What may
-// follow it is the caller's to check, as for every value.
-func scanNumber(b []byte, i int) int {
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		i = skipDigits(b, i+1)
-	default:
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		j := skipDigits(b, i+1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := skipDigits(b, i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
-}
-
-func skipDigits(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
-}
-
-// scanLiteral scans lit (true, false or null) at b[i].
-func scanLiteral(b []byte, i int, lit string) int {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return -1
-	}
-	return i + len(lit)
 }

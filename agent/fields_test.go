@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kafkatrail/kafkatrail/internal/jsonscan"
 )
 
 func TestLineFieldsPaths(t *testing.T) {
@@ -59,12 +61,12 @@ func TestRecordKeyFromNestedField(t *testing.T) {
 // The validator takes encoding/json's nesting limit: a line nested as deep as encoding/json
 // allows is an object, one level more is not (as for json.Valid).
 func TestLineFieldsNestingLimit(t *testing.T) {
-	for _, depth := range []int{maxNestingDepth, maxNestingDepth + 1} {
+	for _, depth := range []int{jsonscan.MaxNestingDepth, jsonscan.MaxNestingDepth + 1} {
 		arrays := depth - 1 // the object is one level
 		line := []byte(`{"a":` + strings.Repeat("[", arrays) + strings.Repeat("]", arrays) + `}`)
 		var f lineFields
 		f.reset(line)
-		if got, want := f.isObject(), json.Valid(line); got != want || want != (depth <= maxNestingDepth) {
+		if got, want := f.isObject(), json.Valid(line); got != want || want != (depth <= jsonscan.MaxNestingDepth) {
 			t.Errorf("depth %d: isObject %v, json.Valid %v", depth, got, want)
 		}
 	}

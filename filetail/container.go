@@ -6,8 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/kafkatrail/kafkatrail/internal/jsonscan"
 )
 
 // ContainerFormat is how a container runtime frames each line of the log files it writes
@@ -131,7 +132,8 @@ type containerLines struct {
 	rawBad     bool   // that raw line did not parse: its parts are sent as they are
 
 	times   rfc3339Cache
-	scratch []byte // docker's log, unescaped
+	scratch []byte            // docker's log, unescaped
+	members []jsonscan.Member // docker's object's members
 }
 
 func newContainerLines(f ContainerFormat, out *events, counts []*ContainerCounts) *containerLines {
@@ -299,52 +301,40 @@ func (c *containerLines) decodeCRI(raw []byte) piece {
 	return piece{data: msg, time: ts, stream: stream, partial: partial}
 }
 
-// decodeDocker reads {"log":"...","stream":"...","time":"..."} (docker's key order first; any
-// order, with other keys such as "attrs" skipped). The log's JSON escapes are decoded; a log
-// that does not end with a newline is a piece of a longer line.
+// decodeDocker reads {"log":"...","stream":"...","time":"..."}, its keys in any order and any
+// other key (docker's "attrs") skipped, with the scanner the agent's JSON fields use: a line
+// encoding/json would refuse is malformed. The log's escapes are decoded; a log that does not
+// end with a newline is a piece of a longer line.
 func (c *containerLines) decodeDocker(raw []byte) piece {
 	bad := piece{data: raw, bad: true}
+	c.members = c.members[:0]
+	if len(raw) == 0 || raw[0] != '{' {
+		return bad
+	}
+	if end := jsonscan.Object(raw, 0, 1, &c.members); end < 0 || jsonscan.SkipSpace(raw, end) != len(raw) {
+		return bad
+	}
 	var p piece
 	var haveLog, haveTime bool
-	d := jsonScanner{b: raw}
-	if !d.byte('{') {
-		return bad
-	}
-	for first := true; ; first = false {
-		if d.byte('}') {
-			break
+	for _, m := range c.members { // of duplicate keys the last wins, as in encoding/json
+		v := raw[m.ValStart:m.ValEnd]
+		if !m.PlainKey || v[0] != '"' {
+			continue // docker's keys are plain and its values strings
 		}
-		if !first && !d.byte(',') {
-			return bad
-		}
-		key, ok := d.rawString()
-		if !ok || !d.byte(':') {
-			return bad
-		}
-		switch string(key) {
+		v = v[1 : len(v)-1]
+		switch string(raw[m.KeyStart:m.KeyEnd]) {
 		case "log":
-			c.scratch, ok = d.appendString(c.scratch[:0])
-			p.data, haveLog = c.scratch, ok
+			c.scratch, haveLog = appendUnquoted(c.scratch[:0], v), true
 		case "stream":
-			var s []byte
-			s, ok = d.rawString()
-			p.stream = parseStream(s)
+			p.stream = parseStream(v)
 		case "time":
-			var s []byte
-			if s, ok = d.rawString(); ok {
-				p.time, haveTime = c.times.parse(s)
-			}
-		default:
-			ok = d.skipValue()
-		}
-		if !ok {
-			return bad
+			p.time, haveTime = c.times.parse(v)
 		}
 	}
-	d.space()
-	if !haveLog || !haveTime || p.stream == StreamUnknown || d.i != len(d.b) {
+	if !haveLog || !haveTime || p.stream == StreamUnknown {
 		return bad
 	}
+	p.data = c.scratch
 	if n := len(p.data); n > 0 && p.data[n-1] == '\n' {
 		p.data = p.data[:n-1]
 	} else {
@@ -353,171 +343,18 @@ func (c *containerLines) decodeDocker(raw []byte) piece {
 	return p
 }
 
-// jsonScanner reads the one JSON object of a docker log line: enough of JSON for it, and every
-// other line is malformed.
-type jsonScanner struct {
-	b []byte
-	i int
-}
-
-func (d *jsonScanner) space() {
-	for d.i < len(d.b) && isJSONWhite(d.b[d.i]) {
-		d.i++
+// appendUnquoted appends the contents of a valid JSON string, s (between its quotes), decoded,
+// to dst: as they are when s has no escape (docker's logs, but for the newline at their end).
+func appendUnquoted(dst, s []byte) []byte {
+	if bytes.IndexByte(s, '\\') < 0 {
+		return append(dst, s...)
 	}
-}
-
-func isJSONWhite(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-// byte consumes c (after white space) if it is next.
-func (d *jsonScanner) byte(c byte) bool {
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == c {
-		d.i++
-		return true
+	for r := 0; r < len(s); {
+		var ch rune
+		ch, r = jsonscan.UnquoteRune(s, r)
+		dst = utf8.AppendRune(dst, ch)
 	}
-	return false
-}
-
-// rawString returns the next string's bytes between its quotes, escapes left as they are.
-func (d *jsonScanner) rawString() ([]byte, bool) {
-	if !d.byte('"') {
-		return nil, false
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case '"':
-			d.i++
-			return d.b[start : d.i-1], true
-		case '\\':
-			d.i += 2
-		default:
-			d.i++
-		}
-	}
-	return nil, false
-}
-
-// appendString appends the next string, its escapes decoded, to dst.
-func (d *jsonScanner) appendString(dst []byte) ([]byte, bool) {
-	s, ok := d.rawString()
-	if !ok {
-		return dst, false
-	}
-	for len(s) > 0 {
-		i := bytes.IndexByte(s, '\\')
-		if i < 0 {
-			return append(dst, s...), true
-		}
-		dst = append(dst, s[:i]...)
-		if i+1 >= len(s) {
-			return dst, false
-		}
-		switch e := s[i+1]; e {
-		case '"', '\\', '/':
-			dst = append(dst, e)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, n := decodeJSONRune(s[i:])
-			if n == 0 {
-				return dst, false
-			}
-			dst = utf8.AppendRune(dst, r)
-			s = s[i+n:]
-			continue
-		default:
-			return dst, false
-		}
-		s = s[i+2:]
-	}
-	return dst, true
-}
-
-// decodeJSONRune decodes "\uXXXX", or a surrogate pair "\uXXXX\uXXXX", at the start of s: the
-// rune and the bytes it took (0: not an escape). A lone surrogate is U+FFFD, as encoding/json has it.
-func decodeJSONRune(s []byte) (rune, int) {
-	r := hex4(s)
-	if r < 0 {
-		return 0, 0
-	}
-	if utf16.IsSurrogate(r) {
-		if r2 := hex4(s[6:]); r2 >= 0 {
-			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-				return dec, 12
-			}
-		}
-		return utf8.RuneError, 6
-	}
-	return r, 6
-}
-
-// hex4 reads "\uXXXX" at the start of s, -1 if it is not one.
-func hex4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
-}
-
-// skipValue skips a JSON value of a key the decoder does not use (docker's "attrs").
-func (d *jsonScanner) skipValue() bool {
-	d.space()
-	if d.i >= len(d.b) {
-		return false
-	}
-	switch d.b[d.i] {
-	case '"':
-		_, ok := d.rawString()
-		return ok
-	case '{', '[':
-		depth := 0
-		for d.i < len(d.b) {
-			switch d.b[d.i] {
-			case '"':
-				if _, ok := d.rawString(); !ok {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					d.i++
-					return true
-				}
-			}
-			d.i++
-		}
-		return false
-	}
-	for d.i < len(d.b) && d.b[d.i] != ',' && d.b[d.i] != '}' && !isJSONWhite(d.b[d.i]) {
-		d.i++ // a number, true, false or null
-	}
-	return true
+	return dst
 }
 
 // rfc3339Cache parses the runtimes' RFC 3339 times (time.RFC3339Nano, as containerd, CRI-O and

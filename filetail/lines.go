@@ -484,4 +484,7 @@ func (s *Splitter) Shrink() {
 	if s.cont != nil && cap(s.cont.scratch) > s.chunk {
 		s.cont.scratch = nil
 	}
+	if s.cont != nil && cap(s.cont.members) > 64 {
+		s.cont.members = nil // an object with many keys is not docker's
+	}
 }

@@ -89,9 +89,8 @@ test-tools:
 # strictly into its Kubernetes type and checked (read-only host mounts, probes, grace period,
 # security context, credentials from Secrets, config checksum), the rendered agent.yaml through
 # `agent check`, configs/kubernetes-daemonset.yaml up to date. No broker, and no -race: it tests
-# YAML, not concurrency. 2 1/2 to 4 minutes from an empty build cache on the shared 2-core
-# machine, by its load (Helm's packages bring the whole Kubernetes client, about 600 packages;
-# the agent is built once more), 4 to 10 s after that.
+# YAML, not concurrency. Its first build is long: Helm's packages bring the whole Kubernetes
+# client (docs/testing.md has the times).
 test-deploy:
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 

@@ -178,7 +178,7 @@ func (c *containerLines) Line(l Line) error {
 		c.rawMid = false
 	}
 	if first && (p.stream != c.stream || p.bad) {
-		if err := c.endMessage(true); err != nil {
+		if err := c.endMessage(); err != nil {
 			return err
 		}
 		if err := c.out.emit(); err != nil { // events are joined per stream
@@ -206,18 +206,17 @@ func (c *containerLines) Line(l Line) error {
 // Dropped passes a drop on; the line layer below splits, so it does not drop.
 func (c *containerLines) Dropped(start, end int64) error { return c.out.Dropped(start, end) }
 
-// endMessage ends the open message, if any, where it is: an empty last piece at the end of the
-// last one tells the event layer that the pieces so far are a whole line.
-func (c *containerLines) endMessage(interrupted bool) error {
+// endMessage ends the open message, if any, where it is (its last piece has not come: counted
+// as interrupted): an empty last piece at the end of the last one tells the event layer that the
+// pieces so far are a whole line.
+func (c *containerLines) endMessage() error {
 	if !c.open {
 		return nil
 	}
 	c.piece++
 	end := Line{Start: c.lastEnd, End: c.lastEnd, Part: c.piece, Parts: c.piece, Stream: c.stream}
 	c.open, c.piece, c.rawMid = false, 0, false
-	if interrupted {
-		c.count(func(k *ContainerCounts) { k.Interrupted.Add(1) })
-	}
+	c.count(func(k *ContainerCounts) { k.Interrupted.Add(1) })
 	return c.out.Line(end)
 }
 

@@ -439,7 +439,7 @@ func (s *Splitter) Flush(sink LineSink) (bool, error) {
 		}
 		if s.cont != nil {
 			// A message whose last piece has not come within the idle time goes as it is.
-			if err := s.cont.endMessage(true); err != nil {
+			if err := s.cont.endMessage(); err != nil {
 				return true, err
 			}
 		}

@@ -19,12 +19,41 @@ import (
 
 // ClientSoftwareName and ClientSoftwareVersion are sent in ApiVersions (KIP-511) so brokers can
 // tell kafkatrail clients apart in their metrics; the broker labels the client's KIP-714
-// metrics with them too. The version is the build's (internal/version: "dev" for a plain build,
-// which KIP-511's pattern accepts).
+// metrics with them too. The version is the build's (internal/version), made to match KIP-511's
+// pattern by SanitizeSoftwareString: the broker closes the connection of a client whose name or
+// version does not match it, and a developer's `go build` in a checkout with changes stamps
+// "0.0.0-20261203161742-92430a21659f+dirty".
 const ClientSoftwareName = "kafkatrail"
 
 // ClientSoftwareVersion: see ClientSoftwareName.
-var ClientSoftwareVersion = version.Version()
+var ClientSoftwareVersion = SanitizeSoftwareString(version.Version())
+
+// SanitizeSoftwareString makes s match the pattern brokers check a client's software name and
+// version against (ApiVersionsRequest.hasValidVersion, KIP-511:
+// [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?) as librdkafka does
+// (rd_kafka_sw_str_sanitize_inplace): every character other than a letter, a digit, '-' and '.'
+// becomes '-', and what is not a letter or a digit is trimmed from both ends. What is left empty
+// is "unknown".
+func SanitizeSoftwareString(s string) string {
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	b := []byte(s)
+	for i, c := range b {
+		if !alnum(c) && c != '-' && c != '.' {
+			b[i] = '-'
+		}
+	}
+	start, end := 0, len(b)
+	for start < end && !alnum(b[start]) {
+		start++
+	}
+	for end > start && !alnum(b[end-1]) {
+		end--
+	}
+	if start == end {
+		return "unknown"
+	}
+	return string(b[start:end])
+}
 
 var (
 	// ErrDisconnected is wrapped by the error of every request that failed because its

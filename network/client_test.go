@@ -319,3 +319,19 @@ func TestClientReconnectBackoff(t *testing.T) {
 		t.Fatalf("second backoff %v, want 200ms ± 20%%", second)
 	}
 }
+
+func TestSanitizeSoftwareString(t *testing.T) {
+	for in, want := range map[string]string{
+		"0.1.0": "0.1.0",
+		"dev":   "dev",
+		"0.0.0-20261203161742-92430a21659f+dirty": "0.0.0-20261203161742-92430a21659f-dirty",
+		"1.2.3+incompatible":                      "1.2.3-incompatible",
+		"-v1.0_beta-":                             "v1.0-beta",
+		"+++":                                     "unknown",
+		"":                                        "unknown",
+	} {
+		if got := SanitizeSoftwareString(in); got != want {
+			t.Errorf("SanitizeSoftwareString(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

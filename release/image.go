@@ -266,6 +266,15 @@ func platformImage(src *source, b binary, ca, config []byte, created v1.Time, la
 		},
 		WorkingDir:   "/",
 		ExposedPorts: map[string]struct{}{"8686/tcp": {}},
+		// Docker's HEALTHCHECK (Podman keeps it in docker-format images): the agent asks its own
+		// page at KAFKATRAIL_HTTP, as there is no shell or curl to do it.
+		Healthcheck: &v1.HealthConfig{
+			Test:        []string{"CMD", "/usr/bin/" + PackageName, "health"},
+			Interval:    30 * time.Second,
+			Timeout:     5 * time.Second,
+			StartPeriod: 10 * time.Second,
+			Retries:     3,
+		},
 		Labels:       labels,
 		// The agent flushes and saves its checkpoints on SIGTERM.
 		StopSignal: "SIGTERM",

@@ -211,8 +211,13 @@ func TestRPM(t *testing.T) {
 					t.Errorf("rpm --scripts lacks %q:\n%s", want, scripts)
 				}
 			}
-			if req := run(t, "rpm", "-qpR", p); !strings.Contains(req, "shadow-utils") {
-				t.Errorf("rpm -qpR: no shadow-utils (useradd):\n%s", req)
+			// A file, not shadow-utils: SUSE's useradd is in shadow.
+			if req := run(t, "rpm", "-qpR", p); !strings.Contains(req, "/usr/sbin/useradd\n") || strings.Contains(req, "shadow-utils") {
+				t.Errorf("rpm -qpR: want /usr/sbin/useradd, not shadow-utils:\n%s", req)
+			}
+			modes := run(t, "rpm", "-qp", "--qf", "[%{FILENAMES} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME}\n]", p)
+			if want := ConfigPath + " -rw-r----- root:" + ServiceUser + "\n"; !strings.Contains(modes, want) {
+				t.Errorf("rpm file modes lack %q:\n%s", want, modes)
 			}
 			if k := run(t, "rpm", "-K", "--nosignature", p); !strings.Contains(k, "digests OK") {
 				t.Errorf("rpm -K: %s", k)
@@ -221,7 +226,7 @@ func TestRPM(t *testing.T) {
 			sh(t, dir, "rpm2archive - <"+p+" | tar -xzf -")
 			checkBinary(t, e, filepath.Join(dir, BinPath), arch)
 			unit, err := os.ReadFile(filepath.Join(dir, UnitPath))
-			if err != nil || !bytes.Contains(unit, []byte("\nUser=kafkatrail\n")) {
+			if err != nil || !bytes.Contains(unit, []byte("\nUser=kafkatrail\n")) || !bytes.Contains(unit, []byte("\nEnvironmentFile=-/etc/sysconfig/kafkatrail-agent\n")) {
 				t.Errorf("the rpm's unit (%v):\n%s", err, unit)
 			}
 		})
@@ -311,6 +316,8 @@ func TestDeb(t *testing.T) {
 		if got, want := readFile(t, ConfigPath), gitShow(t, e.meta.Commit, "configs/agent.yaml"); !bytes.Equal(got, want) {
 			t.Errorf("%s is not configs/agent.yaml", ConfigPath)
 		}
+		// It may hold a SASL password: the service's group reads it, nobody else.
+		checkOwnerGroup(t, ConfigPath, "root", ServiceUser, 0o640)
 		if help := readFile(t, DocDir+"/agent-help.txt"); !bytes.Contains(help, []byte("--brokers")) {
 			t.Errorf("agent-help.txt:\n%s", help)
 		}
@@ -332,7 +339,21 @@ func TestDeb(t *testing.T) {
 	step(t, "ship", func(t *testing.T) {
 		lines = appendLines(t, logFile, "before the upgrade", 1000)
 		admOnly(t, logFile)
-		a := startInstalled(t, e, topic, logFile)
+		// The secrets as the README says to keep them: in the environment file the unit
+		// reads, not in agent.yaml; the agent logs in with them on the SASL listener.
+		saslBootstrap, saslUser, saslPassword := os.Getenv("KAFKA_SASL_BOOTSTRAP"), os.Getenv("KAFKA_SASL_USER"), os.Getenv("KAFKA_SASL_PASSWORD")
+		if saslBootstrap == "" || saslUser == "" || saslPassword == "" {
+			t.Fatal("KAFKA_SASL_BOOTSTRAP, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD: not set (scripts/kafka/with-broker.sh sets them)")
+		}
+		envFile := EnvironmentFile(FormatDeb)
+		secrets := "# kafkatrail-agent's secrets\nKAFKATRAIL_PRODUCER_SECURITY_PROTOCOL=SASL_PLAINTEXT\n" +
+			"KAFKATRAIL_PRODUCER_SASL_MECHANISM=PLAIN\nKAFKATRAIL_PRODUCER_SASL_USERNAME=" + saslUser + "\n" +
+			"KAFKATRAIL_PRODUCER_SASL_PASSWORD=\"" + saslPassword + "\"\n"
+		if err := os.WriteFile(envFile, []byte(secrets), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(envFile)
+		a := startInstalledOn(t, saslBootstrap, topic, logFile)
 		consume(t, e.bootstrap, topic, lines)
 		a.stop(t)
 		checkOwner(t, StateDir+"/checkpoints.json", ServiceUser, 0)
@@ -414,9 +435,15 @@ func TestDeb(t *testing.T) {
 // HOME), and flags for the test's broker, topic and file, and the page on a free port.
 func startInstalled(t *testing.T, e releaseEnv, topic, logFile string) *agentProc {
 	t.Helper()
+	return startInstalledOn(t, e.bootstrap, topic, logFile)
+}
+
+// startInstalledOn is startInstalled with the brokers at bootstrap.
+func startInstalledOn(t *testing.T, bootstrap, topic, logFile string) *agentProc {
+	t.Helper()
 	u := readUnit(t)
 	port := freePort(t)
-	a := agentCmd(t, u, "--brokers", e.bootstrap, "--topic", topic, "--tail", logFile,
+	a := agentCmd(t, u, "--brokers", bootstrap, "--topic", topic, "--tail", logFile,
 		"--start-at", "beginning", "--http", "127.0.0.1:"+port, "--log-format", "json").start(t)
 	a.waitHealthy(t, port)
 	return a
@@ -426,6 +453,7 @@ func startInstalled(t *testing.T, e releaseEnv, topic, logFile string) *agentPro
 type unit struct {
 	execStart []string
 	env       []string
+	envFiles  []string // EnvironmentFile=: a leading '-' when it may be missing
 	user      string
 	group     string
 	groups    []string
@@ -442,6 +470,8 @@ func readUnit(t *testing.T) unit {
 			u.execStart = strings.Fields(v)
 		case "Environment":
 			u.env = append(u.env, v)
+		case "EnvironmentFile":
+			u.envFiles = append(u.envFiles, v)
 		case "User":
 			u.user = v
 		case "Group":
@@ -480,7 +510,41 @@ func agentCmd(t *testing.T, u unit, args ...string) *agentProc {
 		cred.Groups = append(cred.Groups, atou(t, sg.Gid))
 	}
 	env := append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + usr.HomeDir, "USER=" + u.user, "STATE_DIRECTORY=" + StateDir}, u.env...)
+	for _, f := range u.envFiles {
+		env = append(env, readEnvironmentFile(t, f)...)
+	}
 	return newAgentProc(argv, env, cred)
+}
+
+// readEnvironmentFile reads an EnvironmentFile= as systemd does (as root, before the service's
+// user takes over): KEY=VALUE lines, '#' and ';' comments, a value in double quotes unquoted.
+// A name with a leading '-' may be missing.
+func readEnvironmentFile(t *testing.T, name string) []string {
+	t.Helper()
+	optional := strings.HasPrefix(name, "-")
+	b, err := os.ReadFile(strings.TrimPrefix(name, "-"))
+	if optional && errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for l := range strings.Lines(string(b)) {
+		l = strings.TrimSpace(l)
+		if l == "" || l[0] == '#' || l[0] == ';' {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			t.Fatalf("%s: %q is not KEY=VALUE", name, l)
+		}
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		env = append(env, strings.TrimSpace(k)+"="+v)
+	}
+	return env
 }
 
 // TestImage inspects the OCI image with skopeo (layout and archive), unpacks this machine's
@@ -560,13 +624,15 @@ func TestImage(t *testing.T) {
 			Cmd          []string
 			Env          []string
 			ExposedPorts map[string]struct{}
+			Healthcheck  struct{ Test []string }
 		} `json:"config"`
 	}
 	mustJSON(t, run(t, "skopeo", "inspect", "--config", layoutRef+PlatformTag(e.meta.Version, e.arch)), &cfg)
 	c := cfg.Config
 	_, exposed := c.ExposedPorts["8686/tcp"]
 	if c.User != ImageUser || !slices.Equal(c.Entrypoint, []string{BinPath}) || !slices.Equal(c.Cmd, []string{"--config", ConfigPath}) ||
-		!slices.Contains(c.Env, "KAFKATRAIL_HTTP="+ImageHTTP) || len(c.ExposedPorts) != 1 || !exposed {
+		!slices.Contains(c.Env, "KAFKATRAIL_HTTP="+ImageHTTP) || len(c.ExposedPorts) != 1 || !exposed ||
+		!slices.Equal(c.Healthcheck.Test, []string{"CMD", BinPath, "health"}) {
 		t.Errorf("image config %+v", c)
 	}
 
@@ -657,8 +723,15 @@ func TestImage(t *testing.T) {
 	argv = append(argv, "--brokers", e.bootstrap, "--topic", topic, "--start-at", "beginning")
 	a := newAgentProc(argv, env, nil).start(t)
 	a.waitHealthy(t, port)
+	// The image's HEALTHCHECK as the runtime runs it: its command, in the container's
+	// environment, as its user.
+	health := append([]string{"chroot", userspec, rootfs}, c.Healthcheck.Test[1:]...)
+	newAgentProc(health, env, nil).mustRun(t)
 	consume(t, e.bootstrap, topic, lines)
 	a.stop(t)
+	if err := newAgentProc(health, env, nil).cmd.Run(); err == nil {
+		t.Error("the HEALTHCHECK passes with the agent stopped")
+	}
 	checkOwnerID(t, filepath.Join(rootfs, StateDir, "checkpoints.json"), ImageUID, 0)
 }
 
@@ -916,6 +989,27 @@ func nextPatch(t *testing.T, v string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%s.%s.%d", parts[0], parts[1], p+1)
+}
+
+// checkOwnerGroup wants path owned by owner and group, with mode.
+func checkOwnerGroup(t *testing.T, path, owner, group string, mode fs.FileMode) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	u, err := user.Lookup(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strconv.Itoa(int(st.Uid)) != u.Uid || strconv.Itoa(int(st.Gid)) != g.Gid || fi.Mode().Perm() != mode {
+		t.Errorf("%s: %d:%d %v, want %s:%s %v", path, st.Uid, st.Gid, fi.Mode().Perm(), owner, group, mode)
+	}
 }
 
 func checkOwner(t *testing.T, path, owner string, mode fs.FileMode) {

@@ -54,7 +54,7 @@ func writePackage(format string, src *source, b binary, help []byte, stage, dir 
 	if err != nil {
 		return "", err
 	}
-	unit, err := packagedUnit(unitSrc)
+	unit, err := packagedUnit(unitSrc, format)
 	if err != nil {
 		return "", fmt.Errorf("configs/kafkatrail-agent.service: %w", err)
 	}
@@ -97,7 +97,10 @@ func writePackage(format string, src *source, b binary, help []byte, stage, dir 
 		{Source: unitFile, Destination: UnitPath, FileInfo: owned(0o644)},
 		// noreplace: an upgrade keeps the administrator's agent.yaml (RPM; dpkg keeps a
 		// changed conffile by itself and asks only when the package's copy changed too).
-		{Source: filepath.Join(src.dir, "configs/agent.yaml"), Destination: ConfigPath, Type: files.TypeConfigNoReplace, FileInfo: owned(0o644)},
+		// 0640 root:kafkatrail: it may hold a SASL password; the service's group reads it. The
+		// group exists before the files arrive (preinst, %pre).
+		{Source: filepath.Join(src.dir, "configs/agent.yaml"), Destination: ConfigPath, Type: files.TypeConfigNoReplace,
+			FileInfo: &files.ContentFileInfo{Owner: "root", Group: ServiceUser, Mode: 0o640, MTime: src.mtime}},
 		// Owned, so that rpm -e removes it once empty (dpkg does that for any directory).
 		{Destination: "/etc/kafkatrail", Type: files.TypeDir, FileInfo: owned(0o755)},
 	}
@@ -172,8 +175,9 @@ func writePackage(format string, src *source, b binary, help []byte, stage, dir 
 	}
 	var pkgr nfpm.Packager = deb.Default
 	if format == FormatRPM {
-		// useradd and groupadd (%pre) are shadow-utils'; Debian's passwd is required priority.
-		info.Depends = []string{"shadow-utils"}
+		// useradd and groupadd (%pre): a file dependency, which shadow-utils (Fedora, RHEL) and
+		// shadow (SUSE) both provide; Debian's passwd is required priority.
+		info.Depends = []string{"/usr/sbin/useradd", "/usr/sbin/groupadd"}
 		pkgr = rpm.DefaultRPM
 	}
 	info = nfpm.WithDefaults(info)
@@ -217,15 +221,26 @@ func script(name string) ([]byte, error) {
 	return out.Bytes(), sc.Err()
 }
 
+// EnvironmentFile is where the packaged service reads KAFKATRAIL_* settings kept out of
+// agent.yaml (a SASL password): the distribution's place for a daemon's environment.
+func EnvironmentFile(format string) string {
+	if format == FormatRPM {
+		return "/etc/sysconfig/" + PackageName
+	}
+	return "/etc/default/" + PackageName
+}
+
 // packagedUnit adapts configs/kafkatrail-agent.service, written for a binary installed by hand,
-// to the package: the binary in /usr/bin, the package's own kafkatrail user instead of a
-// DynamicUser (a static user can own files across restarts and upgrades, and is what
-// SupplementaryGroups=adm applies to), the rest (hardening, StateDirectory) as it is. Its
-// comment header, install instructions for the hand-made setup, gives way to the package's.
-func packagedUnit(src []byte) ([]byte, error) {
+// to the package of format: the binary in /usr/bin, the package's own kafkatrail user instead
+// of a DynamicUser (a static user can own files across restarts and upgrades, and is what
+// SupplementaryGroups=adm applies to), the distribution's environment file, the rest
+// (the sandbox, StateDirectory) as it is. Its comment header, install instructions for the
+// hand-made setup, gives way to the package's.
+func packagedUnit(src []byte, format string) ([]byte, error) {
 	var out bytes.Buffer
 	out.WriteString("# " + PackageName + " (installed by its package). Configure " + ConfigPath + ", then:\n" +
 		"#   systemctl enable --now " + PackageName + "\n" +
+		"# Secrets (KAFKATRAIL_SASL_PASSWORD=...) go in " + EnvironmentFile(format) + ", mode 0600.\n" +
 		"# Local changes go in a drop-in (systemctl edit " + PackageName + "): this file is replaced on upgrade.\n")
 	seen := map[string]bool{}
 	header := true
@@ -247,6 +262,8 @@ func packagedUnit(src []byte) ([]byte, error) {
 			line = "ExecStart=" + strings.Join(fields, " ")
 		case "DynamicUser":
 			line = "User=" + ServiceUser + "\nGroup=" + ServiceUser
+		case "EnvironmentFile":
+			line = "EnvironmentFile=-" + EnvironmentFile(format)
 		case "User", "Group":
 			return nil, fmt.Errorf("%s: the package sets its own user", line)
 		}
@@ -256,7 +273,7 @@ func packagedUnit(src []byte) ([]byte, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"ExecStart", "DynamicUser", "SupplementaryGroups", "StateDirectory", "[Install]"} {
+	for _, k := range []string{"ExecStart", "DynamicUser", "SupplementaryGroups", "StateDirectory", "EnvironmentFile", "[Install]"} {
 		if !seen[k] {
 			return nil, fmt.Errorf("no %s: the package's unit relies on it", k)
 		}

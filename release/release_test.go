@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,11 +83,18 @@ func TestPackagedUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit, err := packagedUnit(src)
+	unit, err := packagedUnit(src, FormatDeb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := string(unit)
+	rpmUnit, err := packagedUnit(src, FormatRPM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rpmUnit), "\nEnvironmentFile=-/etc/sysconfig/kafkatrail-agent\n") {
+		t.Errorf("the rpm's unit does not read /etc/sysconfig/kafkatrail-agent:\n%s", rpmUnit)
+	}
 	for _, want := range []string{
 		"\nExecStart=/usr/bin/kafkatrail-agent --config /etc/kafkatrail/agent.yaml\n",
 		"\nUser=kafkatrail\nGroup=kafkatrail\n",
@@ -94,7 +102,8 @@ func TestPackagedUnit(t *testing.T) {
 		"\nStateDirectory=kafkatrail\n",
 		// The hand-made unit's hardening, kept.
 		"\nNoNewPrivileges=yes\n", "\nProtectSystem=strict\n", "\nProtectHome=yes\n", "\nPrivateTmp=yes\n",
-		"\nReadOnlyPaths=/var/log\n",
+		"\nReadOnlyPaths=/var/log\n", "\nCapabilityBoundingSet=\n", "\nSystemCallFilter=@system-service\n",
+		"\nEnvironmentFile=-/etc/default/kafkatrail-agent\n",
 		"\n[Install]\nWantedBy=multi-user.target\n",
 	} {
 		if !strings.Contains(u, want) {
@@ -113,9 +122,54 @@ func TestPackagedUnit(t *testing.T) {
 		"a User already":     strings.Replace(string(src), "DynamicUser=yes\n", "DynamicUser=yes\nUser=nobody\n", 1),
 		"no StateDirectory":  strings.Replace(string(src), "StateDirectory=kafkatrail\n", "", 1),
 		"no SupplementaryGr": strings.Replace(string(src), "SupplementaryGroups=adm\n", "", 1),
+		"no EnvironmentFile": strings.Replace(string(src), "EnvironmentFile=", "#EnvironmentFile=", 1),
 	} {
-		if _, err := packagedUnit([]byte(bad)); err == nil {
+		if _, err := packagedUnit([]byte(bad), FormatDeb); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// maxUnitExposure is the highest `systemd-analyze security` exposure the units may have: the
+// sandbox of a daemon that must read /var/log and reach brokers over the network (PrivateNetwork,
+// an IP allow list and PrivateUsers, which would take the adm group's files away, are what is
+// left).
+const maxUnitExposure = 2.5
+
+// TestUnitExposure rates the hand-made unit and both packages' units with systemd-analyze
+// security, offline, as an administrator checking what they install would.
+func TestUnitExposure(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Fatal("systemd-analyze not found: run scripts/deps.sh (Debian's systemd package)")
+	}
+	src, err := os.ReadFile(filepath.Join(repoDir(t), "configs/kafkatrail-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := map[string][]byte{"configs/kafkatrail-agent.service": src}
+	for _, f := range []string{FormatDeb, FormatRPM} {
+		u, err := packagedUnit(src, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		units["the "+f+"'s unit"] = u
+	}
+	overall := regexp.MustCompile(`Overall exposure level for kafkatrail-agent\.service: ([0-9.]+) `)
+	for name, body := range units {
+		// The file's name is the unit's: systemd-analyze names it in its verdict.
+		p := filepath.Join(t.TempDir(), "kafkatrail-agent.service")
+		if err := os.WriteFile(p, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--no-pager", p).CombinedOutput()
+		m := overall.FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: systemd-analyze security: %v\n%s", name, err, out)
+		}
+		exposure, _ := strconv.ParseFloat(string(m[1]), 64)
+		t.Logf("%s: exposure %.1f", name, exposure)
+		if exposure > maxUnitExposure {
+			t.Errorf("%s: exposure %.1f, want %.1f or lower:\n%s", name, exposure, maxUnitExposure, out)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 #   - Debian packages: kcat (a librdkafka peer), a Java 17+ runtime, Maven, OpenSSL,
 #     gcc (go test -race needs cgo), chromium (the status page's headless browser test;
 #     about 100 MB to download, 350 MB installed), rpm, skopeo and umoci (make test-release
-#     inspects the .rpm and the OCI image with them; dpkg installs the .deb) -- apt-get runs
+#     inspects the .rpm and the OCI image with them; dpkg installs the .deb), systemd
+#     (systemd-analyze rates the unit's sandbox) -- apt-get runs
 #     only when one is missing;
 #   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
 # Go itself is a prerequisite (see go.mod for the version).
@@ -28,6 +29,8 @@ if ((!demo)); then
   command -v rpm >/dev/null || missing+=(rpm)
   command -v skopeo >/dev/null || missing+=(skopeo)
   command -v umoci >/dev/null || missing+=(umoci)
+  # systemd-analyze security --offline rates the unit (release/'s TestUnitExposure).
+  command -v systemd-analyze >/dev/null || missing+=(systemd)
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 

@@ -59,6 +59,8 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 			return exitOK
 		case "check":
 			return check(args[1:], stdout, stderr, environ)
+		case "health":
+			return health(args[1:], stdout, stderr, environ)
 		}
 	}
 	cfg, code := parse("agent", args, stderr, environ)
@@ -172,7 +174,7 @@ func parse(name string, args []string, stderr io.Writer, environ []string) (agen
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s --brokers HOST:PORT --topic T [--tail PATH_OR_GLOB ...] [flags]\n", name)
 		fmt.Fprintf(stderr, "       some-program | %s --brokers HOST:PORT --topic T\n", name)
-		fmt.Fprintf(stderr, "       %s check --config FILE | %s version\n\n", name, name)
+		fmt.Fprintf(stderr, "       %s check --config FILE | %s health [--http HOST:PORT] [--ready] | %s version\n\n", name, name, name)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nEvery flag can also be set in the config file (same name) or as %s<NAME> (upper case, '-' as '_');\n", agent.EnvPrefix)
 		fmt.Fprintf(stderr, "flags override the environment, which overrides the file. Producer properties: -X key=value, %sPRODUCER_<KEY>.\n", agent.EnvPrefix)

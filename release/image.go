@@ -275,7 +275,7 @@ func platformImage(src *source, b binary, ca, config []byte, created v1.Time, la
 			StartPeriod: 10 * time.Second,
 			Retries:     3,
 		},
-		Labels:       labels,
+		Labels: labels,
 		// The agent flushes and saves its checkpoints on SIGTERM.
 		StopSignal: "SIGTERM",
 	}

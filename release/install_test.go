@@ -627,7 +627,8 @@ func TestImage(t *testing.T) {
 			Healthcheck  struct{ Test []string }
 		} `json:"config"`
 	}
-	mustJSON(t, run(t, "skopeo", "inspect", "--config", layoutRef+PlatformTag(e.meta.Version, e.arch)), &cfg)
+	// --raw: the blob as runtimes read it (skopeo's parsed form drops Docker's Healthcheck).
+	mustJSON(t, run(t, "skopeo", "inspect", "--config", "--raw", layoutRef+PlatformTag(e.meta.Version, e.arch)), &cfg)
 	c := cfg.Config
 	_, exposed := c.ExposedPorts["8686/tcp"]
 	if c.User != ImageUser || !slices.Equal(c.Entrypoint, []string{BinPath}) || !slices.Equal(c.Cmd, []string{"--config", ConfigPath}) ||

@@ -72,8 +72,26 @@ func Push(ctx context.Context, layoutDir string, o PushOptions) (string, v1.Hash
 	if err != nil {
 		return "", v1.Hash{}, err
 	}
-	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	if err := remote.WriteIndex(ref, idx, opts...); err != nil {
 		return "", v1.Hash{}, fmt.Errorf("push %s: %w", ref, err)
 	}
+	for _, t := range MovingTags(tag) {
+		moved := ref.Context().Tag(t)
+		if err := remote.Tag(moved, idx, opts...); err != nil {
+			return "", v1.Hash{}, fmt.Errorf("tag %s: %w", moved, err)
+		}
+	}
 	return ref.String(), desc.Digest, nil
+}
+
+// MovingTags are the tags a release's image also gets beside its version: MAJOR.MINOR and
+// latest, which users follow to get patch releases. A pre-release (0.2.0-rc.1) gets none: it
+// must not become what `latest` pulls.
+func MovingTags(version string) []string {
+	if !versionRE.MatchString(version) || strings.Contains(version, "-") {
+		return nil
+	}
+	parts := strings.SplitN(version, ".", 3)
+	return []string{parts[0] + "." + parts[1], "latest"}
 }

@@ -72,6 +72,16 @@ func TestPush(t *testing.T) {
 	if d.String() != meta.Image.IndexDigest {
 		t.Errorf("the registry serves index %s, want %s", d, meta.Image.IndexDigest)
 	}
+	// What users follow for patch releases: the same index.
+	for _, moving := range MovingTags(meta.Version) {
+		desc, err := remote.Head(tag.Context().Tag(moving), remote.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("tag %s: %v", moving, err)
+		}
+		if desc.Digest.String() != meta.Image.IndexDigest {
+			t.Errorf("tag %s is %s, want the release's index %s", moving, desc.Digest, meta.Image.IndexDigest)
+		}
+	}
 	im, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +106,19 @@ func TestPush(t *testing.T) {
 	}
 	if _, _, err := Push(ctx, layoutDir, PushOptions{Registry: host, Tag: PlatformTag(meta.Version, "amd64")}); err == nil {
 		t.Error("pushing one platform's image as the release: no error")
+	}
+}
+
+func TestMovingTags(t *testing.T) {
+	for v, want := range map[string]string{
+		"0.1.1":      "0.1 latest",
+		"1.12.0":     "1.12 latest",
+		"0.2.0-rc.1": "",
+		"dev":        "",
+	} {
+		if got := strings.Join(MovingTags(v), " "); got != want {
+			t.Errorf("MovingTags(%q) = %q, want %q", v, got, want)
+		}
 	}
 }
 

@@ -66,10 +66,12 @@ const (
 	FormatDeb     = "deb"
 	FormatRPM     = "rpm"
 	FormatImage   = "image"
+	// FormatChart is the Helm chart, packaged (kafkatrail-agent-VERSION.tgz).
+	FormatChart = "chart"
 )
 
 // AllFormats is every format, the default of Options.Formats.
-var AllFormats = []string{FormatTarball, FormatDeb, FormatRPM, FormatImage}
+var AllFormats = []string{FormatTarball, FormatDeb, FormatRPM, FormatImage, FormatChart}
 
 // Options says what to build from which commit.
 type Options struct {
@@ -300,6 +302,15 @@ func Build(ctx context.Context, o Options) (*Metadata, error) {
 				return err
 			})
 		}
+	}
+	if slices.Contains(formats, FormatChart) {
+		spawn("chart", func() error {
+			name, err := writeChart(src, stage)
+			if err == nil {
+				addArtifacts("helm-chart", "", name)
+			}
+			return err
+		})
 	}
 	if slices.Contains(formats, FormatImage) {
 		spawn("image", func() error {

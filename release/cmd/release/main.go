@@ -1,7 +1,7 @@
 // Command release writes kafkatrail's release artifacts into dist/ (make release), or pushes
-// the image they include to a registry (make release-push REGISTRY=...).
+// the image and the Helm chart they include to a registry (make release-push REGISTRY=...).
 //
-//	release [build] [--out DIR] [--version V] [--arch amd64,arm64] [--format tar,deb,rpm,image]
+//	release [build] [--out DIR] [--version V] [--arch amd64,arm64] [--format tar,deb,rpm,image,chart]
 //	release push --registry REGISTRY [--dir DIR] [--insecure]
 //
 // It builds from the repository's HEAD (a clean clone of the commit, so uncommitted changes
@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -115,11 +116,34 @@ func push(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		*dir = filepath.Join(r, "dist")
 	}
-	ref, digest, err := release.Push(ctx, filepath.Join(*dir, release.OCILayoutDir), release.PushOptions{Registry: *registry, Tag: *tag, Insecure: *insecure})
+	b, err := os.ReadFile(filepath.Join(*dir, "metadata.json"))
+	if err != nil {
+		return fmt.Errorf("%w (make release writes it)", err)
+	}
+	var meta release.Metadata
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(*dir, "metadata.json"), err)
+	}
+	opts := release.PushOptions{Registry: *registry, Tag: *tag, Insecure: *insecure}
+	ref, digest, err := release.Push(ctx, filepath.Join(*dir, release.OCILayoutDir), opts)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "pushed %s@%s\n", ref, digest)
+	if moving := release.MovingTags(meta.Version); len(moving) > 0 && *tag == "" {
+		fmt.Fprintf(stdout, "tagged %s\n", strings.Join(moving, ", "))
+	}
+	for _, a := range meta.Artifacts {
+		if a.Kind != "helm-chart" {
+			continue
+		}
+		ref, digest, err := release.PushChart(ctx, filepath.Join(*dir, a.Name), opts, meta.Date)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pushed %s@%s (helm install NAME oci://%s --version %s)\n", ref, digest,
+			strings.TrimSuffix(*registry, "/")+"/"+release.ChartRepository, meta.Version)
+	}
 	return nil
 }
 

@@ -59,7 +59,15 @@ func TestPushCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "pushed " + host + "/kafkatrail/kafkatrail-agent:" + meta.Version + "@" + meta.Image.IndexDigest + "\n"
-	if stdout.String() != want {
-		t.Errorf("printed %q, want %q", stdout.String(), want)
+	if moving := release.MovingTags(meta.Version); len(moving) > 0 {
+		want += "tagged " + strings.Join(moving, ", ") + "\n"
+	}
+	if !strings.HasPrefix(stdout.String(), want) {
+		t.Errorf("printed %q, want it to start with %q", stdout.String(), want)
+	}
+	chartLine := "pushed " + host + "/kafkatrail/charts/kafkatrail-agent:" + meta.Version + "@sha256:"
+	if !strings.Contains(stdout.String(), chartLine) ||
+		!strings.Contains(stdout.String(), "(helm install NAME oci://"+host+"/kafkatrail/charts/kafkatrail-agent --version "+meta.Version+")") {
+		t.Errorf("printed %q, want the chart pushed as %s…", stdout.String(), chartLine)
 	}
 }

@@ -22,7 +22,12 @@ agent:
 deps:
 	scripts/deps.sh
 
-broker-start cluster-start: deps
+# A broker by hand needs Java, Maven and kcat, not the tests' browser and packagers.
+.PHONY: deps-demo
+deps-demo:
+	scripts/deps.sh --demo
+
+broker-start cluster-start: deps-demo
 
 broker-start broker-stop broker-status: broker-%:
 	scripts/kafka/broker.sh $*
@@ -106,8 +111,9 @@ k8s-manifest:
 release:
 	cd release && $(GO) run ./cmd/release --out ../dist $(if $(RELEASE_VERSION),--version $(RELEASE_VERSION))
 
-# dist/'s image to $(REGISTRY)/kafkatrail-agent:VERSION with the docker credentials:
-# make release-push REGISTRY=ghcr.io/kafkatrail
+# dist/'s image to $(REGISTRY)/kafkatrail-agent:VERSION (and MAJOR.MINOR and latest for a
+# release that is not a pre-release), its Helm chart to $(REGISTRY)/charts/kafkatrail-agent:VERSION,
+# with the docker credentials: make release-push REGISTRY=ghcr.io/kafkatrail
 release-push:
 	cd release && $(GO) run ./cmd/release push --registry "$(REGISTRY)" --dir ../dist
 

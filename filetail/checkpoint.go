@@ -33,6 +33,10 @@ type Checkpoint struct {
 	Path           string    `json:"path"`
 	Offset         int64     `json:"offset"`
 	Updated        time.Time `json:"updated"`
+	// ContainerFormat is what --container-format auto decided for the file (cri or docker),
+	// so that a restart decodes it the same way whatever the lines after the checkpoint are;
+	// empty for a file read with a format given, or undecided.
+	ContainerFormat ContainerFormat `json:"container_format,omitempty"`
 }
 
 type checkpointFile struct {

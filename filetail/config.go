@@ -140,12 +140,13 @@ func (c *Config) setDefaults() {
 	c.Multiline.setDefaults()
 }
 
-// splitter is the Splitter of the follower of the file at path, from offset start, counting
-// what its container decoder meets into counts.
-func (c *Config) splitter(start int64, path string, counts ...*ContainerCounts) *Splitter {
+// splitter is the Splitter of a follower from offset start, decoding container format (the
+// file's: Config.ContainerFormat.ForPath, or what auto decided before), counting what its
+// container decoder meets into counts.
+func (c *Config) splitter(start int64, format ContainerFormat, counts ...*ContainerCounts) *Splitter {
 	s := NewSplitter(c.MaxLineBytes, c.LongLines, c.ReadBufferBytes, start)
 	s.JoinEvents(c.Multiline)
-	s.DecodeContainer(c.ContainerFormat.ForPath(path), counts...)
+	s.DecodeContainer(format, counts...)
 	return s
 }
 

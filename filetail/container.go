@@ -29,7 +29,9 @@ const (
 	// ContainerDocker is docker's json-file format: {"log":"<message>\n","stream":"stdout",
 	// "time":"<RFC 3339 time>"}, a log without its newline being a piece of a longer line.
 	ContainerDocker ContainerFormat = "docker"
-	// ContainerAuto decides per file, from its first line: docker's JSON, CRI, or neither (off).
+	// ContainerAuto decides per file, at the first line that is docker's JSON or CRI: until one
+	// is, each line is tried as both and sent as it is when it is neither. The choice is kept
+	// in the file's checkpoint, so that a restart decodes the file the same way.
 	ContainerAuto ContainerFormat = "auto"
 )
 
@@ -114,7 +116,7 @@ type ContainerCounts struct {
 // own span of the file and the checkpoint is never inside one. For the same reason a multiline
 // event ends where the stream changes: events are joined per stream.
 type containerLines struct {
-	format ContainerFormat // cri, docker, or auto until the first line decides
+	format ContainerFormat // cri, docker, or auto until a line decides
 	out    *events
 	counts []*ContainerCounts
 
@@ -228,8 +230,10 @@ func (c *containerLines) count(f func(*ContainerCounts)) {
 	}
 }
 
-// decodeLine reads one raw line in the file's format, deciding the format at the first line
-// when it is auto.
+// decodeLine reads one raw line in the file's format. Under auto, the first line that is one of
+// the formats decides it for good; a line before it that is neither (a torn write, a stray
+// byte, the first part of a docker line longer than the limit) goes as it is and decides
+// nothing, as Vector's format picker keeps trying until a line parses.
 func (c *containerLines) decodeLine(raw []byte) piece {
 	if c.format == ContainerAuto {
 		switch {
@@ -246,7 +250,7 @@ func (c *containerLines) decodeLine(raw []byte) piece {
 				return p
 			}
 		}
-		c.format = ContainerOff
+		return piece{data: raw, bad: true}
 	}
 	switch c.format {
 	case ContainerCRI:

@@ -218,8 +218,9 @@ func TestContainerAutoDecidesPerFile(t *testing.T) {
 	}{
 		{cri(ts1, "stdout", "F", "hello"), "hello", ContainerCRI},
 		{`{"log":"hello\n","stream":"stdout","time":"` + ts1 + `"}` + "\n", "hello", ContainerDocker},
-		{"plain text\n", "plain text", ContainerOff},
-		{`{"msg":"an app's own JSON"}` + "\n", `{"msg":"an app's own JSON"}`, ContainerOff},
+		// Neither: undecided, so a later line can still decide.
+		{"plain text\n", "plain text", ContainerAuto},
+		{`{"msg":"an app's own JSON"}` + "\n", `{"msg":"an app's own JSON"}`, ContainerAuto},
 	} {
 		s := NewSplitter(1<<20, LongLinesSplit, 64, 0)
 		s.DecodeContainer(ContainerAuto)
@@ -234,6 +235,65 @@ func TestContainerAutoDecidesPerFile(t *testing.T) {
 		if got := sink.messages(); len(got) != 1 || got[0] != c.want || s.ContainerFormat() != c.format {
 			t.Errorf("%q: got %q as %q, want %q as %q", c.input, got, s.ContainerFormat(), c.want, c.format)
 		}
+	}
+}
+
+// TestContainerAutoUndecidedFirstLine: a first line in neither format (a torn write, a stray
+// byte, a docker line longer than the limit) goes as it is and decides nothing: the lines after
+// it decode. It used to switch decoding off for the whole file.
+func TestContainerAutoUndecidedFirstLine(t *testing.T) {
+	docker := func(msg, stream string) string {
+		return `{"log":"` + msg + `\n","stream":"` + stream + `","time":"` + ts1 + `"}` + "\n"
+	}
+	long := strings.Repeat("x", 300)
+	for _, c := range []struct {
+		name, input string
+		want        []string
+		format      ContainerFormat
+		malformed   uint64
+	}{
+		{"torn write, then CRI", "1-03T10:00:00.1Z stdout F half a line\n" + cri(ts1, "stdout", "F", "one") + cri(ts1, "stderr", "F", "two"),
+			[]string{"1-03T10:00:00.1Z stdout F half a line", "one", "two"}, ContainerCRI, 1},
+		{"a stray byte, then docker", "\x00\n" + docker("one", "stdout") + docker("two", "stderr"),
+			[]string{"\x00", "one", "two"}, ContainerDocker, 1},
+		// 300 bytes of message over a 256-byte limit: it arrives in parts, which docker's JSON
+		// cannot be read in, so it goes as it is (split by the policy); the next lines decode.
+		{"a docker line over the limit, then docker", docker(long, "stdout") + docker("one", "stdout") + docker("two", "stderr"),
+			nil, ContainerDocker, 1},
+		{"CRI, then a malformed line: decided", cri(ts1, "stdout", "F", "one") + "garbage\n" + docker("two", "stdout"),
+			[]string{"one", "garbage", docker("two", "stdout")[:len(docker("two", "stdout"))-1]}, ContainerCRI, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, step := range []int{7, 64, 1 << 20} {
+				sink, counts := decodeAll(t, c.input, ContainerAuto, Multiline{}, 256, LongLinesSplit, step)
+				got := sink.messages()
+				if c.want == nil { // the long line's parts, then the two decoded lines
+					if len(got) < 3 || got[len(got)-2] != "one" || got[len(got)-1] != "two" || !strings.HasPrefix(got[0], `{"log":"xxx`) {
+						t.Fatalf("step %d: got %q", step, got)
+					}
+				} else if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Fatalf("step %d: got %q\nwant %q", step, got, c.want)
+				}
+				if last := sink.lines[len(sink.lines)-1]; last.Stream != StreamStderr && c.format == ContainerDocker {
+					t.Errorf("step %d: the last line's stream %v, want stderr", step, last.Stream)
+				}
+				if counts.Malformed.Load() != c.malformed {
+					t.Errorf("step %d: %d malformed, want %d", step, counts.Malformed.Load(), c.malformed)
+				}
+			}
+			s := NewSplitter(256, LongLinesSplit, 64, 0)
+			s.DecodeContainer(ContainerAuto)
+			for rest := c.input; rest != ""; {
+				k := copy(s.Space(), rest)
+				rest = rest[k:]
+				if err := s.Feed(k, &containerSink{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.ContainerFormat() != c.format {
+				t.Errorf("decided %q, want %q", s.ContainerFormat(), c.format)
+			}
+		})
 	}
 }
 

@@ -159,8 +159,8 @@ func (t *Tailer) consider(ctx context.Context, names []string, k FileKey, first 
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	start, why := t.startOffsetLocked(fd, fi.Size(), id, path, first)
-	fl = t.newFollowerLocked(fd, path, id, start)
+	start, why, decided := t.startOffsetLocked(fd, fi.Size(), id, path, first)
+	fl = t.newFollowerLocked(fd, path, id, start, decided)
 	// A file that replaced another under the same name (rename rotation) waits until the old one
 	// was read to its end, so the lines of one name keep their order across a rotation. The old
 	// one waits for its own predecessor in turn.
@@ -176,8 +176,9 @@ func (t *Tailer) consider(ctx context.Context, names []string, k FileKey, first 
 	t.startLocked(ctx, fl)
 }
 
-// startOffsetLocked decides where a newly found file starts, and why.
-func (t *Tailer) startOffsetLocked(fd *os.File, size int64, id FileID, path string, first bool) (int64, string) {
+// startOffsetLocked decides where a newly found file starts, why, and, from its checkpoint, the
+// container format auto decided for it before ("" if none).
+func (t *Tailer) startOffsetLocked(fd *os.File, size int64, id FileID, path string, first bool) (int64, string, ContainerFormat) {
 	k := id.Key()
 	if e, ok := t.saved[k]; ok {
 		delete(t.saved, k) // the follower owns this file's checkpoint now
@@ -186,19 +187,19 @@ func (t *Tailer) startOffsetLocked(fd *os.File, size int64, id FileID, path stri
 			if e.Offset > size {
 				t.log.Warn("file is shorter than its checkpoint (truncated while the agent was stopped): reading it from the beginning",
 					"path", path, "checkpoint", e.Offset, "size", size)
-				return 0, "beginning (truncated while stopped)"
+				return 0, "beginning (truncated while stopped)", ""
 			}
-			return e.Offset, "checkpoint"
+			return e.Offset, "checkpoint", e.ContainerFormat
 		}
 		t.log.Info("inode reused by another file: its old checkpoint does not apply",
 			"path", path, "old", e.ID, "new", id.String())
-		return 0, "beginning (new file on a reused inode)"
+		return 0, "beginning (new file on a reused inode)", ""
 	}
 	if !first {
-		return 0, "beginning (new file)"
+		return 0, "beginning (new file)", ""
 	}
 	if t.loadedPaths[path] {
-		return 0, "beginning (replaced the checkpointed file while the agent was stopped)"
+		return 0, "beginning (replaced the checkpointed file while the agent was stopped)", ""
 	}
 	if t.cfg.StartAt == StartAtEnd {
 		off, err := lastLineEnd(fd, size, t.cfg.MaxLineBytes)
@@ -206,9 +207,9 @@ func (t *Tailer) startOffsetLocked(fd *os.File, size int64, id FileID, path stri
 			t.log.Warn("cannot find the last line: starting at the end", "path", path, "err", err)
 			off = size
 		}
-		return off, "end (start-at)"
+		return off, "end (start-at)", ""
 	}
-	return 0, "beginning (start-at)"
+	return 0, "beginning (start-at)", ""
 }
 
 // lastLineEnd returns the offset just after the last newline of the file's last limit bytes, or
@@ -268,7 +269,7 @@ func (t *Tailer) recoverRenamed(ctx context.Context, matched map[FileKey]bool) {
 			continue
 		}
 		delete(t.saved, k)
-		fl := t.newFollowerLocked(fd, path, id, e.Offset)
+		fl := t.newFollowerLocked(fd, path, id, e.Offset, e.ContainerFormat)
 		fl.gone.Store(true)
 		t.atPath[formerPath] = fl
 		t.log.Info("file renamed while the agent was stopped: reading it to its end",

@@ -50,19 +50,27 @@ type follower struct {
 	// for Stats; seenFormat is the follower goroutine's last stored value.
 	format     atomic.Value // ContainerFormat
 	seenFormat ContainerFormat
+	auto       bool // the configured format is auto: what it decided goes in the checkpoint
 	counts     fileCounters
 	failLogged atomic.Bool
 	split      *Splitter // the follower goroutine's own
 }
 
-func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start int64) *follower {
+// newFollowerLocked makes the follower of the file at path from offset start; decided is what
+// auto decided for it before (its checkpoint's), "" if nothing.
+func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start int64, decided ContainerFormat) *follower {
 	fl := &follower{
 		t: t, fd: fd, key: id.Key(), path: path, id: id,
 		log:      t.log,
 		caughtUp: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 	}
-	fl.split = t.cfg.splitter(start, path, &fl.counts.container, &t.totals.container)
+	fl.auto = t.cfg.ContainerFormat.ForPath(path) == ContainerAuto
+	format := t.cfg.ContainerFormat.ForPath(path)
+	if fl.auto && (decided == ContainerCRI || decided == ContainerDocker) {
+		format = decided
+	}
+	fl.split = t.cfg.splitter(start, format, &fl.counts.container, &t.totals.container)
 	fl.noteFormat()
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
@@ -90,7 +98,11 @@ func (fl *follower) current() *File      { _, _, f := fl.state(); return f }
 func (fl *follower) entry(now time.Time) Checkpoint {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return newCheckpoint(fl.id, fl.path, fl.file.Committed(), now)
+	e := newCheckpoint(fl.id, fl.path, fl.file.Committed(), now)
+	if f, _ := fl.format.Load().(ContainerFormat); fl.auto && (f == ContainerCRI || f == ContainerDocker) {
+		e.ContainerFormat = f
+	}
+	return e
 }
 
 func (fl *follower) stats() FileStats {

@@ -93,3 +93,40 @@ func TestTailerKubeletRotatedWhileStopped(t *testing.T) {
 	rt.stopOK(t)
 	equalLines(t, r.data(), []string{"b", "c"})
 }
+
+// What --container-format auto decided for a file is kept in its checkpoint: a restart decodes
+// the file the same way, whatever the first line after the checkpoint looks like (here a line
+// that, read fresh, would decide docker).
+func TestTailerAutoDecisionKeptInCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.log")
+	state := filepath.Join(dir, "state")
+	cfg := testConfig(state, file)
+	cfg.ContainerFormat = ContainerAuto
+	writeLog(t, file, "2026-12-03T10:00:00.1Z stdout F one\n")
+	r := &recorder{}
+	rt := startTailer(t, cfg, r)
+	waitFor(t, "one committed", func() bool {
+		st := rt.Stats()
+		return r.count() == 1 && len(st.Files) == 1 && st.Files[0].Committed > 0
+	})
+	rt.stopOK(t)
+	_, entries, err := openCheckpointStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].ContainerFormat != ContainerCRI {
+		t.Fatalf("checkpoint %+v, want the file's entry with container_format cri", entries)
+	}
+
+	docker := `{"log":"two\n","stream":"stdout","time":"2026-12-03T10:00:01Z"}`
+	appendLog(t, file, docker+"\n")
+	r = &recorder{}
+	rt = startTailer(t, cfg, r)
+	waitFor(t, "the line after the checkpoint", func() bool { return r.count() == 1 })
+	if f := rt.Stats().Files[0].Container.Format; f != ContainerCRI {
+		t.Errorf("after the restart the file is read as %q, want cri", f)
+	}
+	rt.stopOK(t)
+	equalLines(t, r.data(), []string{docker}) // not in the file's format: as it is
+}

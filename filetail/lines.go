@@ -177,7 +177,7 @@ func (s *Splitter) DecodeContainer(f ContainerFormat, counts ...*ContainerCounts
 	s.cont = newContainerLines(f, s.ev, counts)
 }
 
-// ContainerFormat is the format s decodes: the configured one, or, for auto, what the first line
+// ContainerFormat is the format s decodes: the configured one, or, for auto, what a line
 // decided (auto until then); off when s decodes nothing.
 func (s *Splitter) ContainerFormat() ContainerFormat {
 	if s.cont == nil {

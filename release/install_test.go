@@ -96,7 +96,7 @@ func TestArtifacts(t *testing.T) {
 			t.Errorf("%s: sha256 %s, SHA256SUMS says %s", name, got, sum)
 		}
 	}
-	want := []string{ImageArchiveName(e.meta.Version)}
+	want := []string{ImageArchiveName(e.meta.Version), ChartArchiveName(e.meta.Version)}
 	for _, a := range Arches {
 		want = append(want, tarballName(e.meta.Version, a), packageName(FormatDeb, e.meta.Version, a), packageName(FormatRPM, e.meta.Version, a))
 	}

@@ -240,7 +240,7 @@ func packagedUnit(src []byte, format string) ([]byte, error) {
 	var out bytes.Buffer
 	out.WriteString("# " + PackageName + " (installed by its package). Configure " + ConfigPath + ", then:\n" +
 		"#   systemctl enable --now " + PackageName + "\n" +
-		"# Secrets (KAFKATRAIL_SASL_PASSWORD=...) go in " + EnvironmentFile(format) + ", mode 0600.\n" +
+		"# Secrets (KAFKATRAIL_PRODUCER_SASL_PASSWORD=...) go in " + EnvironmentFile(format) + ", mode 0600.\n" +
 		"# Local changes go in a drop-in (systemctl edit " + PackageName + "): this file is replaced on upgrade.\n")
 	seen := map[string]bool{}
 	header := true

@@ -37,6 +37,7 @@ type Config struct {
 	Stdin   bool     `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
 
 	KeyField string `koanf:"key-field" doc:"record key from this field of a JSON line (dotted path for a nested field: a.b)"`
+	Key      string `koanf:"key" doc:"record key as a template like --topic's, such as {k8s.namespace.name}/{k8s.pod.name}/{k8s.container.name} to keep each container's lines in order on one partition; a line that lacks a part gets no key"`
 	KeyRegex string `koanf:"key-regex" doc:"record key from the first capture group of this regular expression"`
 
 	// Routing and headers (agent/route.go, agent/template.go).
@@ -212,8 +213,8 @@ func (c *Config) Validate() error {
 	if c.MaxLineBytes < 0 {
 		bad("max-line-bytes", "must not be negative, got %d", c.MaxLineBytes)
 	}
-	if c.KeyField != "" && c.KeyRegex != "" {
-		bad("key-regex", "set key-field or key-regex, not both")
+	if n := btoi(c.KeyField != "") + btoi(c.KeyRegex != "") + btoi(c.Key != ""); n > 1 {
+		bad("key", "set one of key, key-field and key-regex, not %d", n)
 	}
 	if c.KeyRegex != "" {
 		if re, err := regexp.Compile(c.KeyRegex); err != nil {
@@ -606,4 +607,11 @@ func (c *Config) Redacted() []string {
 		}
 	}
 	return lines
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

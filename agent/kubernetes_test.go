@@ -144,6 +144,48 @@ func TestContainerLineRecord(t *testing.T) {
 	}
 }
 
+// --key takes the pod's fields (a template like --topic's): each container's lines keep their
+// order on one partition. A line that lacks a part has no key; the key options exclude each
+// other.
+func TestKeyFromThePod(t *testing.T) {
+	path := kubeletTree(t, t.TempDir())
+	b := routedBuilder(t, func(c *Config) {
+		c.Topic = "logs"
+		c.Key = "{k8s.namespace.name}/{k8s.pod.name}/{k8s.container.name}"
+		c.Header = []string{"stream={log.iostream}"}
+	})
+	l := filetail.Line{Data: []byte("GET /health 200"), Stream: filetail.StreamStdout}
+	r := b.buildLine(l, path)
+	if string(r.Key) != "shop/web-7d9f/nginx" || r.Topic != "logs" {
+		t.Errorf("key %q topic %q, want shop/web-7d9f/nginx on logs", r.Key, r.Topic)
+	}
+	if got := testing.AllocsPerRun(1000, func() { b.buildLine(l, path) }); got != 0 {
+		t.Errorf("%v allocations a line", got)
+	}
+	if r := b.buildLine(filetail.Line{Data: []byte("x")}, filepath.Join(t.TempDir(), "app.log")); r.Key != nil {
+		t.Errorf("a line of a file that is not a container's: key %q, want none", r.Key)
+	}
+	// Beside a topic template and a JSON field of the line.
+	j := routedBuilder(t, func(c *Config) {
+		c.Topic = "logs-{k8s.namespace.name}"
+		c.Key = "{k8s.pod.name}-{user}"
+	})
+	l.Data = []byte(`{"user":"ada"}`)
+	if r := j.buildLine(l, path); string(r.Key) != "web-7d9f-ada" || r.Topic != "logs-shop" {
+		t.Errorf("key %q topic %q, want web-7d9f-ada on logs-shop", r.Key, r.Topic)
+	}
+
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.Topic, cfg.Key, cfg.KeyField = []string{"127.0.0.1:9092"}, "t", "{k8s.pod.name}", "user"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "key") {
+		t.Errorf("key and key-field: got %v, want an error naming key", err)
+	}
+	cfg.KeyField, cfg.Key = "", "{k8s.pod}"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "key") || !strings.Contains(err.Error(), "{k8s.pod.name}") {
+		t.Errorf("an unknown k8s part in key: got %v, want an error naming the key and the known parts", err)
+	}
+}
+
 func TestKubernetesTemplateNames(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Brokers, cfg.Topic = []string{"127.0.0.1:9092"}, "logs-{k8s.namespace}"

@@ -18,6 +18,7 @@ import (
 type routing struct {
 	re      *regexp.Regexp // --parse-regex; nil: unset
 	topic   *template      // nil: the topic is a plain name
+	key     *template      // --key; nil: unset
 	headers []headerTemplate
 	router  *topicRouter // nil with a plain topic
 }
@@ -109,6 +110,13 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 			bad("fallback-topic", "required with --exactly-once and a --topic template: a line the template cannot route would abort its transaction, and again after every restart")
 		}
 	}
+	if c.Key != "" {
+		t, err := parseTemplate("key", c.Key, rt.re)
+		if err != nil {
+			asConfigError(err)
+		}
+		rt.key = t
+	}
 	for _, h := range c.Header {
 		key, value, ok := strings.Cut(h, "=")
 		if !ok || strings.TrimSpace(key) == "" {
@@ -129,7 +137,7 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if rt.topic == nil && len(rt.headers) == 0 {
+	if rt.topic == nil && rt.key == nil && len(rt.headers) == 0 {
 		return nil, nil
 	}
 	if rt.topic != nil {
@@ -152,8 +160,9 @@ type routeState struct {
 	err    error // the line could not be routed: it fails alone with this error
 }
 
-// route sets r's topic from the topic template and appends the --header headers of line
-// (read from path) to hdrs. A header whose template lacks a value in this line is omitted.
+// route sets r's topic from the topic template and its key from the --key template, and appends
+// the --header headers of line (read from path) to hdrs. A header whose template lacks a value
+// in this line is omitted; a key that does is nil.
 func (b *recordBuilder) route(r *producer.Record, line []byte, path string, hdrs []producer.Header) []producer.Header {
 	rt, s := b.routing, &b.rs
 	s.src.reset(line, path, &b.fields)
@@ -169,10 +178,15 @@ func (b *recordBuilder) route(r *producer.Record, line []byte, path string, hdrs
 		}
 		s.buf = name[:0]
 	}
-	if len(rt.headers) == 0 {
-		return hdrs
+	// Values first (the key's, then the headers'), then the slices of them: buf may move
+	// while it grows.
+	keySpan := [2]int{-1, -1}
+	if rt.key != nil {
+		var missing string
+		if s.buf, missing = rt.key.expand(s.buf, &s.src); missing == "" {
+			keySpan = [2]int{0, len(s.buf)}
+		}
 	}
-	// Values first, then headers: buf may move while it grows.
 	s.spans = s.spans[:0]
 	for i := range rt.headers {
 		h := &rt.headers[i]
@@ -194,6 +208,9 @@ func (b *recordBuilder) route(r *producer.Record, line []byte, path string, hdrs
 		case sp[0] >= 0:
 			hdrs = append(hdrs, producer.Header{Key: h.key, Value: s.buf[sp[0]:sp[1]:sp[1]]})
 		}
+	}
+	if keySpan[0] >= 0 {
+		r.Key = s.buf[keySpan[0]:keySpan[1]:keySpan[1]]
 	}
 	return hdrs
 }

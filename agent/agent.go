@@ -142,6 +142,10 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra, routing: newRouting(&cfg),
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
 	a.redo = newRedelivery(a)
+	if err := a.redo.dlf.repair(); err != nil {
+		// The first dead letter tries again, and stops sending if the file still cannot be written.
+		log.Warn("dead-letter file: cannot check its end", "file", a.redo.dlf.path, "error", err)
+	}
 	a.stopRedo = func() {}
 	a.builders.New = func() any {
 		b := newRecordBuilder(&a.cfg)

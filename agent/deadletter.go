@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,11 +81,16 @@ func (r *redelivery) sendDeadLetter(ctx context.Context, l *redoLine) {
 }
 
 // writeDeadLetter appends l to the local dead-letter file. A file that is full or cannot be
-// written stops sending (nothing is dropped) until it takes lines again.
+// written stops sending (nothing is dropped) until it takes lines again. A line of stdin, which
+// cannot be read again and must not hold the pipe, fails at once instead (exit status 1).
 func (r *redelivery) writeDeadLetter(l *redoLine) {
 	l.local = true
 	r.release(l.src)
 	if err := r.dlf.write(deadLetterEntry(l)); err != nil {
+		if l.src.file == nil {
+			r.giveUp(l, fmt.Errorf("refused (%w), and the dead-letter file cannot keep it: %w", l.err, err))
+			return
+		}
 		l.attempts++
 		r.stopFor(fmt.Errorf("cannot keep a dead letter: %w", err), time.Now())
 		r.enqueue(l, time.Now().Add(r.backoff(l)))
@@ -156,35 +165,49 @@ func textOrBase64(b []byte) (*string, []byte) {
 }
 
 // deadLetterFile is the local dead-letter file: JSON lines appended, each written and synced
-// before its line's checkpoint may pass it. It holds at most max bytes: once full it refuses
-// lines (sending stops, nothing is dropped) until it is moved away or emptied, and a new one
-// is started at its name.
+// (and the directory, when the write created the file) before its line's checkpoint may pass
+// it. It holds at most max bytes: once full it refuses lines (sending stops, nothing is
+// dropped) until it is moved away or emptied, and a new one is started at its name; an entry
+// larger than max is refused even by an empty file.
 type deadLetterFile struct {
 	path string
 	max  int64
+	log  *slog.Logger
 	mu   sync.Mutex
 }
 
-func newDeadLetterFile(stateDir string, max int64) *deadLetterFile {
-	return &deadLetterFile{path: filepath.Join(stateDir, DeadLetterFileName), max: max}
+func newDeadLetterFile(stateDir string, max int64, log *slog.Logger) *deadLetterFile {
+	return &deadLetterFile{path: filepath.Join(stateDir, DeadLetterFileName), max: max, log: log}
 }
 
+// write appends entry, synced. A write that failed part of the way (a full disk) or a crash
+// during one leaves a torn entry at the end, which would make the entry after it unreadable
+// too: the end is made whole first, cut back to the last whole line. That loses nothing: a
+// torn entry's line was never counted as kept (its write failed, or its checkpoint did not pass
+// it), and is written again.
 func (d *deadLetterFile) write(entry []byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if int64(len(entry)) > d.max {
+		return fmt.Errorf("%s: a dead letter of %d bytes: %w", d.path, len(entry), errDeadLetterTooLarge)
+	}
 	if err := os.MkdirAll(filepath.Dir(d.path), 0o750); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	_, statErr := os.Lstat(d.path)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	f, err := os.OpenFile(d.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return err
 	}
-	fi, err := f.Stat()
-	if err == nil && fi.Size() > 0 && fi.Size()+int64(len(entry)) > d.max {
+	size, err := d.wholeEnd(f)
+	if err == nil && size > 0 && size+int64(len(entry)) > d.max {
 		err = fmt.Errorf("%s: %w", d.path, errDeadLetterFull)
 	}
 	if err == nil {
-		_, err = f.Write(entry)
+		if _, err = f.Write(entry); err != nil {
+			_ = f.Truncate(size) // the torn entry, cut now if the disk lets us (else at the next write)
+		}
 	}
 	if err == nil {
 		err = f.Sync()
@@ -192,5 +215,68 @@ func (d *deadLetterFile) write(entry []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && created {
+		err = syncDirFunc(filepath.Dir(d.path)) // the file's name survives a power loss too
+	}
 	return err
+}
+
+// syncDirFunc is syncDir; tests count its calls.
+var syncDirFunc = syncDir
+
+// repair makes the end of an existing dead-letter file whole (see write): at start, after a
+// crash during a write.
+func (d *deadLetterFile) repair() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, err := os.OpenFile(d.path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = d.wholeEnd(f)
+	return err
+}
+
+// wholeEnd returns the size of f once it ends with a whole entry: anything after its last
+// newline is cut off (and synced).
+func (d *deadLetterFile) wholeEnd(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	if size == 0 {
+		return 0, nil
+	}
+	buf := make([]byte, 64<<10)
+	end := size
+	for end > 0 {
+		n := min(int64(len(buf)), end)
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			end = end - n + int64(i) + 1
+			break
+		}
+		end -= n
+	}
+	if end == size {
+		return size, nil
+	}
+	if err := f.Truncate(end); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	if d.log != nil {
+		d.log.Warn("dead-letter file: a torn entry at its end (a write that failed, or a crash during one) was cut off; its line is written again",
+			"file", d.path, "bytes_cut", size-end)
+	}
+	return end, nil
 }

@@ -61,6 +61,11 @@ func classify(err error, templated bool) (fate, string) {
 	case errors.Is(err, producer.ErrProducerClosed), errors.Is(err, context.Canceled),
 		errors.Is(err, producer.ErrTransactionAborted):
 		return fateGivenUp, ""
+	case errors.As(err, &expired):
+		// The batch outlived delivery.timeout.ms: an outage or a slow broker, which ends. Its
+		// last error (UNKNOWN_TOPIC_OR_PARTITION while a leader moves, say) is what was retried,
+		// not a verdict on the line: it is sent again, never dead-lettered or stopped for.
+		return fateResend, ""
 	case errors.Is(err, producer.ErrBatchHadInvalidRecords):
 		return fateResend, "" // another record of its batch was the invalid one
 	case errors.As(err, &unrouted):
@@ -77,7 +82,7 @@ func classify(err error, templated bool) (fate, string) {
 		return fateDeadLetter, DeadLetterUnknownTopic
 	case isStopError(err):
 		return fateStop, ""
-	case errors.As(err, &expired), errors.As(err, &noMetadata):
+	case errors.As(err, &noMetadata):
 		// No broker answered in time: an outage, which ends.
 		return fateResend, ""
 	case kerr.IsRetriable(err):

@@ -81,7 +81,7 @@ type deadLetterKey struct{ reason, destination string }
 
 func newRedelivery(a *Agent) *redelivery {
 	return &redelivery{a: a, cleared: make(chan struct{}), settled: make(chan struct{}), wake: make(chan struct{}, 1),
-		dlf: newDeadLetterFile(a.cfg.StateDir, int64(a.cfg.DeadLetterMaxBytes))}
+		dlf: newDeadLetterFile(a.cfg.StateDir, int64(a.cfg.DeadLetterMaxBytes), a.log)}
 }
 
 // add takes a failed line from a callback (the sender goroutine, or Send's caller): it must
@@ -467,15 +467,22 @@ func (r *redelivery) handle(ctx context.Context, l *redoLine) {
 	}
 }
 
-// resend sends l's record again with its source's callback: the outcome comes back through
-// lineDelivered, as the first attempt's did.
+// resend sends l's record again with its own callback (redone). Its hold on its source ends
+// only once the producer has the record: the source's next line, which waits for that, is
+// appended after it and cannot overtake it in the partition.
 func (r *redelivery) resend(ctx context.Context, l *redoLine) {
 	rec := &producer.Record{Topic: l.topic, Partition: producer.PartitionAny, Key: l.key, Value: l.value,
 		Headers: l.headers, Timestamp: l.ts, Tag: l.end}
 	r.a.stats.LinesResent.Add(1)
-	r.release(l.src) // from here its outcome is the callback's
+	if testHookResend != nil {
+		testHookResend(l)
+	}
 	r.a.sendRecord(ctx, rec, func(md producer.RecordMetadata, err error) { r.redone(l, md, err) })
+	r.release(l.src)
 }
+
+// testHookResend, when set, runs before a line sent again goes to the producer (tests).
+var testHookResend func(l *redoLine)
 
 // giveUp ends l without an outcome: a file's line stays before its checkpoint (the next start
 // sends it again), a stdin line is lost. The caller has released l's hold on its source (a
@@ -541,8 +548,12 @@ func (r *redelivery) DeadLetters() []DeadLetterCount {
 	return out
 }
 
-// errDeadLetterFull is the dead-letter file's refusal once it holds dead-letter-max-bytes.
-var errDeadLetterFull = errors.New("the dead-letter file is full (dead-letter-max-bytes): move it away to take more")
+// errDeadLetterFull is the dead-letter file's refusal once it holds dead-letter-max-bytes;
+// errDeadLetterTooLarge its refusal of an entry larger than that.
+var (
+	errDeadLetterFull     = errors.New("the dead-letter file is full (dead-letter-max-bytes): move it away to take more")
+	errDeadLetterTooLarge = errors.New("larger than the dead-letter file may ever be (dead-letter-max-bytes): raise it and restart to keep this line")
+)
 
 // Delivery is what became of the lines that Kafka did not take at the first try.
 type Delivery struct {

@@ -61,6 +61,11 @@ func TestClassify(t *testing.T) {
 		// Sent again by the agent: an outage outlived delivery.timeout.ms, or no broker answered.
 		{expired, false, fateResend, ""},
 		{&producer.DeliveryTimeoutError{Partition: "logs-0"}, false, fateResend, ""},
+		// An expiry is sent again whatever its last error was: a partition whose leader moved
+		// answers UNKNOWN_TOPIC_OR_PARTITION until the metadata catches up.
+		{&producer.DeliveryTimeoutError{Partition: "logs-0", Cause: kerr.UnknownTopicOrPartition}, false, fateResend, ""},
+		{&producer.DeliveryTimeoutError{Partition: "logs-x-0", Cause: kerr.UnknownTopicOrPartition}, true, fateResend, ""},
+		{&producer.DeliveryTimeoutError{Partition: "logs-0", Cause: kerr.MessageTooLarge}, false, fateResend, ""},
 		{&producer.MetadataTimeoutError{Topic: "logs"}, false, fateResend, ""},
 		{kerr.NotEnoughReplicas, false, fateResend, ""},
 		{kerr.RequestTimedOut, false, fateResend, ""},
@@ -313,7 +318,7 @@ func TestDeadLetterTopic(t *testing.T) {
 func TestDeadLetterFileFullStops(t *testing.T) {
 	var stateDir string
 	data := "a\n" + strings.Repeat("x", 4000) + "\n" + "b\n"
-	a, _, c := newFileAgent(t, 1, []byte(data), func(cfg *Config) { cfg.DeadLetterMaxBytes = 100; stateDir = cfg.StateDir })
+	a, _, c := newFileAgent(t, 1, []byte(data), func(cfg *Config) { cfg.DeadLetterMaxBytes = 5000; stateDir = cfg.StateDir })
 	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := r.(*kmsg.ProduceRequest)
@@ -330,7 +335,7 @@ func TestDeadLetterFileFullStops(t *testing.T) {
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dlPath, bytes.Repeat([]byte("{}\n"), 40), 0o640); err != nil { // 120 bytes: full
+	if err := os.WriteFile(dlPath, bytes.Repeat([]byte("{}\n"), 1000), 0o640); err != nil { // 3000 bytes: no room for the long line
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -361,6 +366,126 @@ func TestDeadLetterFileFullStops(t *testing.T) {
 	}
 	if letters := readDeadLetters(t, stateDir); len(letters) != 1 || len(*letters[0].Value) != 4000 {
 		t.Errorf("new dead-letter file %+v, want the long line", letters)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+}
+
+// consumeInOrder reads want records of topic's partition 0 from kfake cluster c, in their order.
+func consumeInOrder(t *testing.T, c *kfake.Cluster, topic string, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d records of %s within 20 s", len(got), want, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// TestResentLinesKeepTheirFileOrder: a file's lines that expire are sent again before any line
+// read after them: in their partition they stay in file order. A line read after them used to
+// be free to go as soon as the last of them was taken off the queue, before the producer had
+// it: the hook holds that moment open (the file gets its new line, the broker takes lines
+// again) until the new line has gone out, and the new line must still come after every line
+// sent again.
+func TestResentLinesKeepTheirFileOrder(t *testing.T) {
+	const lines = 100
+	var data bytes.Buffer
+	for i := range lines {
+		fmt.Fprintf(&data, "line-%04d\n", i)
+	}
+	a, path, c := newFileAgent(t, 1, data.Bytes(), func(cfg *Config) {
+		cfg.Producer["delivery.timeout.ms"] = "600"
+		cfg.Producer["request.timeout.ms"] = "300"
+		cfg.Producer["linger.ms"] = "5"
+	})
+	var refusing, armed, appended atomic.Bool
+	refusing.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refusing.Load() {
+			return nil, nil, false
+		}
+		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
+			return kerr.NotEnoughReplicas.Code
+		}), nil, true
+	})
+	appendLine := func() {
+		if appended.Swap(true) {
+			return
+		}
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		fmt.Fprintf(f, "line-%04d\n", lines)
+		f.Close()
+	}
+	var held atomic.Bool
+	testHookResend = func(l *redoLine) {
+		if !armed.Load() || l.src.held.Load() != 0 {
+			return // the source's reading still waits for this line
+		}
+		// The source's reader is free while this line is not yet the producer's: the file
+		// gets a new line, the broker takes lines again; wait until the reader has sent the
+		// new line (taken its read-ahead bytes) and lines are acknowledged, or 2 s.
+		armed.Store(false)
+		held.Store(true)
+		used, acked := a.readAhead.used.Load(), a.Stats().LinesAcked.Load()
+		refusing.Store(false)
+		appendLine()
+		deadline := time.Now().Add(2 * time.Second)
+		for (a.readAhead.used.Load() <= used || a.Stats().LinesAcked.Load() <= acked) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookResend = nil })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for a.Stats().LinesResent.Load() < lines {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines sent again within 20 s, want every line at least once", a.Stats().LinesResent.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The next round of lines sent again meets the hook. Then the broker takes lines again and
+	// the file gets its new line, if the hook has not done both.
+	resent := a.Stats().LinesResent.Load()
+	armed.Store(true)
+	deadline = time.Now().Add(20 * time.Second)
+	for a.Stats().LinesResent.Load() < resent+lines && !held.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("no new round of lines sent again within 20 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	armed.Store(false)
+	refusing.Store(false)
+	appendLine()
+	size := int64(data.Len()) + int64(len("line-0000\n"))
+	waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.Committed == size })
+	got := consumeInOrder(t, c, "logs", lines+1)
+	for i, v := range got {
+		if want := fmt.Sprintf("line-%04d", i); v != want {
+			t.Fatalf("record %d of the partition is %s, want %s (the hook held the moment open: %v)", i, v, want, held.Load())
+		}
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {

@@ -58,8 +58,13 @@ type txnCommitter struct {
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
 
 	// pending is dead-letter-pending.json: the lines a broker refused inside an aborted
-	// transaction, dead-lettered instead of sent when read again (poison.go).
-	pending *pendingDeadLetters
+	// transaction, dead-lettered instead of sent when read again (poison.go); newPending counts
+	// the lines this committer's transactions added to it.
+	pending    *pendingDeadLetters
+	newPending atomic.Int64
+	// failedBase is the agent's failed-line count when this committer started: a line that
+	// fails after it makes the open transaction abort.
+	failedBase int64
 	// ended is set once no transaction will commit any more (the last one committed, or the
 	// run failed): the redelivery gives its lines up rather than keep a dead letter no commit
 	// would pass.
@@ -70,7 +75,7 @@ type txnCommitter struct {
 // positions are entries (read back from the state topic).
 func newTxnCommitter(a *Agent, txnID string, entries []filetail.Checkpoint) *txnCommitter {
 	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
-		committed: make(map[filetail.FileKey]filetail.Checkpoint, len(entries))}
+		committed: make(map[filetail.FileKey]filetail.Checkpoint, len(entries)), failedBase: a.stats.LinesFailed.Load()}
 	for _, e := range entries {
 		if id, err := e.FileID(); err == nil {
 			c.committed[id.Key()] = e
@@ -281,7 +286,7 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 	if err := a.prod.Flush(ctx); err != nil {
 		return fmt.Errorf("exactly-once: flushing the transaction: %w", err)
 	}
-	if a.stats.LinesFailed.Load() > 0 {
+	if a.stats.LinesFailed.Load() > c.failedBase {
 		// A line of the transaction failed: committing would skip it (its file's position stops
 		// before it, and the lines after it would be sent again). A line a broker refused for
 		// good is named in dead-letter-pending.json before the abort, so that the restart gets

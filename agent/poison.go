@@ -45,8 +45,11 @@ import (
 //   - Refused by the broker (MESSAGE_TOO_LARGE, INVALID_RECORD...): the batch failed inside
 //     the transaction, which can then only abort (the Java client's ABORTABLE_ERROR), losing
 //     the other lines of the transaction with it. The line is remembered in
-//     dead-letter-pending.json, the run ends as every aborted run does, and the next start
-//     dead-letters it, as above, when it reads it again instead of sending it to its topic.
+//     dead-letter-pending.json, the transaction aborts, and the run starts a new round from the
+//     last commit in the same process (runTailExactlyOnce, resumeAfterAbort), as a restart
+//     would: that round dead-letters the line, as above, when it reads it again instead of
+//     sending it to its topic. The list is on disk so that a crash between the abort and the
+//     next commit leaves it to the next start.
 
 // PendingDeadLetterFileName is the list, in --state-dir, of the lines a broker refused for good
 // inside a transaction (--exactly-once) that the next start dead-letters instead of sending.
@@ -188,12 +191,24 @@ func (p *pendingDeadLetters) publish() {
 	p.view.Store(&m)
 }
 
-func (p *pendingDeadLetters) add(e pendingDeadLetter) {
+// add names one more line. It reports whether that changes what the next round does with it:
+// the line was not named, or its dead letter goes to the file now (the dead-letter topic
+// refused it too). A line can change so at most twice: rounds that each add a change end.
+func (p *pendingDeadLetters) add(e pendingDeadLetter) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	old, had := p.entries[e.key()]
 	p.entries[e.key()] = e
 	p.dirty = true
 	p.publish()
+	return !had || old.ToFile != e.ToFile
+}
+
+// count is the number of lines named.
+func (p *pendingDeadLetters) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.entries)
 }
 
 // passed drops the entries that the committed positions snap have passed, and those of files
@@ -343,12 +358,14 @@ func (a *Agent) keepPendingDeadLetter(src *lineOrigin, end int64, topic string, 
 	if errors.As(err, &ke) {
 		e.Code = ke.Code
 	}
-	c.pending.add(e)
+	if c.pending.add(e) {
+		c.newPending.Add(1)
+	}
 	where := "the dead-letter topic"
 	if toFile || a.cfg.DeadLetterTopic == "" {
 		where = "the dead-letter file"
 	}
-	a.log.Warn("exactly-once: Kafka refused a line for good inside the transaction, which must abort: the run ends, and the next start keeps the line in "+where+" instead of sending it",
+	a.log.Warn("exactly-once: Kafka refused a line for good inside the transaction, which must abort: the agent resumes from the last commit and keeps the line in "+where+" instead of sending it",
 		"source", src.file.Path, "offset", end, "topic", topic, "reason", reason, "error", err, "pending", c.pending.path)
 }
 

@@ -404,6 +404,20 @@ func (r *redelivery) run(ctx context.Context) {
 	}
 }
 
+// reopen makes a closed redelivery, whose queue was drained and every line given up, take lines
+// again (an exactly-once run's next round): nothing of the last round is left in it.
+func (r *redelivery) reopen() {
+	r.mu.Lock()
+	r.closed, r.probing, r.queue = false, false, nil
+	r.mu.Unlock()
+	if r.stop.Swap(nil) != nil {
+		r.mu.Lock()
+		close(r.cleared)
+		r.cleared = make(chan struct{})
+		r.mu.Unlock()
+	}
+}
+
 // close ends the redelivery: lines that fail from now on are given up by their callbacks.
 func (r *redelivery) close() {
 	r.mu.Lock()

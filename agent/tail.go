@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
@@ -106,7 +108,9 @@ func (a *Agent) tailerConfig() filetail.Config {
 
 // runTailExactlyOnce is RunTail with --exactly-once: the positions come from the state topic,
 // lines are sent in transactions that the committer commits with the positions, and the run
-// ends with a last commit. A fenced producer or a failed transaction ends it with an error.
+// ends with a last commit. A transaction aborted for a line a broker refused for good starts a
+// new round from the last commit, which dead-letters that line (resumeAfterAbort); a fenced
+// producer or any other failed transaction ends the run with an error.
 func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	txnID := a.cfg.EffectiveTransactionalID()
 	entries, found, err := a.startExactlyOnce(ctx)
@@ -117,6 +121,59 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 		}
 		return a.failureError(err, txnID)
 	}
+	stopMetrics := a.startMetrics()
+	defer stopMetrics()
+	for round := 1; ; round++ {
+		c, runErr := a.exactlyOnceRound(ctx, txnID, entries, found)
+		if runErr == nil {
+			a.log.Info("exactly-once: last transaction committed", "transactional_id", txnID, "commits", c.commits.Load())
+			if err := a.shutdown(); err != nil {
+				return err
+			}
+			return ErrInterrupted
+		}
+		runErr = a.failureError(runErr, txnID)
+		if !a.resumeAfterAbort(ctx, c, runErr) {
+			a.log.Error("exactly-once run stopped", "transactional_id", txnID, "error", runErr)
+			_ = a.shutdown()
+			return runErr
+		}
+		a.log.Warn("exactly-once: a transaction aborted for a line Kafka refused for good: resuming from the last commit, where that line goes to the dead-letter destination instead",
+			"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pending.count(), "error", runErr)
+		if len(c.committed) > 0 {
+			entries, found = slices.Collect(maps.Values(c.committed)), true
+		}
+	}
+}
+
+// resumeAfterAbort reports whether an exactly-once run whose round ended with runErr (the
+// transaction aborted already, by failureError) goes on in a new round from the last commit,
+// as a restart would but without one: when the abort was for lines a broker refused for good
+// that the round added to dead-letter-pending.json. The next round dead-letters them instead of
+// sending them, so each such round gets past at least one more line; any other failure ends the
+// run as before (a supervisor restarts the agent). It readies the agent for the next round:
+// every callback of the aborted transaction has come (Flush), the redelivery is stopped and
+// emptied, and runs again with the round.
+func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr error) bool {
+	var abortable *producer.TransactionAbortableError
+	if ctx.Err() != nil || c == nil || c.newPending.Load() == 0 || !errors.As(runErr, &abortable) {
+		return false
+	}
+	fctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := a.prod.Flush(fctx); err != nil {
+		return false
+	}
+	a.stopRedo()
+	a.redo.reopen()
+	return true
+}
+
+// exactlyOnceRound runs one exactly-once round: a tailer from the positions entries (when
+// found; else checkpoints.json and --start-at) sends lines into transactions that a committer
+// commits, until ctx ends (then the last commit; nil) or a transaction cannot commit (its
+// error, the transaction still to abort).
+func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []filetail.Checkpoint, found bool) (*txnCommitter, error) {
 	c := newTxnCommitter(a, txnID, entries)
 	tc := a.tailerConfig()
 	tc.CommittedOnly, tc.CommittedOf = true, c.committedOffset
@@ -128,19 +185,15 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	}
 	t, err := filetail.NewTailer(tc, c.fileLines, a.log.With("component", "tailer"))
 	if err != nil {
-		_ = a.shutdown()
-		return err
+		return nil, err
 	}
 	c.t = t
 	if err := a.prod.BeginTransaction(); err != nil {
-		_ = a.shutdown()
-		return a.failureError(err, txnID)
+		return nil, err
 	}
 	c.open = true
 	a.tailer.Store(t)
 	a.txn.Store(c)
-	stopMetrics := a.startMetrics()
-	defer stopMetrics()
 
 	// Who stops what, in this order:
 	//   - ctx (the caller's: a signal) ends runCtx, which stops the tailer's reading and the
@@ -179,17 +232,7 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	} else if runErr == nil {
 		runErr = c.commit(commitCtx, true)
 	}
-	if runErr != nil {
-		runErr = a.failureError(runErr, txnID)
-		a.log.Error("exactly-once run stopped", "transactional_id", txnID, "error", runErr)
-		_ = a.shutdown()
-		return runErr
-	}
-	a.log.Info("exactly-once: last transaction committed", "transactional_id", txnID, "commits", c.commits.Load())
-	if err := a.shutdown(); err != nil {
-		return err
-	}
-	return ErrInterrupted
+	return c, runErr
 }
 
 // SetTailGlobs changes the files followed from the next scan on (SIGHUP). Safe for concurrent

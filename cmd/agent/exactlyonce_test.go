@@ -131,3 +131,43 @@ func fileSize(t *testing.T, path string) int64 {
 	}
 	return fi.Size()
 }
+
+// TestExactlyOncePoisonLineWithoutARestart: with --exactly-once on the real broker, a line the
+// topic refuses for good (over max.message.bytes) aborts its transaction. The agent does not
+// exit: it resumes from the last commit in the same process, keeps the line in the dead-letter
+// topic inside the next transaction, and goes on. Every short line is in the topic once at
+// read_committed, the long one once in the dead-letter topic, and SIGTERM ends the run with
+// exit 0. It used to exit 1 and dead-letter the line only after a supervisor restarted it.
+func TestExactlyOncePoisonLineWithoutARestart(t *testing.T) {
+	bootstrap, _, dir, path, lw := tailSetup(t, 1)
+	topic := createLimitedTopic(t, "eos-poison", 1, 6000)
+	dlq := kafkatest.NewTopic(t, 1)
+	long := "LONG-" + strings.Repeat("x", 7995)
+	lw.Write(500)
+	appendRaw(t, path, long+"\n")
+	lw.Write(500)
+	args := []string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", filepath.Join(dir, "state"),
+		"--start-at", "beginning", "--exactly-once", "--transactional-id", topic + "-txn", "--state-topic", topic + "-state",
+		"--commit-interval", "200ms", "--dead-letter-topic", dlq, "--log-format", "text"}
+	a := startAgent(t, nil, args...)
+	waitCond(t, "the whole file committed", func() bool {
+		return strings.Contains(readFile(filepath.Join(dir, "state", "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path)))
+	}, a)
+	select {
+	case <-a.exited:
+		t.Fatalf("the agent exited (%v): it should have resumed by itself; log:\n%s", a.err, a.log())
+	default:
+	}
+	if !strings.Contains(readFile(a.logf), "resuming from the last commit") {
+		t.Errorf("the resumption is not logged:\n%s", a.log())
+	}
+	lw.Write(200) // the run goes on after it
+	waitCond(t, "the new lines committed", func() bool {
+		return strings.Contains(readFile(filepath.Join(dir, "state", "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path)))
+	}, a)
+	a.stop(time.Minute)
+	checkEveryLineOnce(t, readCommitted(t, topic, 1), 1200)
+	if got := readCommitted(t, dlq, 1); len(got) != 1 || got[0] != long {
+		t.Fatalf("dead-letter topic at read_committed: %d records, want the long line once", len(got))
+	}
+}

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,11 +10,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
@@ -237,6 +243,9 @@ func TestDeadLetterReasons(t *testing.T) {
 		bad                   string
 		args                  func(topic string) (target string, extra []string)
 	}{
+		{"a line of 8,000 bytes in a topic of max.message.bytes=6000 (MESSAGE_TOO_LARGE)", "too_large", "MESSAGE_TOO_LARGE",
+			map[string]string{"max.message.bytes": "6000"}, "LONG " + strings.Repeat("x", 7995),
+			func(topic string) (string, []string) { return topic, nil }},
 		{"a keyless line in a compacted topic (INVALID_RECORD)", "invalid_record", "INVALID_RECORD",
 			map[string]string{"cleanup.policy": "compact"}, "no key here",
 			func(topic string) (string, []string) { return topic, []string{"--key-regex", `^(line-\d+) `} }},
@@ -281,6 +290,68 @@ func TestDeadLetterReasons(t *testing.T) {
 			}
 			if c.lost != 0 || c.dup != 0 || !ok {
 				t.Fatalf("%d lost, %d duplicated; dead letters %v (want the line, %s, %s)", c.lost, c.dup, letters, tc.reason, tc.errName)
+			}
+		})
+	}
+}
+
+// TestDeadLetterReasonsInjected is the bad-input table's row for the dead-letter reasons no
+// stock Apache Kafka broker gives on a produce (a POLICY_VIOLATION comes from a broker's own
+// record validation, as managed Kafka services add): kfake answers the one line's batch with it
+// (batch.size=1: a batch is one record), and the line must be dead-lettered alone, every other
+// line arriving once.
+func TestDeadLetterReasonsInjected(t *testing.T) {
+	n := size(20000, 1000)
+	for _, tc := range []struct {
+		name, reason string
+		code         int16
+	}{
+		{"a line the broker's record policy refuses (POLICY_VIOLATION, kfake)", "policy_violation", kerr.PolicyViolation.Code},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			rep := report(t, "6. bad input: dead letter: "+tc.name)
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "rel-dl-injected"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			const marker = "REFUSE-THIS-LINE"
+			var hits atomic.Int32
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := r.(*kmsg.ProduceRequest)
+				for _, tp := range req.Topics {
+					for _, p := range tp.Partitions {
+						if bytes.Contains(p.Records, []byte(marker)) {
+							hits.Add(1)
+							return kafkatest.ProduceError(req, func(kmsg.ProduceRequestTopicPartition) int16 { return tc.code }), nil, true
+						}
+					}
+				}
+				return nil, nil, false
+			})
+			dir := t.TempDir()
+			path, state := filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
+			lf := newLineFile(t, path)
+			t.Cleanup(lf.Close)
+			lf.Write(n / 2)
+			bad := marker + " a line the broker refuses for good"
+			appendLine(t, path, bad)
+			lf.Write(n - n/2)
+			a := startAgent(t, nil, nil, tailArgs(strings.Join(c.ListenAddrs(), ","), "rel-dl-injected", path, state,
+				"-X", "batch.size=1", "-X", "compression.type=none")...)
+			waitFileCheckpointed(t, state, path, a, 3*time.Minute)
+			a.stop(time.Minute)
+			a.checkNoPanic()
+			cnt := kafkaAccess{seeds: c.ListenAddrs()}.countLines(t, "rel-dl-injected", n)
+			rep.counts(int64(n), cnt)
+			letters := testkit.DeadLetters(t, state)
+			ok := len(letters) == 1 && letters[0]["value"] == bad && letters[0]["reason"] == tc.reason && hits.Load() > 0
+			if len(letters) == 1 {
+				rep.note("the line in %s: reason %v, error %v", deadLetterFile, letters[0]["reason"], letters[0]["error"])
+			}
+			if cnt.lost != 0 || cnt.dup != 0 || !ok {
+				t.Fatalf("%d lost, %d duplicated; dead letters %v (want the line, %s); %d requests refused", cnt.lost, cnt.dup, letters, tc.reason, hits.Load())
 			}
 		})
 	}

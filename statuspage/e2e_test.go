@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/statuspage"
 )
@@ -58,6 +60,20 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 		}
 	}
 	write(100)
+	// One line over the topic's max.message.bytes: the broker refuses it for good, and it is
+	// dead-lettered (to the dead-letter file), so the page shows a dead letter by reason and by
+	// file.
+	limit := "6000"
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := kafkatest.NewAdmin(t).AlterTopicConfigs(actx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
+	acancel()
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("max.message.bytes of %s: %v", topic, err)
+	}
+	fmt.Fprintf(app, `{"level":"info","msg":"%s"}`+"\n", strings.Repeat("x", 8000))
 
 	a := startPageAgent(t, bin, dir, "--brokers", bootstrap, "--topic", topic, "--tail", logPath,
 		"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"),
@@ -101,6 +117,13 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	})
 	if f := st.Files[0]; f.Path != logPath || f.ReadOffset == 0 || f.Size < f.ReadOffset {
 		t.Errorf("file in /api/status: %+v", f)
+	}
+	waitFor(t, 30*time.Second, "the long line dead-lettered", logTail, func() bool {
+		getJSON(t, base+"/api/status", &st)
+		return st.Delivery.DeadLettered == 1
+	})
+	if f, d := st.Files[0], st.Delivery; f.LinesDeadLettered != 1 || len(d.DeadLetters) != 1 || d.DeadLetters[0].Reason != "too_large" || d.DeadLetters[0].Destination != "file" {
+		t.Errorf("dead letters in /api/status: file %+v, delivery %+v; want the long line, too_large, in the file", f, d)
 	}
 	if !st.Ready || st.Info.Topic != topic || st.Info.Mode != "tail" || !strings.Contains(st.Info.Sampling, "100% of records") {
 		t.Errorf("/api/status: %+v", st)
@@ -159,6 +182,9 @@ func TestAgentStatusPageEndToEnd(t *testing.T) {
 	checkWaterfall(t, dom)
 	if m := regexp.MustCompile(`id="age-p50">([^<]*)<`).FindStringSubmatch(dom); m == nil || !strings.ContainsAny(m[1], "0123456789") {
 		t.Errorf("the page's line-age card reads %v, want a duration", m)
+	}
+	if m := regexp.MustCompile(`id="dl-reasons">([^<]*)<`).FindStringSubmatch(dom); m == nil || m[1] != "too_large 1 (file)" {
+		t.Errorf("the page's dead letters by reason read %v, want too_large 1 (file)", m)
 	}
 	if !strings.Contains(dom, `data-topic="`+topic+`"`) {
 		t.Errorf("the page has no row for topic %s in its Topics table", topic)

@@ -156,7 +156,10 @@ type File struct {
 	LinesRead     uint64 `json:"lines_read"`
 	LinesAcked    uint64 `json:"lines_acked"`
 	LinesFailed   uint64 `json:"lines_failed"`
-	Gone          bool   `json:"gone,omitempty"`
+	// LinesDeadLettered is the file's lines Kafka refused for good, kept in the dead-letter
+	// topic or file (counted in LinesAcked too: the checkpoint moved past them).
+	LinesDeadLettered uint64 `json:"lines_dead_lettered"`
+	Gone              bool   `json:"gone,omitempty"`
 	// ContainerFormat is the container runtime's framing taken off its lines (cri, docker; auto
 	// until its first line decided), empty when none; LinesJoined and LinesMalformed are its
 	// lines written in pieces and joined, and those not in the format (sent as they are).

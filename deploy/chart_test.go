@@ -541,7 +541,7 @@ func TestPodTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch.Metadata.APIVersion != "v2" || ch.Metadata.Version != "0.1.0" || ch.Metadata.AppVersion != "0.1.0" {
+	if ch.Metadata.APIVersion != "v2" || ch.Metadata.Version != "0.1.1" || ch.Metadata.AppVersion != "0.1.1" {
 		t.Errorf("Chart.yaml: %+v", ch.Metadata)
 	}
 	each(t, func(t *testing.T, o objects) {

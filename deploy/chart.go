@@ -13,6 +13,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -62,6 +63,11 @@ func Render(dir, release, namespace string, values map[string]any, opts RenderOp
 	if err != nil {
 		return Rendered{}, fmt.Errorf("loading the chart: %w", err)
 	}
+	return RenderChart(ch, release, namespace, values, opts)
+}
+
+// RenderChart is Render of a chart already loaded (a packaged one: loader.LoadArchive).
+func RenderChart(ch *chart.Chart, release, namespace string, values map[string]any, opts RenderOptions) (Rendered, error) {
 	if values == nil {
 		values = map[string]any{}
 	}

@@ -125,13 +125,16 @@ func push(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", filepath.Join(*dir, "metadata.json"), err)
 	}
 	opts := release.PushOptions{Registry: *registry, Tag: *tag, Insecure: *insecure}
-	ref, digest, err := release.Push(ctx, filepath.Join(*dir, release.OCILayoutDir), opts)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "pushed %s@%s\n", ref, digest)
-	if moving := release.MovingTags(meta.Version); len(moving) > 0 && *tag == "" {
-		fmt.Fprintf(stdout, "tagged %s\n", strings.Join(moving, ", "))
+	// What dist/ holds: a build of some formats (--format chart) has no image.
+	if meta.Image != nil {
+		ref, digest, err := release.Push(ctx, filepath.Join(*dir, release.OCILayoutDir), opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pushed %s@%s\n", ref, digest)
+		if moving := release.MovingTags(meta.Version); len(moving) > 0 && *tag == "" {
+			fmt.Fprintf(stdout, "tagged %s\n", strings.Join(moving, ", "))
+		}
 	}
 	for _, a := range meta.Artifacts {
 		if a.Kind != "helm-chart" {

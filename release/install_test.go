@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -359,6 +360,68 @@ func TestDeb(t *testing.T) {
 		checkOwner(t, StateDir+"/checkpoints.json", ServiceUser, 0)
 	})
 
+	// The unit's SystemCallFilter= cannot be tried without a running systemd: strace records
+	// every system call of the installed agent run as the unit runs it (tailing, sending,
+	// serving its page, answering `health`), and each must be one the filter allows.
+	step(t, "system calls within the unit's filter", func(t *testing.T) {
+		strace, err := exec.LookPath("strace")
+		if err != nil {
+			t.Fatal("strace not found: run scripts/deps.sh")
+		}
+		allowed, denied := unitSyscallFilter(t, readFile(t, UnitPath))
+		dir, err := os.MkdirTemp("", "kafkatrail-strace-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		usr, err := user.Lookup(ServiceUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, int(atou(t, usr.Uid)), int(atou(t, usr.Gid))); err != nil {
+			t.Fatal(err)
+		}
+		traced := filepath.Join(logs, "traced.log")
+		want := appendLines(t, traced, "traced", 500)
+		admOnly(t, traced)
+		topic := newTopic(t, e.bootstrap)
+		port := freePort(t)
+		u := readUnit(t)
+		a := agentCmd(t, u, "--brokers", e.bootstrap, "--topic", topic, "--tail", traced, "--start-at", "beginning",
+			"--state-dir", filepath.Join(dir, "state"), "--http", "127.0.0.1:"+port, "--log-format", "json")
+		trace := filepath.Join(dir, "trace")
+		a.cmd.Path, a.cmd.Args = strace, append([]string{strace, "-f", "-qq", "-o", trace}, a.cmd.Args...)
+		a.start(t)
+		a.waitHealthy(t, port)
+		consume(t, e.bootstrap, topic, want)
+		health := agentCmd(t, u, "health", "--http", "127.0.0.1:"+port)
+		health.cmd.Path, health.cmd.Args = strace, append([]string{strace, "-f", "-qq", "-o", trace + ".health"}, health.cmd.Args...)
+		health.mustRun(t)
+		a.stop(t)
+		used := map[string]bool{}
+		for _, f := range []string{trace, trace + ".health"} {
+			for _, l := range strings.Split(string(readFile(t, f)), "\n") {
+				if m := straceCall.FindStringSubmatch(l); m != nil {
+					used[m[1]] = true
+				}
+			}
+		}
+		if len(used) < 20 {
+			t.Fatalf("strace saw %d system calls: not a trace of the agent", len(used))
+		}
+		var outside []string
+		for c := range used {
+			if !allowed[c] || denied[c] {
+				outside = append(outside, c)
+			}
+		}
+		slices.Sort(outside)
+		t.Logf("%d system calls, all within the unit's filter: %v", len(used), len(outside) == 0)
+		if len(outside) > 0 {
+			t.Errorf("system calls the unit's SystemCallFilter= refuses (EPERM): %v", outside)
+		}
+	})
+
 	step(t, "upgrade keeps the changed config and the checkpoints", func(t *testing.T) {
 		changed := append(readFile(t, ConfigPath), "# changed by the release install test\n"...)
 		if err := os.WriteFile(ConfigPath, changed, 0o644); err != nil {
@@ -486,11 +549,12 @@ func readUnit(t *testing.T) unit {
 	return u
 }
 
-// agentCmd is the unit's command with args appended (or, for check, instead of its own).
+// agentCmd is the unit's command with args appended (or, for check and health, instead of its
+// own).
 func agentCmd(t *testing.T, u unit, args ...string) *agentProc {
 	t.Helper()
 	argv := append(slices.Clone(u.execStart), args...)
-	if len(args) > 0 && args[0] == "check" {
+	if len(args) > 0 && (args[0] == "check" || args[0] == "health") {
 		argv = append([]string{u.execStart[0]}, args...)
 	}
 	usr, err := user.Lookup(u.user)
@@ -990,6 +1054,63 @@ func nextPatch(t *testing.T, v string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%s.%s.%d", parts[0], parts[1], p+1)
+}
+
+// straceCall reads the system call's name from a line of `strace -f -qq`: "PID name(" or
+// "PID <... name resumed>".
+var straceCall = regexp.MustCompile(`^\d+ +(?:<\.\.\. )?([a-z_0-9]+)(?:\(| resumed>)`)
+
+// unitSyscallFilter reads a unit's SystemCallFilter= lines: the calls allowed (the union of the
+// allow lists) and those denied (the union of the '~' lists), each group expanded by
+// systemd-analyze syscall-filter.
+func unitSyscallFilter(t *testing.T, unit []byte) (allowed, denied map[string]bool) {
+	t.Helper()
+	allowed, denied = map[string]bool{}, map[string]bool{}
+	for _, l := range strings.Split(string(unit), "\n") {
+		v, ok := strings.CutPrefix(l, "SystemCallFilter=")
+		if !ok {
+			continue
+		}
+		into := allowed
+		if rest, deny := strings.CutPrefix(v, "~"); deny {
+			into, v = denied, rest
+		}
+		for _, name := range strings.Fields(v) {
+			for c := range syscallGroup(t, name, map[string]bool{}) {
+				into[c] = true
+			}
+		}
+	}
+	if len(allowed) == 0 {
+		t.Fatal("the unit has no SystemCallFilter= allow list")
+	}
+	return allowed, denied
+}
+
+// syscallGroup expands a system call or an @group of systemd's filter into system calls.
+func syscallGroup(t *testing.T, name string, seen map[string]bool) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	if !strings.HasPrefix(name, "@") {
+		out[name] = true
+		return out
+	}
+	if seen[name] {
+		return out
+	}
+	seen[name] = true
+	lines := strings.Split(run(t, "systemd-analyze", "syscall-filter", name), "\n")
+	for _, l := range lines[1:] { // the first line is the group's name
+		l, _, _ = strings.Cut(l, "#")
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		for c := range syscallGroup(t, l, seen) {
+			out[c] = true
+		}
+	}
+	return out
 }
 
 // checkOwnerGroup wants path owned by owner and group, with mode.

@@ -4,7 +4,8 @@
 #     gcc (go test -race needs cgo), chromium (the status page's headless browser test;
 #     about 100 MB to download, 350 MB installed), rpm, skopeo and umoci (make test-release
 #     inspects the .rpm and the OCI image with them; dpkg installs the .deb), systemd
-#     (systemd-analyze rates the unit's sandbox) -- apt-get runs
+#     (systemd-analyze rates the unit's sandbox) and strace (its system call filter against
+#     the agent's calls) -- apt-get runs
 #     only when one is missing;
 #   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
 # Go itself is a prerequisite (see go.mod for the version).
@@ -29,8 +30,10 @@ if ((!demo)); then
   command -v rpm >/dev/null || missing+=(rpm)
   command -v skopeo >/dev/null || missing+=(skopeo)
   command -v umoci >/dev/null || missing+=(umoci)
-  # systemd-analyze security --offline rates the unit (release/'s TestUnitExposure).
+  # systemd-analyze security --offline rates the unit (release/'s TestUnitExposure); strace
+  # records the installed agent's system calls for the unit's filter (TestDeb).
   command -v systemd-analyze >/dev/null || missing+=(systemd)
+  command -v strace >/dev/null || missing+=(strace)
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 

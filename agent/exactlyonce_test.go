@@ -416,3 +416,64 @@ func TestExactlyOnceDeadLetterOfAnAbortedTransaction(t *testing.T) {
 		t.Errorf("pending dead letters after the run: %+v, want none", p)
 	}
 }
+
+// TestExactlyOnceAbortBeforeTheFirstCommitKeepsItsLines: a first run with --start-at end (no
+// position in the state topic) whose first transaction aborts for a line the broker refuses:
+// the next round starts where the aborted one began reading, not at the file's end again,
+// which would skip the lines that round had read. The lines written before the start stay
+// unsent; those after it arrive once, the refused one in the dead-letter topic.
+func TestExactlyOnceAbortBeforeTheFirstCommitKeepsItsLines(t *testing.T) {
+	small := "3000"
+	c := eosCluster(t, map[string]map[string]*string{"logs": {"max.message.bytes": &small}, "dlq": nil})
+	path := writeTemp(t, "app.log", []byte("old-1\nold-2\n"))
+	stateDir := t.TempDir()
+	cfg := eosConfig(c, "logs", path, stateDir)
+	cfg.StartAt, cfg.DeadLetterTopic = string(filetail.StartAtEnd), "dlq"
+	// The first commit comes only once the four new lines were handled: it is the one that
+	// finds the refused line and aborts.
+	cfg.CommitInterval, cfg.CommitMaxLines = 20*time.Second, 4
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(a.FileStats()) != 1 || a.FileStats()[0].ReadOffset != int64(len("old-1\nold-2\n")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the file is not followed from its end within 20 s: %+v", a.FileStats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	long := strings.Repeat("L", 4000)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("new-1\nnew-2\n" + long + "\nnew-3\n")
+	f.Close()
+	size := int64(len("old-1\nold-2\nnew-1\nnew-2\n" + long + "\nnew-3\n"))
+	deadline = time.Now().Add(30 * time.Second)
+	for fs := a.FileStats(); len(fs) != 1 || fs[0].Committed != size; fs = a.FileStats() {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not committed to the end within 30 s: %+v", fs)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("run: %v, want a normal stop", err)
+	}
+	if got := valueCounts(topicRecords(t, c, "logs", true)); len(got) != 3 || got["new-1"] != 1 || got["new-2"] != 1 || got["new-3"] != 1 {
+		t.Errorf("logs at read_committed: %v, want new-1..3 once (the old lines were before the start)", got)
+	}
+	if got := valueCounts(topicRecords(t, c, "dlq", true)); len(got) != 1 || got[long] != 1 {
+		t.Errorf("dlq at read_committed: %d values, want the long line once", len(got))
+	}
+}

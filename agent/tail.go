@@ -140,8 +140,13 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 		}
 		a.log.Warn("exactly-once: a transaction aborted for a line Kafka refused for good: resuming from the last commit, where that line goes to the dead-letter destination instead",
 			"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pending.count(), "error", runErr)
+		// The positions of the last commit; with none yet (a first run that aborted before its
+		// first commit), where the aborted round began reading each file, so that a file it
+		// started at its end (--start-at end) is not skipped past what that round read.
 		if len(c.committed) > 0 {
 			entries, found = slices.Collect(maps.Values(c.committed)), true
+		} else if c.t != nil {
+			entries, found = c.t.Starts(), true
 		}
 	}
 }

@@ -217,6 +217,27 @@ func (t *Tailer) Snapshot() map[FileKey]Checkpoint {
 	return entries
 }
 
+// Starts returns, for every file followed, the position this run began reading it at (a
+// checkpoint, --start-at, or 0 for a file found later), and the checkpoints loaded for files
+// not followed: where a run that must forget everything it read (an aborted exactly-once round
+// with no commit before it) starts again.
+func (t *Tailer) Starts() []Checkpoint {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Checkpoint, 0, len(t.followers)+len(t.saved))
+	for _, e := range t.saved {
+		out = append(out, e)
+	}
+	for _, fl := range t.followers {
+		fl.mu.Lock()
+		e := newCheckpoint(fl.id, fl.path, fl.start, now)
+		fl.mu.Unlock()
+		out = append(out, e)
+	}
+	return out
+}
+
 // SaveSnapshot writes entries (a Snapshot) to checkpoints.json if any changed since the last
 // write. Safe for concurrent use: saves are serialized.
 func (t *Tailer) SaveSnapshot(entries map[FileKey]Checkpoint) error {

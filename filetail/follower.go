@@ -51,6 +51,7 @@ type follower struct {
 	format     atomic.Value // ContainerFormat
 	seenFormat ContainerFormat
 	auto       bool // the configured format is auto: what it decided goes in the checkpoint
+	start      int64 // where this run began reading the file (Tailer.Starts)
 	counts     fileCounters
 	failLogged atomic.Bool
 	split      *Splitter // the follower goroutine's own
@@ -74,6 +75,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 	fl.noteFormat()
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
 	fl.readPos.Store(start)
+	fl.start = start
 	return fl
 }
 

@@ -50,7 +50,7 @@ type follower struct {
 	// for Stats; seenFormat is the follower goroutine's last stored value.
 	format     atomic.Value // ContainerFormat
 	seenFormat ContainerFormat
-	auto       bool // the configured format is auto: what it decided goes in the checkpoint
+	auto       bool  // the configured format is auto: what it decided goes in the checkpoint
 	start      int64 // where this run began reading the file (Tailer.Starts)
 	counts     fileCounters
 	failLogged atomic.Bool

@@ -363,7 +363,7 @@ func TestDeb(t *testing.T) {
 	// The unit's SystemCallFilter= cannot be tried without a running systemd: strace records
 	// every system call of the installed agent run as the unit runs it (tailing, sending,
 	// serving its page, answering `health`), and each must be one the filter allows.
-	step(t, "system calls within the unit's filter", func(t *testing.T) {
+	step(t, "system calls within the unit filter", func(t *testing.T) {
 		strace, err := exec.LookPath("strace")
 		if err != nil {
 			t.Fatal("strace not found: run scripts/deps.sh")

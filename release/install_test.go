@@ -397,7 +397,21 @@ func TestDeb(t *testing.T) {
 		health := agentCmd(t, u, "health", "--http", "127.0.0.1:"+port)
 		health.cmd.Path, health.cmd.Args = strace, append([]string{strace, "-f", "-qq", "-o", trace + ".health"}, health.cmd.Args...)
 		health.mustRun(t)
-		a.stop(t)
+		// SIGTERM to the agent, not to strace (which would detach and leave it running);
+		// strace exits with the agent's status.
+		if err := syscall.Kill(childPID(t, a.cmd.Process.Pid), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-a.done:
+		case <-time.After(60 * time.Second):
+			a.cmd.Process.Kill()
+			<-a.done
+			t.Fatalf("the traced agent did not stop within 60 s of SIGTERM:\n%s", a.out.String())
+		}
+		if a.err != nil {
+			t.Fatalf("the traced agent exited with %v:\n%s", a.err, a.out.String())
+		}
 		used := map[string]bool{}
 		for _, f := range []string{trace, trace + ".health"} {
 			for _, l := range strings.Split(string(readFile(t, f)), "\n") {
@@ -1054,6 +1068,27 @@ func nextPatch(t *testing.T, v string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%s.%s.%d", parts[0], parts[1], p+1)
+}
+
+// childPID is the one child process of ppid (from /proc/PID/stat's fourth field).
+func childPID(t *testing.T, ppid int) int {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, s := range stats {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
+			return pid
+		}
+	}
+	t.Fatalf("process %d has no child", ppid)
+	return 0
 }
 
 // straceCall reads the system call's name from a line of `strace -f -qq`: "PID name(" or

@@ -252,6 +252,13 @@ func (d *deadLetterFile) wholeEnd(f *os.File) (int64, error) {
 	if size == 0 {
 		return 0, nil
 	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], size-1); err != nil {
+		return 0, err
+	}
+	if last[0] == '\n' {
+		return size, nil // whole: the usual case, at the cost of one byte read
+	}
 	buf := make([]byte, 64<<10)
 	end := size
 	for end > 0 {

@@ -11,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
 // checkWholeLines wants every line of path to be one JSON object.
@@ -128,18 +124,7 @@ func TestStdinDeadLetterFileFullFailsTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		for _, tp := range req.Topics {
-			for _, p := range tp.Partitions {
-				if len(p.Records) > 1000 {
-					return kafkatest.ProduceError(req, func(kmsg.ProduceRequestTopicPartition) int16 { return kerr.MessageTooLarge.Code }), nil, true
-				}
-			}
-		}
-		return nil, nil, false
-	})
+	refuseLargeBatches(c)
 	state := t.TempDir()
 	full := bytes.Repeat([]byte("{}\n"), 2000) // 6000 bytes of 6000
 	if err := os.WriteFile(filepath.Join(state, DeadLetterFileName), full, 0o640); err != nil {

@@ -98,6 +98,37 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// refuseLargeBatches makes kfake cluster c answer a produce request with MESSAGE_TOO_LARGE when
+// one of its batches is over 1000 bytes (a long line's), and take the others.
+func refuseLargeBatches(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		for _, tp := range req.Topics {
+			for _, p := range tp.Partitions {
+				if len(p.Records) > 1000 {
+					return kafkatest.ProduceError(req, func(kmsg.ProduceRequestTopicPartition) int16 { return kerr.MessageTooLarge.Code }), nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+}
+
+// refuseWhile makes kfake cluster c answer every produce request with NOT_ENOUGH_REPLICAS
+// (retriable: the producer retries until delivery.timeout.ms) while refusing is set.
+func refuseWhile(c *kfake.Cluster, refusing *atomic.Bool) {
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refusing.Load() {
+			return nil, nil, false
+		}
+		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
+			return kerr.NotEnoughReplicas.Code
+		}), nil, true
+	})
+}
+
 // consumeValues reads every record of topic from kfake cluster c, by value.
 func consumeValues(t *testing.T, c *kfake.Cluster, topic string, want int) map[string]int {
 	t.Helper()
@@ -149,15 +180,7 @@ func TestExpiredLinesAreSentAgain(t *testing.T) {
 	})
 	var refusing atomic.Bool
 	refusing.Store(true)
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refusing.Load() {
-			return nil, nil, false
-		}
-		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
-			return kerr.NotEnoughReplicas.Code // retriable: the producer retries until delivery.timeout.ms
-		}), nil, true
-	})
+	refuseWhile(c, &refusing)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
@@ -319,18 +342,7 @@ func TestDeadLetterFileFullStops(t *testing.T) {
 	var stateDir string
 	data := "a\n" + strings.Repeat("x", 4000) + "\n" + "b\n"
 	a, _, c := newFileAgent(t, 1, []byte(data), func(cfg *Config) { cfg.DeadLetterMaxBytes = 5000; stateDir = cfg.StateDir })
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		for _, tp := range req.Topics {
-			for _, p := range tp.Partitions {
-				if len(p.Records) > 1000 {
-					return kafkatest.ProduceError(req, func(kmsg.ProduceRequestTopicPartition) int16 { return kerr.MessageTooLarge.Code }), nil, true
-				}
-			}
-		}
-		return nil, nil, false
-	})
+	refuseLargeBatches(c)
 	dlPath := filepath.Join(stateDir, DeadLetterFileName)
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
 		t.Fatal(err)
@@ -414,15 +426,7 @@ func TestResentLinesKeepTheirFileOrder(t *testing.T) {
 	})
 	var refusing, armed, appended atomic.Bool
 	refusing.Store(true)
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refusing.Load() {
-			return nil, nil, false
-		}
-		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
-			return kerr.NotEnoughReplicas.Code
-		}), nil, true
-	})
+	refuseWhile(c, &refusing)
 	appendLine := func() {
 		if appended.Swap(true) {
 			return

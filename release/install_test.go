@@ -399,19 +399,7 @@ func TestDeb(t *testing.T) {
 		health.mustRun(t)
 		// SIGTERM to the agent, not to strace (which would detach and leave it running);
 		// strace exits with the agent's status.
-		if err := syscall.Kill(childPID(t, a.cmd.Process.Pid), syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-a.done:
-		case <-time.After(60 * time.Second):
-			a.cmd.Process.Kill()
-			<-a.done
-			t.Fatalf("the traced agent did not stop within 60 s of SIGTERM:\n%s", a.out.String())
-		}
-		if a.err != nil {
-			t.Fatalf("the traced agent exited with %v:\n%s", a.err, a.out.String())
-		}
+		a.stopPID(t, childPID(t, a.cmd.Process.Pid))
 		used := map[string]bool{}
 		for _, f := range []string{trace, trace + ".health"} {
 			for _, l := range strings.Split(string(readFile(t, f)), "\n") {
@@ -890,7 +878,14 @@ func (a *agentProc) waitHealthy(t *testing.T, port string) {
 // stop sends SIGTERM (what systemd and container runtimes send) and wants a clean exit.
 func (a *agentProc) stop(t *testing.T) {
 	t.Helper()
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	a.stopPID(t, a.cmd.Process.Pid)
+}
+
+// stopPID is stop with SIGTERM sent to pid: the agent when a.cmd runs it under another
+// program (strace).
+func (a *agentProc) stopPID(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -570,25 +571,8 @@ func (cc *clusterClient) finish(t *testing.T, timeout time.Duration, lines int) 
 // readCheckpoint is checkpointOffset without a test (the commit poller's goroutine): the
 // committed offset of path in bytes, 0 when there is none or the file does not parse.
 func readCheckpoint(stateDir, path string) int64 {
-	b, err := os.ReadFile(filepath.Join(stateDir, "checkpoints.json"))
-	if err != nil {
-		return 0
-	}
-	var cp struct {
-		Entries []struct {
-			Path   string `json:"path"`
-			Offset int64  `json:"offset"`
-		} `json:"entries"`
-	}
-	if json.Unmarshal(b, &cp) != nil {
-		return 0
-	}
-	for _, e := range cp.Entries {
-		if e.Path == path {
-			return e.Offset
-		}
-	}
-	return 0
+	off, _ := testkit.CheckpointOffset(stateDir, path)
+	return off
 }
 
 // pollCommits records when the exactly-once agent's checkpoint moved (it is written after each

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -286,28 +285,11 @@ func checkpointLines(t *testing.T, stateDir, path string) int64 {
 // checkpointOffset returns the committed offset of path in bytes; 0 if there is none yet.
 func checkpointOffset(t *testing.T, stateDir, path string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(stateDir, "checkpoints.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0
-	}
+	off, err := testkit.CheckpointOffset(stateDir, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cp struct {
-		Entries []struct {
-			Path   string `json:"path"`
-			Offset int64  `json:"offset"`
-		} `json:"entries"`
-	}
-	if err := json.Unmarshal(b, &cp); err != nil {
-		t.Fatalf("checkpoints.json: %v", err)
-	}
-	for _, e := range cp.Entries {
-		if e.Path == path {
-			return e.Offset
-		}
-	}
-	return 0
+	return off
 }
 
 // checkpointsCover reports whether the checkpoint of every file in paths is at the file's end:

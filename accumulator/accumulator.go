@@ -66,7 +66,8 @@ type AppendResult struct {
 	// is full: something is sendable without waiting for linger.ms.
 	BatchIsFull bool
 	// Appended is when the record went into its batch, read under the partition's lock; zero
-	// unless the record is traced or Config.TraceAtCompletion is set.
+	// unless the record is traced, Config.TraceAtCompletion is set, or Append waited for
+	// buffer memory (then it is when the wait ended).
 	Appended time.Time
 	// NewBatchCreated is true when this record started a batch.
 	NewBatchCreated bool
@@ -310,6 +311,9 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	if ok || err != nil {
 		// Another goroutine started a batch while we waited for memory: use it, return ours.
 		a.pool.Deallocate(buf)
+		if ok && waited && res.Appended.IsZero() {
+			res.Appended = r.Now
+		}
 		return res, err
 	}
 	b := newBatch(tp, buf, a.cfg.Compression, r.Now)
@@ -317,6 +321,9 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	b.keepAttempts = a.cfg.TraceAtCompletion
 	b.tryAppend(ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now) // a fresh batch always takes its first record
 	appended := a.stampAppend(b, r.Trace)
+	if waited && appended.IsZero() {
+		appended = r.Now // the clock read when the wait ended
+	}
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
 	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b, Appended: appended}, nil

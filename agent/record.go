@@ -101,8 +101,22 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	return r
 }
 
+// mayCarryTrace reports whether line names a "traceparent" or "trace_id" field: one pass for
+// their common prefix, where a search for each would read every line twice.
 func (b *recordBuilder) mayCarryTrace(line []byte) bool {
-	return b.traceHeader != "" && (bytes.Contains(line, []byte(`"traceparent"`)) || bytes.Contains(line, []byte(`"trace_id"`)))
+	if b.traceHeader == "" {
+		return false
+	}
+	for {
+		i := bytes.Index(line, []byte(`"trace`))
+		if i < 0 {
+			return false
+		}
+		line = line[i+len(`"trace`):]
+		if bytes.HasPrefix(line, []byte(`parent"`)) || bytes.HasPrefix(line, []byte(`_id"`)) {
+			return true
+		}
+	}
 }
 
 // traceparent returns the line's W3C trace context: its "traceparent" field when valid, else

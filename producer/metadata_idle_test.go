@@ -59,7 +59,7 @@ func busyTopicProducer(t *testing.T, idle time.Duration) (*Producer, *atomic.Poi
 func viewAt(p *Producer, clock *atomic.Pointer[time.Time], now time.Time) error {
 	tick := now
 	clock.Store(&tick) // a copy: the sender goroutine reads the stored time while the caller moves now
-	_, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second))
+	_, _, err := p.view(context.Background(), "busy", PartitionAny, now, now.Add(time.Second))
 	return err
 }
 
@@ -130,7 +130,7 @@ func BenchmarkSendView(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			now := p.clock()
-			if _, err := p.view(ctx, "t", PartitionAny, now, now.Add(time.Minute)); err != nil {
+			if _, _, err := p.view(ctx, "t", PartitionAny, now, now.Add(time.Minute)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -168,7 +168,7 @@ func TestSendViewOfTopicsInTurnAllocatesNothing(t *testing.T) {
 	view := func() {
 		i++
 		now := p.clock()
-		if v, err := p.view(ctx, topics[i%2], PartitionAny, now, now.Add(time.Minute)); err != nil || v.topic != topics[i%2] || v.n != 6 {
+		if v, _, err := p.view(ctx, topics[i%2], PartitionAny, now, now.Add(time.Minute)); err != nil || v.topic != topics[i%2] || v.n != 6 {
 			t.Fatalf("view %v, %v", v, err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestSendViewOfTopicsInTurnAllocatesNothing(t *testing.T) {
 	before := p.views.Load()
 	p.meta.Update(metadataWithTopic("t", 3), time.Now())
 	now := p.clock()
-	if v, err := p.view(ctx, "t", PartitionAny, now, now.Add(time.Minute)); err != nil || v.n != 3 {
+	if v, _, err := p.view(ctx, "t", PartitionAny, now, now.Add(time.Minute)); err != nil || v.n != 3 {
 		t.Fatalf("view after a metadata update: %v, %v; want 3 partitions", v, err)
 	}
 	if after := p.views.Load(); after == before || len(after.byTopic) != 1 {
@@ -199,7 +199,7 @@ func BenchmarkSendViewTopicsInTurn(b *testing.B) {
 	for b.Loop() {
 		i++
 		now := p.clock()
-		if _, err := p.view(ctx, topics[i%2], PartitionAny, now, now.Add(time.Minute)); err != nil {
+		if _, _, err := p.view(ctx, topics[i%2], PartitionAny, now, now.Add(time.Minute)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -31,7 +31,9 @@ type Observer interface {
 	StartSend(ctx context.Context, r *Record, now time.Time) (accumulator.RecordTrace, []Header)
 	// Appended reports the append stage of every record: from Send called (start) to the
 	// record in its batch (end), or to the error that failed it in Send. trace is what
-	// StartSend returned (nil for an untraced record).
+	// StartSend returned (nil for an untraced record). end is zero when the record is not
+	// traced and Send did not wait (for metadata or buffer memory): the stage was not timed,
+	// to spare every record a clock read, and lasted about as long as appending takes.
 	Appended(topic string, trace accumulator.RecordTrace, start, end time.Time, err error)
 	// AttemptDone reports a batch's produce attempt that answered or failed, after the sender
 	// decided what follows and the batch's callbacks and BatchDone ran, if it completed; retry

@@ -377,8 +377,8 @@ func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) err
 	now := p.clock()
 	trace, headers := p.obs.StartSend(ctx, r, now)
 	end, err := p.send(ctx, r, headers, trace, cb, now)
-	if end.IsZero() {
-		end = p.clock() // the accumulator did not stamp the append
+	if end.IsZero() && err != nil {
+		end = p.clock()
 	}
 	p.obs.Appended(r.Topic, trace, now, end, err)
 	if err != nil {
@@ -398,7 +398,9 @@ func (p *Producer) sendObserved(ctx context.Context, r *Record, cb Callback) err
 
 // send appends the record with headers (r.Headers, or a copy carrying the trace context) and
 // trace (nil unless sampled); now is when Send was called. appended is when the record went
-// into its batch, if the accumulator stamped it (see accumulator.Config.TraceAtCompletion).
+// into its batch, if the accumulator stamped it (a traced record, or
+// accumulator.Config.TraceAtCompletion) or Send waited (for metadata or buffer memory); zero
+// otherwise, which spares an untraced record that did not wait a clock read.
 func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace accumulator.RecordTrace, cb Callback, now time.Time) (appended time.Time, err error) {
 	select {
 	case <-p.closing:
@@ -409,7 +411,7 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 		return time.Time{}, errors.New("record has no topic")
 	}
 	deadline := now.Add(p.maxBlock)
-	view, err := p.view(ctx, r.Topic, r.Partition, now, deadline)
+	view, waited, err := p.view(ctx, r.Topic, r.Partition, now, deadline)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -444,6 +446,9 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	if res.BatchIsFull || res.NewBatchCreated {
 		p.client.Wakeup()
 	}
+	if waited && res.Appended.IsZero() {
+		res.Appended = p.clock()
+	}
 	return res.Appended, nil
 }
 
@@ -463,10 +468,10 @@ type topicView struct {
 const touchFraction = 16
 
 // view returns topic's view in the current metadata snapshot, waiting for metadata as
-// waitOnMetadata does when the topic (or partition) is not known yet.
-func (p *Producer) view(ctx context.Context, topic string, partition int32, now, deadline time.Time) (*topicView, error) {
+// waitOnMetadata does when the topic (or partition) is not known yet (waited).
+func (p *Producer) view(ctx context.Context, topic string, partition int32, now, deadline time.Time) (v *topicView, waited bool, err error) {
 	cluster := p.meta.Fetch()
-	v := p.lastTopic.Load()
+	v = p.lastTopic.Load()
 	if v == nil || v.cluster != cluster || v.topic != topic {
 		v = nil
 		if vs := p.views.Load(); vs != nil && vs.cluster == cluster {
@@ -477,17 +482,17 @@ func (p *Producer) view(ctx context.Context, topic string, partition int32, now,
 		if d := now.UnixNano() - v.added.Load(); d < 0 || d >= p.touchEvery {
 			p.maybeTouch(v, now)
 		}
-		return v, nil
+		return v, false, nil
 	}
 	cluster, n, err := p.waitOnMetadata(ctx, topic, partition, now, deadline)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	v = &topicView{cluster: cluster, topic: topic, n: n, available: cluster.AvailablePartitions(topic), sticky: p.sticky.topic(topic)}
 	v.added.Store(now.UnixNano()) // waitOnMetadata added it
 	p.lastTopic.Store(v)
 	p.addView(v)
-	return v, nil
+	return v, true, nil
 }
 
 // topicViews are the topic views of one metadata snapshot, by topic. Immutable once published:

@@ -120,6 +120,9 @@ type histSeries struct {
 	sumNs  atomic.Int64
 	min    atomic.Int64
 	max    atomic.Int64
+	// untimed counts measurements of 0 s recorded without a duration (recordUntimed): they
+	// join the first bucket, and the minimum, when the series is read.
+	untimed atomic.Uint64
 
 	exMu      sync.Mutex
 	exemplars []exemplarSlot // per bucket, the last one; nil until the first
@@ -154,6 +157,10 @@ func (s *histSeries) record(ctx context.Context, d time.Duration) {
 	s.exemplars[i] = ex
 	s.exMu.Unlock()
 }
+
+// recordUntimed adds a measurement of 0 s: one atomic add, where record's bucket search, sum
+// and extremes cost several.
+func (s *histSeries) recordUntimed() { s.untimed.Add(1) }
 
 // exemplarSlot is a bucket's last exemplar.
 type exemplarSlot struct {
@@ -263,19 +270,25 @@ func (h *Histograms) Produce(context.Context) ([]metricdata.ScopeMetrics, error)
 
 func (s *histSeries) point(now time.Time) (metricdata.HistogramDataPoint[float64], bool) {
 	counts := make([]uint64, len(s.counts))
+	untimed := s.untimed.Load()
+	counts[0] = untimed
 	var n uint64
 	for i := range s.counts {
-		counts[i] = s.counts[i].Load()
+		counts[i] += s.counts[i].Load()
 		n += counts[i]
 	}
 	if n == 0 {
 		return metricdata.HistogramDataPoint[float64]{}, false
 	}
+	lo, hi := s.min.Load(), s.max.Load()
+	if untimed > 0 {
+		lo, hi = min(lo, 0), max(hi, 0)
+	}
 	p := metricdata.HistogramDataPoint[float64]{
 		Attributes: s.attrs, StartTime: s.start, Time: now, Count: n,
 		Bounds: s.h.bounds, BucketCounts: counts,
-		Min: metricdata.NewExtrema(float64(s.min.Load()) / 1e9),
-		Max: metricdata.NewExtrema(float64(s.max.Load()) / 1e9),
+		Min: metricdata.NewExtrema(float64(lo) / 1e9),
+		Max: metricdata.NewExtrema(float64(hi) / 1e9),
 		Sum: float64(s.sumNs.Load()) / 1e9,
 	}
 	s.exMu.Lock()
@@ -298,6 +311,8 @@ type durations interface {
 // durationSeries records durations into one attribute set of a histogram.
 type durationSeries interface {
 	record(ctx context.Context, d time.Duration)
+	// recordUntimed records a measurement of 0 s, one that was not timed.
+	recordUntimed()
 }
 
 func (d *durationHistogram) series(attrs attribute.Set) durationSeries { return d.get(attrs) }
@@ -317,3 +332,5 @@ type sdkSeries struct {
 func (s sdkSeries) record(ctx context.Context, d time.Duration) {
 	s.h.Record(ctx, d.Seconds(), s.opts...)
 }
+
+func (s sdkSeries) recordUntimed() { s.h.Record(context.Background(), 0, s.opts...) }

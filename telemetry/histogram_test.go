@@ -212,3 +212,38 @@ func TestDurationBatchMatchesRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordUntimedIsZero: an untimed measurement reads as recording 0 s would (count, first
+// bucket, sum, minimum), beside timed ones.
+func TestRecordUntimedIsZero(t *testing.T) {
+	hist := NewHistograms()
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	zero := attribute.NewSet(attribute.String("way", "zero"))
+	untimed := attribute.NewSet(attribute.String("way", "untimed"))
+	h := hist.duration("h", "", durationBuckets)
+	a, b := h.get(zero), h.get(untimed)
+	for i := range 300 {
+		d := time.Duration(i*i+1) * time.Millisecond // never 0: the minimum must come from the untimed
+		a.record(context.Background(), d)
+		b.record(context.Background(), d)
+		if i%3 == 0 {
+			a.record(context.Background(), 0)
+			b.recordUntimed()
+		}
+	}
+	pa, pb := histogramPoint(t, reader, "h", zero), histogramPoint(t, reader, "h", untimed)
+	amin, _ := pa.Min.Value()
+	bmin, _ := pb.Min.Value()
+	amax, _ := pa.Max.Value()
+	bmax, _ := pb.Max.Value()
+	if pa.Count != 400 || pb.Count != pa.Count || pa.Sum != pb.Sum || amin != bmin || amax != bmax || bmin != 0 {
+		t.Fatalf("0 s recorded: n=%d sum=%v min=%v max=%v; untimed: n=%d sum=%v min=%v max=%v", pa.Count, pa.Sum, amin, amax, pb.Count, pb.Sum, bmin, bmax)
+	}
+	for i := range pa.BucketCounts {
+		if pa.BucketCounts[i] != pb.BucketCounts[i] {
+			t.Errorf("bucket %d: %d recorded, %d untimed", i, pa.BucketCounts[i], pb.BucketCounts[i])
+		}
+	}
+}

@@ -154,10 +154,11 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	var ta *topicAttrs
 	var created trace.SpanContext
 	if o.ratio != nil && !psc.IsValid() {
-		// A root under the default kind of sampler: one random number decides, and is the low
-		// half of the trace id (TraceIDRatioBased's decision is a function of it).
-		lo := rand.Uint64()
-		if !o.ratio.rootSampled(lo) {
+		// A root under the default kind of sampler: a countdown decides, and the low half of
+		// the trace id is drawn among those TraceIDRatioBased samples (its decision is a
+		// function of it).
+		lo, ok := o.ratio.sampleRoot()
+		if !ok {
 			return nil, r.Headers
 		}
 		binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
@@ -305,9 +306,14 @@ func (o *ProducerObserver) SlowThreshold() time.Duration {
 
 // Appended records the append stage of every record, and counts a record that Send failed.
 // A traced record's append is recorded in its span's context, so the histogram keeps its
-// trace id as an exemplar.
+// trace id as an exemplar. An append that was not timed (end zero: it did not wait) counts as
+// 0 s, one atomic add.
 func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, start, end time.Time, err error) {
 	ta := o.topic(topic)
+	if end.IsZero() && err == nil {
+		ta.stage[stageIndexAppend].recordUntimed()
+		return
+	}
 	d := end.Sub(start)
 	ta.stage[stageIndexAppend].record(traceContext(rt), d)
 	if err != nil {

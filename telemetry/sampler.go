@@ -3,9 +3,12 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -67,13 +70,16 @@ func samplerFromConfig(ratio *float64) (sdktrace.Sampler, bool, error) {
 }
 
 // parentRatio is ParentBased(TraceIDRatioBased(ratio)), whose decision for a root (a record
-// whose log line carried no trace context: nearly all of them) StartSend can take from one
-// random number: TraceIDRatioBased samples when the trace id's last 8 bytes, shifted right once,
-// are below ratio * 2^63. Asking the SDK sampler costs about 200 ns a record here (its
-// parameters are large structs copied through interfaces); the coin about 5 ns.
+// whose log line carried no trace context: nearly all of them) StartSend takes itself:
+// TraceIDRatioBased samples when the trace id's last 8 bytes, shifted right once, are below
+// ratio * 2^63. Asking the SDK sampler costs about 200 ns a record here (its parameters are
+// large structs copied through interfaces); drawing a random number for every record, 5-10 ns.
+// Instead a countdown decides (see rootCountdown): one atomic decrement a record, and a draw
+// only for the records it picks.
 type parentRatio struct {
 	sdktrace.Sampler
 	bound uint64
+	roots *rootCountdown // nil when no root is ever sampled (ratio 0)
 }
 
 func newParentRatio(ratio float64) parentRatio {
@@ -84,11 +90,68 @@ func newParentRatio(ratio float64) parentRatio {
 	case ratio > 0:
 		s.bound = uint64(ratio * (1 << 63)) // as TraceIDRatioBased computes it
 	}
+	if s.bound > 0 {
+		s.roots = newRootCountdown(float64(s.bound) / (1 << 63))
+	}
 	return s
 }
 
-// rootSampled reports whether a root with trace id low bytes lo is sampled.
-func (s parentRatio) rootSampled(lo uint64) bool { return lo>>1 < s.bound }
+// sampleRoot decides a root record: it returns false, or true and the low half of a trace id
+// that TraceIDRatioBased at the ratio samples (uniform among those), so that a downstream
+// sampler of the same ratio keeps the trace.
+func (s parentRatio) sampleRoot() (lo uint64, ok bool) {
+	if s.roots == nil || !s.roots.next() {
+		return 0, false
+	}
+	return rand.Uint64N(s.bound)<<1 | rand.Uint64()&1, true
+}
+
+// rootCountdown picks records with probability p each, independently, as a coin per record
+// would, at the cost of one atomic decrement a record: the gaps between picked records of
+// independent trials are geometric, so it draws the next gap when it picks one and counts
+// down to it. Under concurrent Sends, decrements that pass zero before the next gap is stored
+// pick nothing: a few records fewer are traced while goroutines contend, never more.
+type rootCountdown struct {
+	left atomic.Int64
+	// logq is ln(1-p), the gap's scale; 0 when p is 1 (every record is picked).
+	logq float64
+}
+
+func newRootCountdown(p float64) *rootCountdown {
+	c := &rootCountdown{}
+	if p < 1 {
+		c.logq = math.Log1p(-p)
+	}
+	c.left.Store(c.gap())
+	return c
+}
+
+// gap draws how many records from now the next pick is, the pick included: 1 + a geometric
+// number of failures, by inversion (floor(ln U / ln(1-p)), U uniform in (0, 1]).
+func (c *rootCountdown) gap() int64 {
+	if c.logq == 0 {
+		return 1
+	}
+	u := 1 - rand.Float64() // (0, 1]
+	g := math.Floor(math.Log(u) / c.logq)
+	if g >= math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return 1 + int64(g)
+}
+
+// next reports whether this record is picked.
+func (c *rootCountdown) next() bool {
+	switch n := c.left.Add(-1); {
+	case n > 0:
+		return false
+	case n == 0:
+		c.left.Store(c.gap())
+		return true
+	default:
+		return false // another Send is storing the next gap
+	}
+}
 
 // decidedKey marks a context whose span the observer already decided to sample.
 type decidedKey struct{}

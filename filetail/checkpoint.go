@@ -75,6 +75,8 @@ func (e Checkpoint) SameAs(o Checkpoint) bool {
 type checkpointStore struct {
 	dir  string
 	path string
+	// dirUnsynced is set by a rename not followed by an fsync of the directory yet.
+	dirUnsynced bool
 }
 
 // openCheckpointStore creates dir if needed, checks that it is writable, removes temporary files
@@ -140,12 +142,12 @@ func (s *checkpointStore) load() ([]Checkpoint, error) {
 }
 
 // write replaces the checkpoint with entries, atomically.
-func (s *checkpointStore) write(entries []Checkpoint) error {
+func (s *checkpointStore) write(entries []Checkpoint, syncDir bool) error {
 	tmp, err := s.writeTemp(entries)
 	if err != nil {
 		return err
 	}
-	return s.commit(tmp)
+	return s.commit(tmp, syncDir)
 }
 
 // writeTemp writes and fsyncs the new checkpoint under a temporary name.
@@ -175,13 +177,24 @@ func (s *checkpointStore) writeTemp(entries []Checkpoint) (string, error) {
 	return f.Name(), nil
 }
 
-// commit renames the temporary file over the checkpoint and fsyncs the directory, so that the
-// rename itself survives a power loss.
-func (s *checkpointStore) commit(tmp string) error {
+// commit renames the temporary file over the checkpoint and, with syncDir, fsyncs the
+// directory, so that the rename itself survives a power loss. Without it a power loss may
+// leave the checkpoint before this one (whole: its contents were synced before its rename):
+// lines sent again, never lost. The periodic saves skip it, the last one at a stop does not.
+func (s *checkpointStore) commit(tmp string, syncDir bool) error {
 	if err := os.Rename(tmp, s.path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("agent: replace checkpoint %s: %w", s.path, err)
 	}
+	s.dirUnsynced = true
+	if !syncDir {
+		return nil
+	}
+	return s.syncDir()
+}
+
+// syncDir fsyncs the state directory: the last rename is then durable.
+func (s *checkpointStore) syncDir() error {
 	d, err := os.Open(s.dir)
 	if err != nil {
 		return fmt.Errorf("agent: sync state-dir %s: %w", s.dir, err)
@@ -190,14 +203,19 @@ func (s *checkpointStore) commit(tmp string) error {
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("agent: sync state-dir %s: %w", s.dir, err)
 	}
+	s.dirUnsynced = false
 	return nil
 }
 
-// SaveCheckpoints writes every file's committed offset now, if any changed since the last write.
-// Run calls it every CheckpointInterval and when it stops; the caller calls it once more after
-// the producer flushed, to record the last acknowledgements.
-func (t *Tailer) SaveCheckpoints() error {
-	return t.SaveSnapshot(t.Snapshot())
+// SaveCheckpoints writes every file's committed offset now, if any changed since the last
+// write, and makes it durable (the state directory fsynced after the rename). Run saves when
+// it stops; the caller calls it once more after the producer flushed, to record the last
+// acknowledgements.
+func (t *Tailer) SaveCheckpoints() error { return t.saveCheckpoints(true) }
+
+// saveCheckpoints is SaveCheckpoints; Run's periodic saves leave the directory unsynced.
+func (t *Tailer) saveCheckpoints(syncDir bool) error {
+	return t.saveSnapshot(t.Snapshot(), syncDir)
 }
 
 // Snapshot returns the checkpoint of every file known now: the committed offset of each file
@@ -239,8 +257,13 @@ func (t *Tailer) Starts() []Checkpoint {
 }
 
 // SaveSnapshot writes entries (a Snapshot) to checkpoints.json if any changed since the last
-// write. Safe for concurrent use: saves are serialized.
+// write, durably. Safe for concurrent use: saves are serialized.
 func (t *Tailer) SaveSnapshot(entries map[FileKey]Checkpoint) error {
+	return t.saveSnapshot(entries, true)
+}
+
+// saveSnapshot is SaveSnapshot; without syncDir the rename may not survive a power loss.
+func (t *Tailer) saveSnapshot(entries map[FileKey]Checkpoint, syncDir bool) error {
 	t.saveMu.Lock()
 	defer t.saveMu.Unlock()
 	entries = maps.Clone(entries)
@@ -254,6 +277,9 @@ func (t *Tailer) SaveSnapshot(entries map[FileKey]Checkpoint) error {
 		}
 	}
 	if !changed {
+		if syncDir && t.store.dirUnsynced {
+			return t.store.syncDir()
+		}
 		return nil
 	}
 	list := make([]Checkpoint, 0, len(entries))
@@ -266,9 +292,10 @@ func (t *Tailer) SaveSnapshot(entries map[FileKey]Checkpoint) error {
 		}
 		return list[i].ID < list[j].ID
 	})
-	if err := t.store.write(list); err != nil {
+	if err := t.store.write(list, syncDir); err != nil {
 		return err
 	}
+	t.saves.Add(1)
 	t.lastWritten = entries
 	return nil
 }

@@ -23,7 +23,7 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 		newCheckpoint(FileID{Dev: 1, Inode: 2, Fingerprint: 0xfedcba9876543210, FingerprintLen: 1024}, "/var/log/a.log", 42, now),
 		newCheckpoint(FileID{Dev: 1, Inode: 3}, "/var/log/b.log", 0, now),
 	}
-	if err := s.write(want); err != nil {
+	if err := s.write(want, true); err != nil {
 		t.Fatal(err)
 	}
 	_, got, err := openCheckpointStore(dir)
@@ -48,7 +48,7 @@ func TestCheckpointCrashBeforeRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := []Checkpoint{newCheckpoint(FileID{Dev: 1, Inode: 2}, "a.log", 100, time.Unix(1, 0))}
-	if err := s.write(old); err != nil {
+	if err := s.write(old, true); err != nil {
 		t.Fatal(err)
 	}
 	tmp, err := s.writeTemp([]Checkpoint{newCheckpoint(FileID{Dev: 1, Inode: 2}, "a.log", 200, time.Unix(2, 0))})

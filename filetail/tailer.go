@@ -54,6 +54,7 @@ type Tailer struct {
 
 	saveMu      sync.Mutex
 	lastWritten map[FileKey]Checkpoint
+	saves       atomic.Uint64 // checkpoint writes, for Stats
 
 	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
 	globs atomic.Pointer[[]string]
@@ -113,13 +114,15 @@ func NewTailer(cfg Config, handle FileHandler, log *slog.Logger) (*Tailer, error
 }
 
 // Run discovers and follows files until ctx ends, saving the checkpoints every
-// CheckpointInterval, and soon after a file's last line in flight is acknowledged (a file
-// shipped to its end is saved within a tenth of the interval, not up to a whole one later; a
-// trickle of single lines saves at most ten times per interval). It then stops reading, waits
-// for every follower goroutine to exit, saves
-// the checkpoints once more and returns nil; the offsets keep moving as acknowledgements arrive,
-// so the caller saves again after the producer flushed. A handler error (other than from the
-// context's end) stops everything and is returned. Run may be called once.
+// CheckpointInterval, and when a file's last line in flight is acknowledged: at once if the
+// last save is an interval old (a burst after a quiet spell is saved as soon as it is
+// acknowledged), else an interval after the last save. A steadily written file, whose every
+// burst leaves it with nothing in flight, is thus saved about once per interval, not once per
+// burst: each save costs an fsync. It then stops reading, waits for every follower goroutine
+// to exit, saves the checkpoints once more and returns nil; the offsets keep moving as
+// acknowledgements arrive, so the caller saves again after the producer flushed. A handler
+// error (other than from the context's end) stops everything and is returned. Run may be
+// called once.
 func (t *Tailer) Run(ctx context.Context) error {
 	if !t.running.CompareAndSwap(false, true) {
 		return errors.New("agent: Tailer.Run called twice")
@@ -154,8 +157,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 	var lastSave time.Time
 	saveNow := func() {
 		lastSave = time.Now()
-		// A failing disk would log every second: log when the error changes.
-		err := t.SaveCheckpoints()
+		// A failing disk would log every second: log when the error changes. The directory is
+		// not synced: a save lost to a power cut leaves the one before it, whole.
+		err := t.saveCheckpoints(false)
 		if msg := fmt.Sprint(err); err != nil && msg != saveErr {
 			t.log.Error("save checkpoints", "dir", t.cfg.StateDir, "err", err)
 			saveErr = msg
@@ -163,7 +167,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 			saveErr = ""
 		}
 	}
-	idleGap := max(t.cfg.CheckpointInterval/10, time.Millisecond)
+	idleGap := t.cfg.CheckpointInterval
 	soon := time.NewTimer(time.Hour)
 	soon.Stop()
 	defer soon.Stop()
@@ -317,6 +321,8 @@ type Totals struct {
 	Truncations                        uint64
 	// Joined, Malformed and Interrupted are the files' ContainerStats counts.
 	Joined, Malformed, Interrupted uint64
+	// CheckpointSaves counts writes of checkpoints.json (each a write and an fsync).
+	CheckpointSaves uint64
 }
 
 // ContainerStats is one file's container decoding: the format its lines are read in (auto until
@@ -349,5 +355,6 @@ func (t *Tailer) Stats() Stats {
 	s.Totals.Truncated, s.Totals.Split, s.Totals.Dropped = c.long.Truncated.Load(), c.long.Split.Load(), c.long.Dropped.Load()
 	s.Totals.Truncations = c.truncations.Load()
 	s.Totals.Joined, s.Totals.Malformed, s.Totals.Interrupted = c.container.Joined.Load(), c.container.Malformed.Load(), c.container.Interrupted.Load()
+	s.Totals.CheckpointSaves = t.saves.Load()
 	return s
 }

@@ -1017,3 +1017,37 @@ func TestTailerResumeInsideSplitLine(t *testing.T) {
 	}
 	waitFor(t, "committed", func() bool { return rt2.file(t, path).Committed == 11 })
 }
+
+// TestTailerSavesOncePerIntervalWhileBursting: a file written in bursts, each acknowledged
+// before the next, has nothing in flight after every burst; it is saved about once per
+// CheckpointInterval (each save is an fsync), not once per burst, and still reaches its end.
+func TestTailerSavesOncePerIntervalWhileBursting(t *testing.T) {
+	_, path, state := testPaths(t)
+	writeLog(t, path, "")
+	r := &recorder{decide: func(gotLine) string { return "ack" }}
+	cfg := testConfig(state, path)
+	cfg.CheckpointInterval = 300 * time.Millisecond
+	rt := startTailer(t, cfg, r)
+	const bursts, perBurst = 60, 5
+	start := time.Now()
+	for i := range bursts {
+		appendLog(t, path, joinLines(numbered(fmt.Sprintf("b%02d-", i), 0, perBurst)))
+		waitFor(t, "the burst acknowledged", func() bool { return r.count() == (i+1)*perBurst })
+		time.Sleep(15 * time.Millisecond) // the writer's pace: a burst every ~20 ms
+	}
+	elapsed := time.Since(start)
+	saves := rt.Stats().Totals.CheckpointSaves
+	// At most one save per interval, plus one at each end of the run of bursts.
+	if limit := uint64(elapsed/cfg.CheckpointInterval) + 2; saves > limit {
+		t.Fatalf("%d saves in %v of bursts every ~20 ms, want at most %d (one per %v)", saves, elapsed, limit, cfg.CheckpointInterval)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the checkpoint at the end of the file", func() bool {
+		entries, err := (&checkpointStore{dir: state, path: filepath.Join(state, checkpointName)}).load()
+		return err == nil && len(entries) == 1 && entries[0].Offset == fi.Size()
+	})
+	t.Logf("%d bursts in %v: %d saves", bursts, elapsed.Round(time.Millisecond), saves)
+}

@@ -192,6 +192,9 @@ type durationBatch struct {
 	sum      int64
 	min, max int64
 	n        uint64
+	// last is the bucket of the last measurement: a batch's records have nearly the same
+	// latencies, so the next one is checked against its bounds before any search.
+	last int
 }
 
 func (s *histSeries) newBatch() durationBatch {
@@ -199,7 +202,12 @@ func (s *histSeries) newBatch() durationBatch {
 }
 
 func (db *durationBatch) add(ns int64) {
-	db.counts[bucketOf(db.bounds, ns)]++
+	i := db.last
+	if (i > 0 && ns <= db.bounds[i-1]) || (i < len(db.bounds) && ns > db.bounds[i]) {
+		i = bucketOf(db.bounds, ns)
+		db.last = i
+	}
+	db.counts[i]++
 	db.sum += ns
 	db.min = min(db.min, ns)
 	db.max = max(db.max, ns)

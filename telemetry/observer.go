@@ -345,11 +345,11 @@ func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulat
 	}
 	ta.stage[stageIndexCompletedReceive].record(ctx, a.Received.Sub(written))
 	if a.Number == 1 {
-		codec := attribute.String(AttrCompression, b.Codec().String())
-		o.m.batchSize.Record(ctx, int64(a.Bytes), metric.WithAttributes(ta.dest, codec))
+		codecOpt := ta.codecOption(b.Codec().String())
+		o.m.batchSize.Record(ctx, int64(a.Bytes), codecOpt)
 		o.m.batchRecords.Record(ctx, int64(a.Records), ta.destOpt)
 		if a.UncompressedBytes > 0 {
-			o.m.compression.Record(ctx, float64(a.Bytes)/float64(a.UncompressedBytes), metric.WithAttributes(ta.dest, codec))
+			o.m.compression.Record(ctx, float64(a.Bytes)/float64(a.UncompressedBytes), codecOpt)
 		}
 	}
 	if retry {
@@ -522,10 +522,29 @@ type topicAttrs struct {
 	stage     [stageCount]durationSeries // each stage's duration
 	read      durationSeries             // the read stage's (Record.Written to Send), beside them
 	age       durationSeries             // kafkatrail.producer.record.age
+	// codec is the attribute set of the topic with its batches' compression, made once per
+	// codec rather than once per batch (a producer has one).
+	codec atomic.Pointer[codecAttrs]
 	// parts is each partition's latest metric attributes, by partition id, for the lookup
 	// once per batch; partsMu serialises its (rare) copy-on-write updates.
 	parts   atomic.Pointer[[]*partitionAttrs]
 	partsMu sync.Mutex
+}
+
+// codecAttrs is a topic's measurement option with a compression codec.
+type codecAttrs struct {
+	codec string
+	opt   metric.MeasurementOption
+}
+
+// codecOption returns the measurement option of the topic's destination and codec.
+func (t *topicAttrs) codecOption(codec string) metric.MeasurementOption {
+	if c := t.codec.Load(); c != nil && c.codec == codec {
+		return c.opt
+	}
+	c := &codecAttrs{codec: codec, opt: metric.WithAttributeSet(attribute.NewSet(t.dest, attribute.String(AttrCompression, codec)))}
+	t.codec.Store(c)
+	return c.opt
 }
 
 func (t *topicAttrs) opAttrs() []attribute.KeyValue {

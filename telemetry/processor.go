@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -16,11 +17,14 @@ import (
 )
 
 // Defaults of the span export, as the SDK's batch span processor has them; OTEL_BSP_* overrides
-// them as it does there.
+// them as it does there. The batch size is the exception: without
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE a batch is half the queue (2048 spans at the default 4096,
+// about 300 KiB on the wire), not the SDK's 512: each export request costs the agent and the
+// receiver far more than the spans in it, and the other half of the queue takes spans while
+// one batch is exported.
 const (
-	defaultExportDelay     = 5 * time.Second  // OTEL_BSP_SCHEDULE_DELAY
-	defaultExportTimeout   = 30 * time.Second // OTEL_BSP_EXPORT_TIMEOUT
-	defaultExportBatchSize = 512              // OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+	defaultExportDelay   = 5 * time.Second  // OTEL_BSP_SCHEDULE_DELAY
+	defaultExportTimeout = 30 * time.Second // OTEL_BSP_EXPORT_TIMEOUT
 )
 
 // exportProcessor batches ended spans and exports them on its own goroutine. It is what the
@@ -65,7 +69,8 @@ type exportProcessor struct {
 	stopOnce    sync.Once
 }
 
-// exportOptions are an exportProcessor's batch size, export delay and export timeout.
+// exportOptions are an exportProcessor's batch size (0: half its limit), export delay and
+// export timeout.
 type exportOptions struct {
 	batch          int
 	delay, timeout time.Duration
@@ -75,7 +80,7 @@ type exportOptions struct {
 // OTEL_BSP_EXPORT_TIMEOUT (milliseconds), falling back to the SDK's defaults for a variable
 // that is unset or not a positive integer, as the SDK does.
 func exportOptionsFromEnv() exportOptions {
-	o := exportOptions{batch: defaultExportBatchSize, delay: defaultExportDelay, timeout: defaultExportTimeout}
+	o := exportOptions{delay: defaultExportDelay, timeout: defaultExportTimeout}
 	if n := envPositive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"); n > 0 {
 		o.batch = n
 	}
@@ -120,7 +125,7 @@ func newExportProcessor(exp spanExporter, limit int, o exportOptions, dropCounte
 	p := &exportProcessor{
 		exp:         exp,
 		limit:       limit,
-		batch:       min(o.batch, limit),
+		batch:       min(cmp.Or(o.batch, max(limit/2, 1)), limit),
 		delay:       o.delay,
 		timeout:     o.timeout,
 		kick:        make(chan struct{}, 1),

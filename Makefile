@@ -131,8 +131,9 @@ test-e2e: deps tools
 
 # Side by side (issue 6, docs/benchmarks.md): the agent against kcat, a franz-go program and
 # Kafka's ProducerPerformance; the file path against kcat -l, the OpenTelemetry Collector and
-# rsyslog; tracing cost; memory with the broker down. Installs what it needs, starts its own
-# broker, writes docs/benchmarks.md and docs/benchmarks.json (about 35 min in full on 2 cores;
+# rsyslog; telemetry's cost; CPU a minute at steady rates beside tail -F | kcat and the
+# Collector; memory with the broker down. Installs what it needs, starts its own broker,
+# writes docs/benchmarks.md and docs/benchmarks.json (about 50 min in full on 2 cores;
 # about 9 min for a quick BENCH_RECORDS=200000 BENCH_RUNS=1). CI does not run it.
 .PHONY: bench
 bench:

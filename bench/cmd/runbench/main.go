@@ -6,7 +6,9 @@
 //     ProducerPerformance, over a matrix of record size, batch.size and compression;
 //   - file: the agent tailing a file, kcat -P -l (the baseline), the OpenTelemetry Collector
 //     (filelog receiver, kafka exporter) and rsyslog (imfile, omkafka);
-//   - tracing: the agent with tracing off, sampled at 1 % and at 100 %;
+//   - tracing: the agent with telemetry off, metrics only, sampled at 1 % (its default) and at 100 %;
+//   - steady: the agent with its defaults, tail -F | kcat -P and the OpenTelemetry Collector on a
+//     log written at 1k, 5k and 50k lines/s, their CPU a minute;
 //   - memory: the agent tailing a growing file with the broker stopped, its RSS over time.
 //
 // It writes docs/benchmarks.json (every run, the medians, the ratios) and docs/benchmarks.md
@@ -54,6 +56,8 @@ type Params struct {
 	Latencies       []int    `json:"latencies_ms"`
 	LatencyRate     int      `json:"latency_writer_lines_per_s"`
 	LatencySeconds  int      `json:"latency_writer_seconds"`
+	SteadyRates     []int    `json:"steady_lines_per_s,omitempty"`
+	SteadySeconds   int      `json:"steady_seconds,omitempty"`
 	RunTimeoutSec   int      `json:"run_timeout_s"`
 	PauseSec        float64  `json:"pause_s"`
 	MaxRequestBytes int      `json:"max_request_size"`
@@ -174,7 +178,7 @@ func main() {
 		Records:         envInt("BENCH_RECORDS", 2_000_000),
 		FileLines:       envInt("BENCH_FILE_LINES", 3_000_000),
 		FileLineSize:    envInt("BENCH_FILE_LINE_SIZE", 100),
-		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,latency,memory"),
+		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,steady,latency,memory"),
 		Tools:           envList("BENCH_TOOLS", ""),
 		Sizes:           envInts("BENCH_SIZES", "100,1024"),
 		Batches:         envInts("BENCH_BATCHES", "16384,1048576"),
@@ -185,6 +189,8 @@ func main() {
 		Latencies:       envInts("BENCH_LATENCIES", "100,500"),
 		LatencyRate:     envInt("BENCH_LATENCY_RATE", 50_000),
 		LatencySeconds:  envInt("BENCH_LATENCY_SECONDS", 20),
+		SteadyRates:     envInts("BENCH_STEADY_RATES", "1000,5000,50000"),
+		SteadySeconds:   envInt("BENCH_STEADY_SECONDS", 30),
 		RunTimeoutSec:   envInt("BENCH_RUN_TIMEOUT", 900),
 		PauseSec:        envFloat("BENCH_PAUSE", 1),
 		WarmupRecords:   envInt("BENCH_WARMUP", 1_000_000),
@@ -360,6 +366,7 @@ func (b *bench) run() error {
 		{"producers", b.producers},
 		{"file", b.fileSection},
 		{"tracing", b.tracing},
+		{"steady", b.steady},
 		{"latency", b.latency}, // its own broker, behind a toxiproxy
 		{"memory", b.memory},   // last: it stops the broker
 	} {

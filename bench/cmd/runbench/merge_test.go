@@ -13,7 +13,7 @@ import (
 func TestMergeKeepsOtherSections(t *testing.T) {
 	out := t.TempDir()
 	old := Report{Started: "2026-01-01T00:00:00Z", Env: map[string]string{"git_commit": "abc123"},
-		Runs:   []Run{{Section: "producers", Tool: "agent", Cell: "c1", OK: true}, {Section: "tracing", Tool: "agent", Cell: "tracing off", OK: true, Rep: 1}},
+		Runs:   []Run{{Section: "producers", Tool: "agent", Cell: "c1", OK: true}, {Section: "tracing", Tool: "agent", Cell: "metrics only", OK: true, Rep: 1}},
 		Memory: []MemoryResult{{}}}
 	js, _ := json.Marshal(old)
 	if err := os.WriteFile(filepath.Join(out, "benchmarks.json"), js, 0o644); err != nil {
@@ -24,7 +24,7 @@ func TestMergeKeepsOtherSections(t *testing.T) {
 	if err := b.loadKept(); err != nil {
 		t.Fatal(err)
 	}
-	b.report.Runs = []Run{{Section: "tracing", Tool: "agent", Cell: "tracing off", OK: true, Rep: 2}}
+	b.report.Runs = []Run{{Section: "tracing", Tool: "agent", Cell: "metrics only", OK: true, Rep: 2}}
 	if err := b.write(); err != nil {
 		t.Fatal(err)
 	}

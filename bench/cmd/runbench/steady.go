@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// steadyTools are the steady section's: the agent with its defaults (telemetry on: metrics and
+// 1 % of records traced, exported to otlpsink), `tail -F | kcat -P` with librdkafka's defaults
+// plus idempotence (acks=all is librdkafka's default already), and the OpenTelemetry
+// Collector's filelog receiver to its kafka exporter with its defaults plus required_acks -1.
+var steadyTools = []string{"agent", "kcat", "otelcol"}
+
+// steady measures what a tool costs where hosts live: a log written at a steady rate, in 10
+// bursts a second, for BENCH_STEADY_SECONDS; the figure is the tool's CPU a minute. Each rate
+// runs the tools in turn, in an order that moves by one every repetition.
+func (b *bench) steady() error {
+	for rep := 1; rep <= b.prm.Runs; rep++ {
+		for _, rate := range b.prm.SteadyRates {
+			for k := range steadyTools {
+				tool := steadyTools[(k+rep-1)%len(steadyTools)]
+				if !b.toolOn(tool) {
+					continue
+				}
+				if b.ctx.Err() != nil {
+					return errStopped
+				}
+				r := b.steadyRun(tool, rate, rep)
+				b.record(r)
+				logf("steady %d lines/s rep %d %-8s cpu %.2f s (%.2f s a minute) %s", rate, rep, tool, r.CPUSec,
+					cpuPerMinute(r), r.Error)
+				b.pause()
+			}
+		}
+	}
+	return nil
+}
+
+// cpuPerMinute is a steady run's CPU a minute of its wall time.
+func cpuPerMinute(r Run) float64 {
+	if r.WallSec <= 0 {
+		return 0
+	}
+	return r.CPUSec * 60 / r.WallSec
+}
+
+// steadyCell is the cell name of a rate.
+func steadyCell(rate int) string { return fmt.Sprintf("%d lines/s", rate) }
+
+func (b *bench) steadyRun(tool string, rate, rep int) Run {
+	secs := b.prm.SteadySeconds
+	r := Run{Section: "steady", Tool: tool, Cell: steadyCell(rate), Rep: rep, Records: int64(rate * secs),
+		Bytes: int64(rate*secs) * int64(b.prm.FileLineSize), Extra: map[string]any{}}
+	if tool == "otelcol" && b.p.otelcol == "" {
+		r.Error = "not run: " + b.otelMissing
+		return r
+	}
+	r.Topic = b.topicName("s", tool, fmt.Sprint(rate), rep)
+	dir := filepath.Join(b.p.work, r.Topic)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	if !b.createTopic(&r) {
+		return r
+	}
+	defer b.deleteTopic(r.Topic)
+	file := filepath.Join(dir, "app.log")
+	f, err := os.Create(file)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer f.Close()
+
+	var procs []*proc
+	stopAll := func() {
+		for _, p := range procs {
+			_ = p.stop(30 * time.Second)
+		}
+	}
+	defer stopAll()
+	start := func(name string, cmd *exec.Cmd) bool {
+		p, err := startProc(name, cmd)
+		if err != nil {
+			r.Error = err.Error()
+			return false
+		}
+		procs = append(procs, p)
+		return true
+	}
+	switch tool {
+	case "agent":
+		sink, port, err := b.startSink()
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		defer sink.stop(5 * time.Second)
+		cmd := exec.Command(b.p.agent, "--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", file,
+			"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"), "--log-level", "warn")
+		cmd.Env = sinkEnv(port)
+		if !start("agent", cmd) {
+			return r
+		}
+	case "kcat":
+		// tail's output is kcat's input: a pipe between the two processes, each measured.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		tail := exec.Command("tail", "-F", "-n", "+1", file)
+		tail.Stdout = pw
+		kcat := exec.Command(b.p.kcat, "-P", "-b", b.p.bootstrap, "-t", r.Topic, "-q", "-X", "enable.idempotence=true")
+		kcat.Stdin = pr
+		ok := start("kcat", kcat) && start("tail", tail)
+		pr.Close()
+		pw.Close()
+		if !ok {
+			return r
+		}
+	case "otelcol":
+		conf := filepath.Join(dir, "otelcol.yaml")
+		if err := os.WriteFile(conf, []byte(b.otelSteadyConfig(dir, file, r.Topic)), 0o644); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		cmd := exec.Command(b.p.otelcol, "--config", "file:"+conf)
+		cmd.Env = cleanEnv()
+		if !start("otelcol", cmd) {
+			return r
+		}
+	}
+	// The writer starts a second after the tool: its start is not what this measures.
+	time.Sleep(time.Second)
+	line := make([]byte, b.prm.FileLineSize)
+	for i := range line {
+		line[i] = 'a' + byte(i%26)
+	}
+	line[len(line)-1] = '\n'
+	perBurst := max(rate/10, 1)
+	burst := make([]byte, 0, perBurst*len(line))
+	for range perBurst {
+		burst = append(burst, line...)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	var written int64
+	for i := 0; i < secs*10; i++ {
+		<-tick.C
+		if b.ctx.Err() != nil {
+			tick.Stop()
+			r.Error = "interrupted"
+			return r
+		}
+		if _, err := f.Write(burst); err != nil {
+			tick.Stop()
+			r.Error = err.Error()
+			return r
+		}
+		written += int64(perBurst)
+		for _, p := range procs {
+			if p.exited() {
+				tick.Stop()
+				r.Error = fmt.Sprintf("%s exited: %v", p.name, p.exitErr())
+				return r
+			}
+		}
+	}
+	tick.Stop()
+	r.Records = written
+	if err := waitFor(b.ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
+		n, err := b.adm.count(b.ctx, r.Topic)
+		return err == nil && n >= written, nil
+	}); err != nil {
+		n, _ := b.adm.count(b.ctx, r.Topic)
+		r.Error = fmt.Sprintf("%d of %d lines in Kafka 2 min after the writer stopped", n, written)
+	}
+	stopAll()
+	for _, p := range procs {
+		r.CPUUserSec += p.usage.UserSec
+		r.CPUSysSec += p.usage.SysSec
+		r.CPUSec += p.usage.CPUSec()
+		r.MaxRSSMiB += float64(p.usage.MaxRSSKiB) / 1024
+		r.WallSec = max(r.WallSec, p.wall().Seconds())
+	}
+	r.InKafka, _ = b.adm.count(b.ctx, r.Topic)
+	r.Extra["cpu_s_a_minute"] = cpuPerMinute(r)
+	r.OK = r.Error == ""
+	r.rates()
+	return r
+}
+
+// otelSteadyConfig: the filelog receiver (offsets in file_storage) to the kafka exporter with
+// its defaults, acks from all in-sync replicas as the other tools have, and raw encoding (a
+// line a record); the collector's own telemetry off.
+func (b *bench) otelSteadyConfig(dir, file, topic string) string {
+	return fmt.Sprintf(`extensions:
+  file_storage:
+    directory: %[1]s/storage
+    create_directory: true
+receivers:
+  filelog:
+    include: [%[2]s]
+    start_at: beginning
+    storage: file_storage
+exporters:
+  kafka:
+    brokers: [%[3]s]
+    logs:
+      topic: %[4]s
+      encoding: raw
+    producer:
+      required_acks: -1
+service:
+  extensions: [file_storage]
+  telemetry:
+    logs:
+      level: warn
+    metrics:
+      level: none
+  pipelines:
+    logs:
+      receivers: [filelog]
+      exporters: [kafka]
+`, dir, file, b.p.bootstrap, topic)
+}

@@ -39,12 +39,15 @@ func (b *bench) steady() error {
 	return nil
 }
 
-// cpuPerMinute is a steady run's CPU a minute of its wall time.
+// cpuPerMinute is a steady run's CPU a minute of writing: all its CPU (its start and its
+// drain included) over the writer's seconds, the same window for every tool, whatever its wait
+// for the last lines.
 func cpuPerMinute(r Run) float64 {
-	if r.WallSec <= 0 {
+	secs, _ := r.Extra["writer_s"].(float64)
+	if secs <= 0 {
 		return 0
 	}
-	return r.CPUSec * 60 / r.WallSec
+	return r.CPUSec * 60 / secs
 }
 
 // steadyCell is the cell name of a rate.
@@ -53,7 +56,7 @@ func steadyCell(rate int) string { return fmt.Sprintf("%d lines/s", rate) }
 func (b *bench) steadyRun(tool string, rate, rep int) Run {
 	secs := b.prm.SteadySeconds
 	r := Run{Section: "steady", Tool: tool, Cell: steadyCell(rate), Rep: rep, Records: int64(rate * secs),
-		Bytes: int64(rate*secs) * int64(b.prm.FileLineSize), Extra: map[string]any{}}
+		Bytes: int64(rate*secs) * int64(b.prm.FileLineSize), Extra: map[string]any{"writer_s": float64(secs)}}
 	if tool == "otelcol" && b.p.otelcol == "" {
 		r.Error = "not run: " + b.otelMissing
 		return r
@@ -173,14 +176,30 @@ func (b *bench) steadyRun(tool string, rate, rep int) Run {
 	}
 	tick.Stop()
 	r.Records = written
-	if err := waitFor(b.ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
+	// Every line in Kafka, or no progress for 10 s: `tail -F | kcat -P` keeps the last lines it
+	// read (a few hundred bytes) until its input ends, so it is stopped first and counted after.
+	last, lastChange := int64(-1), time.Now()
+	_ = waitFor(b.ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
+		n, err := b.adm.count(b.ctx, r.Topic)
+		if err != nil {
+			return false, nil
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		}
+		return n >= written || time.Since(lastChange) > 10*time.Second, nil
+	})
+	stopAll()
+	if err := waitFor(b.ctx, 30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		n, err := b.adm.count(b.ctx, r.Topic)
 		return err == nil && n >= written, nil
 	}); err != nil {
 		n, _ := b.adm.count(b.ctx, r.Topic)
-		r.Error = fmt.Sprintf("%d of %d lines in Kafka 2 min after the writer stopped", n, written)
+		r.Error = fmt.Sprintf("%d of %d lines in Kafka after the writer stopped and the tool exited", n, written)
 	}
-	stopAll()
+	if last < written {
+		r.Extra["lines_held_until_stop"] = written - max(last, 0)
+	}
 	for _, p := range procs {
 		r.CPUUserSec += p.usage.UserSec
 		r.CPUSysSec += p.usage.SysSec

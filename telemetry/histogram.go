@@ -33,6 +33,7 @@ import (
 type Histograms struct {
 	scope    instrumentation.Scope
 	exemplar exemplarFilter
+	now      func() time.Time // exemplars' times; time.Now but in tests
 
 	mu    sync.Mutex
 	hists []*durationHistogram
@@ -43,6 +44,7 @@ func NewHistograms() *Histograms {
 	return &Histograms{
 		scope:    instrumentation.Scope{Name: InstrumentationName},
 		exemplar: exemplarFilterFromEnv(),
+		now:      time.Now,
 	}
 }
 
@@ -102,7 +104,8 @@ func (d *durationHistogram) get(attrs attribute.Set) *histSeries {
 	if s, ok := d.byAttrs[attrs.Equivalent()]; ok {
 		return s
 	}
-	s := &histSeries{h: d, attrs: attrs, start: time.Now(), counts: make([]atomic.Uint64, len(d.bounds)+1)}
+	s := &histSeries{h: d, attrs: attrs, start: time.Now(), counts: make([]atomic.Uint64, len(d.bounds)+1),
+		exAt: make([]atomic.Int64, len(d.bounds)+1)}
 	s.min.Store(math.MaxInt64)
 	s.max.Store(math.MinInt64)
 	d.byAttrs[attrs.Equivalent()] = s
@@ -125,8 +128,16 @@ type histSeries struct {
 	untimed atomic.Uint64
 
 	exMu      sync.Mutex
-	exemplars []exemplarSlot // per bucket, the last one; nil until the first
+	exemplars []exemplarSlot // per bucket, the last one kept; nil until the first
+	// exAt is, per bucket, when (Unix ns) its exemplar was last replaced: a bucket takes at
+	// most one exemplar per exemplarEvery, so that a burst of traced records (at 100 %
+	// sampling, every record) costs a load each rather than a context lookup and a lock.
+	exAt []atomic.Int64
 }
+
+// exemplarEvery is how often a bucket's exemplar may be replaced: far more often than any
+// reader collects, so the exemplar exported is still one of the latest.
+const exemplarEvery = 100 * time.Millisecond
 
 // record adds one duration. ctx carries the span context an exemplar links to.
 func (s *histSeries) record(ctx context.Context, d time.Duration) {
@@ -143,13 +154,18 @@ func (s *histSeries) record(ctx context.Context, d time.Duration) {
 			return // the common case: an untraced record, no context lookup
 		}
 	}
+	now := s.h.owner.now()
+	if last := s.exAt[i].Load(); last != 0 && now.UnixNano()-last < int64(exemplarEvery) {
+		return
+	}
 	sc := trace.SpanContextFromContext(ctx)
 	if s.h.owner.exemplar == exemplarsTraceBased && !sc.IsSampled() {
 		return
 	}
+	s.exAt[i].Store(now.UnixNano())
 	// The ids are kept as arrays: slices of them (what metricdata.Exemplar holds) would be two
 	// allocations a traced record's every stage; collect makes those.
-	ex := exemplarSlot{at: time.Now(), v: d.Seconds(), traced: sc.IsValid(), tid: sc.TraceID(), sid: sc.SpanID()}
+	ex := exemplarSlot{at: now, v: d.Seconds(), traced: sc.IsValid(), tid: sc.TraceID(), sid: sc.SpanID()}
 	s.exMu.Lock()
 	if s.exemplars == nil {
 		s.exemplars = make([]exemplarSlot, len(s.counts))

@@ -247,3 +247,45 @@ func TestRecordUntimedIsZero(t *testing.T) {
 		}
 	}
 }
+
+// TestExemplarsRateLimitedPerBucket: a bucket's exemplar is replaced at most once per
+// exemplarEvery; another bucket is not held back by it.
+func TestExemplarsRateLimitedPerBucket(t *testing.T) {
+	t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", "")
+	hist := NewHistograms()
+	at := time.Unix(1_800_000_000, 0)
+	hist.now = func() time.Time { return at }
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	attrs := attribute.NewSet(attribute.String(AttrStage, StageAppend))
+	s := hist.duration("h", "", durationBuckets).series(attrs)
+	traced := func(id byte) context.Context {
+		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{id}, SpanID: trace.SpanID{id}, TraceFlags: trace.FlagsSampled}))
+	}
+	exemplarOf := func(bucketValue float64) byte {
+		t.Helper()
+		for _, ex := range histogramPoint(t, reader, "h", attrs).Exemplars {
+			if ex.Value == bucketValue {
+				return ex.TraceID[0]
+			}
+		}
+		return 0
+	}
+	s.record(traced(1), 7*time.Millisecond)
+	at = at.Add(exemplarEvery / 2)
+	s.record(traced(2), 7*time.Millisecond)  // same bucket, too soon: kept out
+	s.record(traced(3), 70*time.Millisecond) // another bucket: its first
+	if got := exemplarOf(0.007); got != 1 {
+		t.Fatalf("exemplar of trace %d within %v of the first, want it to stay trace 1", got, exemplarEvery/2)
+	}
+	if got := exemplarOf(0.07); got != 3 {
+		t.Fatalf("other bucket: exemplar of trace %d, want 3", got)
+	}
+	at = at.Add(exemplarEvery)
+	s.record(traced(4), 7*time.Millisecond)
+	if got := exemplarOf(0.007); got != 4 {
+		t.Fatalf("exemplar of trace %d %v later, want 4", got, exemplarEvery)
+	}
+}

@@ -81,9 +81,14 @@ func (b *bench) steadyRun(tool string, rate, rep int) Run {
 	defer f.Close()
 
 	var procs []*proc
+	// stopAll stops the processes last started first: tail before kcat, so that kcat reads the
+	// end of its input, sends what it still held and exits by itself.
 	stopAll := func() {
-		for _, p := range procs {
-			_ = p.stop(30 * time.Second)
+		for i := len(procs) - 1; i >= 0; i-- {
+			if i < len(procs)-1 {
+				_ = procs[i].wait(10 * time.Second)
+			}
+			_ = procs[i].stop(30 * time.Second)
 		}
 	}
 	defer stopAll()

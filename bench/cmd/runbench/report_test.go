@@ -65,3 +65,25 @@ func TestSummarizeRatiosAndTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestSteadyReport: the steady section's table takes the median CPU a minute of each tool's
+// good runs (per minute of writing) and their ratio, and the 5k target is judged on it.
+func TestSteadyReport(t *testing.T) {
+	r := &Report{Params: Params{Runs: 2, FileLineSize: 100, SteadySeconds: 30}, Env: map[string]string{}}
+	add := func(tool string, rate, rep int, cpu float64, ok bool) {
+		r.Runs = append(r.Runs, Run{Section: "steady", Tool: tool, Cell: steadyCell(rate), Rep: rep, OK: ok, CPUSec: cpu,
+			Extra: map[string]any{"writer_s": 30.0}})
+	}
+	add("agent", 5000, 1, 0.30, true)  // 0.60 s a minute
+	add("agent", 5000, 2, 0.40, true)  // 0.80
+	add("kcat", 5000, 1, 0.25, true)   // 0.50
+	add("kcat", 5000, 2, 9, false)     // failed: left out
+	add("otelcol", 5000, 1, 0.6, true) // 1.20
+	summarize(r)
+	md := renderMarkdown(r)
+	for _, want := range []string{"| 5000 lines/s | 0.70 s | 0.50 s | 1.20 s | 1.40x |", "1.40x (0.70 against 0.50 CPU s a minute) ✅"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}

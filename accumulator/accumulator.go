@@ -255,6 +255,18 @@ type AppendRecord struct {
 	// Written is when the record's data came to be, before Send (a log line written), zero
 	// when not known: the record keeps it for its read stage and its age at acknowledgement.
 	Written time.Time
+	// Ready is when Send stopped waiting for metadata, zero when it did not wait: an untraced
+	// record's append time under Config.TraceAtCompletion (see stampAppend).
+	Ready time.Time
+}
+
+// ready is when Send stopped waiting: after metadata (Ready), or after buffer memory (Now,
+// which Append moves past such a wait), else Send's start.
+func (r *AppendRecord) ready() time.Time {
+	if r.Ready.After(r.Now) {
+		return r.Ready
+	}
+	return r.Now
 }
 
 // Append adds a record to tp's last batch, or starts a batch with memory from the BufferPool,
@@ -284,7 +296,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 
 	dq := a.getOrCreateDeque(tp)
 	dq.mu.Lock()
-	res, ok, full, err := a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
+	res, ok, full, err := a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now, r.ready())
 	dq.mu.Unlock()
 	if ok || err != nil {
 		return res, err
@@ -307,7 +319,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	res, ok, _, err = a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now)
+	res, ok, _, err = a.tryAppendLocked(dq, ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now, r.ready())
 	if ok || err != nil {
 		// Another goroutine started a batch while we waited for memory: use it, return ours.
 		a.pool.Deallocate(buf)
@@ -320,7 +332,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	b.obs = a.cfg.Observer
 	b.keepAttempts = a.cfg.TraceAtCompletion
 	b.tryAppend(ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now) // a fresh batch always takes its first record
-	appended := a.stampAppend(b, r.Trace)
+	appended := a.stampAppend(b, r.Trace, r.ready())
 	if waited && appended.IsZero() {
 		appended = r.Now // the clock read when the wait ended
 	}
@@ -331,11 +343,18 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 
 // stampAppend notes when the record just appended to b went into it, if anyone needs to know:
 // its RecordTrace, or an observer that may trace it at completion. Called under the deque's lock.
-func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace) time.Time {
+// A traced record's is read from the clock; an untraced one's (Config.TraceAtCompletion: any
+// record may be traced once it completes) is ready, when Send stopped waiting (for metadata or
+// buffer memory, else its start): what is left is the append itself, far below anything a
+// slow record's trace shows, and every record is spared a clock read.
+func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace, ready time.Time) time.Time {
 	if trace == nil && !a.cfg.TraceAtCompletion {
 		return time.Time{}
 	}
-	at := a.cfg.Now()
+	at := ready
+	if trace != nil {
+		at = a.cfg.Now()
+	}
 	if b.appendedAt != nil {
 		b.appendedAt[len(b.appendedAt)-1] = at.UnixNano()
 	}
@@ -349,7 +368,7 @@ func (a *RecordAccumulator) stampAppend(b *ProducerBatch, trace RecordTrace) tim
 // is closed for appends, so it reads as full from now on, and returned as full: the caller
 // compresses it once it has let go of the lock.
 func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, value []byte,
-	headers []kmsg.Header, t thunk, trace RecordTrace, now time.Time,
+	headers []kmsg.Header, t thunk, trace RecordTrace, now, ready time.Time,
 ) (res AppendResult, ok bool, full *ProducerBatch, err error) {
 	if a.closed.Load() {
 		return AppendResult{}, false, nil, ErrClosed
@@ -366,7 +385,7 @@ func (a *RecordAccumulator) tryAppendLocked(dq *partitionDeque, ts int64, key, v
 		last.closeForAppends()
 		return AppendResult{}, false, full, nil
 	}
-	appended := a.stampAppend(last, trace)
+	appended := a.stampAppend(last, trace, ready)
 	return AppendResult{BatchIsFull: n > 1 || last.IsFull(), Batch: last, Appended: appended}, true, nil, nil
 }
 

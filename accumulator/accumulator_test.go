@@ -1040,3 +1040,33 @@ func TestCompressFullAfterRelease(t *testing.T) {
 		t.Fatalf("after release: compressed %v, payload %d bytes, out %v: want nothing done", b.compressed.Load(), len(b.payload), b.out)
 	}
 }
+
+// TestTraceAtCompletionStampsWithoutAClockRead: with TraceAtCompletion an untraced record's
+// append time is when its Send stopped waiting (Ready, after a metadata wait) or its Send's
+// start: the accumulator's clock is never read for it.
+func TestTraceAtCompletionStampsWithoutAClockRead(t *testing.T) {
+	reads := 0
+	a := newTestAccumulator(Config{TraceAtCompletion: true, Now: func() time.Time { reads++; return t0.Add(time.Hour) }})
+	start, ready := t0.Add(time.Second), t0.Add(2*time.Second)
+	first, err := a.Append(context.Background(), p0, AppendRecord{Value: value, Now: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := a.Append(context.Background(), p0, AppendRecord{Value: value, Now: start, Ready: ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Appended.Equal(start) || !second.Appended.Equal(ready) {
+		t.Fatalf("appended at %v and %v, want Send's start %v and its metadata wait's end %v", first.Appended, second.Appended, start, ready)
+	}
+	var got []time.Time
+	for _, r := range second.Batch.Records() {
+		got = append(got, r.Appended)
+	}
+	if len(got) != 2 || !got[0].Equal(start) || !got[1].Equal(ready) {
+		t.Fatalf("the batch keeps append times %v", got)
+	}
+	if reads != 0 {
+		t.Fatalf("the clock was read %d times for untraced records", reads)
+	}
+}

@@ -107,21 +107,33 @@ func (b *ProducerBatch) Records() iter.Seq2[int, RecordTiming] {
 	return func(yield func(int, RecordTiming) bool) {
 		traces := traceCursor(b.traces)
 		for i := range b.thunks {
-			rt := RecordTiming{Sent: time.Unix(0, b.thunks[i].sent), Traced: traces.at(i) != nil, Offset: -1}
-			if b.appendedAt != nil && b.appendedAt[i] != 0 {
-				rt.Appended = time.Unix(0, b.appendedAt[i])
-			}
-			if w := b.thunks[i].written; w != 0 {
-				rt.Written = time.Unix(0, w)
-			}
-			if b.baseOffset >= 0 {
-				rt.Offset = b.baseOffset + int64(i)
-			}
+			rt := b.timing(i)
+			rt.Traced = traces.at(i) != nil
 			if !yield(i, rt) {
 				return
 			}
 		}
 	}
+}
+
+// UntracedTiming returns record i's timings for a record SentNanos reported untraced (Traced
+// is left false): one record's, where Records would convert every record's times. Valid until
+// the batch is deallocated.
+func (b *ProducerBatch) UntracedTiming(i int) RecordTiming { return b.timing(i) }
+
+// timing is record i's timings but Traced.
+func (b *ProducerBatch) timing(i int) RecordTiming {
+	rt := RecordTiming{Sent: time.Unix(0, b.thunks[i].sent), Offset: -1}
+	if b.appendedAt != nil && b.appendedAt[i] != 0 {
+		rt.Appended = time.Unix(0, b.appendedAt[i])
+	}
+	if w := b.thunks[i].written; w != 0 {
+		rt.Written = time.Unix(0, w)
+	}
+	if b.baseOffset >= 0 {
+		rt.Offset = b.baseOffset + int64(i)
+	}
+	return rt
 }
 
 // SentNanos yields, for each record of the batch in order, when Send handed it over

@@ -438,16 +438,21 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	if err := p.sender.txn.maybeAddPartition(tp); err != nil {
 		return time.Time{}, err
 	}
+	var ready time.Time
+	if waited {
+		ready = p.clock() // the metadata wait ended: the append stage's end, unless traced
+	}
 	res, err := p.acc.Append(ctx, tp, accumulator.AppendRecord{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value,
-		Headers: headers, Callback: cb, Tag: r.Tag, Trace: trace, MaxBlockDeadline: deadline, Now: now, Written: r.Written})
+		Headers: headers, Callback: cb, Tag: r.Tag, Trace: trace, MaxBlockDeadline: deadline, Now: now, Written: r.Written,
+		Ready: ready})
 	if err != nil {
 		return time.Time{}, err
 	}
 	if res.BatchIsFull || res.NewBatchCreated {
 		p.client.Wakeup()
 	}
-	if waited && res.Appended.IsZero() {
-		res.Appended = p.clock()
+	if res.Appended.IsZero() {
+		res.Appended = ready
 	}
 	return res.Appended, nil
 }

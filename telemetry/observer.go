@@ -150,10 +150,17 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		return nil, r.Headers
 	}
 	var traceID trace.TraceID
-	psc := o.spanContext(ctx)
+	// The common case first: the context is the one last found without a span (the agent's
+	// run context), so the record is a root, and no span context is looked up or copied.
+	var psc trace.SpanContext
+	root := o.ratio != nil && o.knownSpanless(ctx)
+	if !root {
+		psc = o.spanContext(ctx)
+		root = o.ratio != nil && !psc.IsValid()
+	}
 	var ta *topicAttrs
 	var created trace.SpanContext
-	if o.ratio != nil && !psc.IsValid() {
+	if root {
 		// A root under the default kind of sampler: a countdown decides, and the low half of
 		// the trace id is drawn among those TraceIDRatioBased samples (its decision is a
 		// function of it).
@@ -227,6 +234,12 @@ func (o *ProducerObserver) creationContext(headers []producer.Header) trace.Span
 
 // spanlessContext is a context known to hold no valid span context.
 type spanlessContext struct{ ctx context.Context }
+
+// knownSpanless reports whether ctx is the last context spanContext found without a span.
+func (o *ProducerObserver) knownSpanless(ctx context.Context) bool {
+	sl := o.spanless.Load()
+	return sl != nil && sl.ctx == ctx
+}
 
 // spanContext is trace.SpanContextFromContext(ctx), remembering the last context that had none.
 func (o *ProducerObserver) spanContext(ctx context.Context) trace.SpanContext {
@@ -306,11 +319,11 @@ func (o *ProducerObserver) SlowThreshold() time.Duration {
 
 // Appended records the append stage of every record, and counts a record that Send failed.
 // A traced record's append is recorded in its span's context, so the histogram keeps its
-// trace id as an exemplar. An append that was not timed (end zero: it did not wait) counts as
-// 0 s, one atomic add.
+// trace id as an exemplar. An untraced append that was not timed (end zero, or Send's start
+// under --trace-slower-than: it did not wait) counts as 0 s, one atomic add.
 func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, start, end time.Time, err error) {
 	ta := o.topic(topic)
-	if end.IsZero() && err == nil {
+	if err == nil && rt == nil && !end.After(start) {
 		ta.stage[stageIndexAppend].recordUntimed()
 		return
 	}

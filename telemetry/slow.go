@@ -78,16 +78,20 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 	if callbacksEnd.After(s.budgetEnd) {
 		s.budget, s.budgetEnd = s.perSecond, callbacksEnd.Add(time.Second)
 	}
-	for i, r := range b.Records() {
-		d := callbacksEnd.Sub(r.Sent)
+	// Nanoseconds, not times: every record is measured, few are traced.
+	end := callbacksEnd.UnixNano()
+	i := -1
+	for sent, isTraced := range b.SentNanos() {
+		i++
+		d := time.Duration(end - sent)
 		if s.follow {
 			s.hist.add(d)
 		}
-		if r.Traced || d <= s.threshold || s.budget == 0 {
+		if isTraced || d <= s.threshold || s.budget == 0 {
 			continue
 		}
 		s.budget--
-		if s.trace(b, i, r, err, callbacksStart, callbacksEnd) {
+		if s.trace(b, i, b.UntracedTiming(i), err, callbacksStart, callbacksEnd) {
 			traced(i)
 		}
 	}

@@ -130,3 +130,34 @@ func TestTailerAutoDecisionKeptInCheckpoint(t *testing.T) {
 	rt.stopOK(t)
 	equalLines(t, r.data(), []string{docker}) // not in the file's format: as it is
 }
+
+// A link that dangles for a while between the kubelet's rename and the runtime's create: the
+// rename's event makes a scan while the link points at nothing, and the target's directory
+// must stay watched through it, or the create that ends the gap is never seen (there is no
+// scan for an hour here).
+func TestTailerKubeletLinkDanglingBetweenRenameAndCreate(t *testing.T) {
+	dir := t.TempDir()
+	_, file := kubeletLink(t, dir)
+	cfg := testConfig(filepath.Join(dir, "state"), filepath.Join(dir, "containers", "*.log"))
+	cfg.RescanInterval = time.Hour // the first scan starts the link's follower; the watch does the rest
+	r := &recorder{}
+	rt := startTailer(t, cfg, r)
+	appendLog(t, file, "a\n")
+	waitFor(t, "a", func() bool { return r.count() == 1 })
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	// The gap: long enough for the rename's event and the scan it makes to run while the link
+	// dangles (a real runtime creates the new file at once; the race is the same, only rarer).
+	time.Sleep(300 * time.Millisecond)
+	writeLog(t, file, "b\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for r.count() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r.count() < 2 {
+		t.Fatalf("the new file behind the link was not seen within 10 s (%q)", r.data())
+	}
+	rt.stopOK(t)
+	equalLines(t, r.data(), []string{"a", "b"})
+}

@@ -199,10 +199,31 @@ func (t *Tailer) linkTargetDirs() []string {
 		}
 		if target, err := filepath.EvalSymlinks(p); err == nil {
 			dirs = append(dirs, filepath.Dir(target))
+		} else if dir, ok := danglingTargetDir(p); ok {
+			// Between a rotation's rename and its create the link points at nothing: its
+			// target's directory stays watched, or the create that ends the gap is never seen.
+			dirs = append(dirs, dir)
 		}
 	}
 	slices.Sort(dirs)
 	return slices.Compact(dirs)
+}
+
+// danglingTargetDir returns the directory a symbolic link whose target does not exist points
+// into, when that directory exists (resolved itself: it may be reached through other links).
+func danglingTargetDir(link string) (string, bool) {
+	target, err := os.Readlink(link)
+	if err != nil {
+		return "", false
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(link), target)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(target))
+	if err != nil {
+		return "", false
+	}
+	return dir, true
 }
 
 // followedPaths returns the current names of the followed files.

@@ -155,7 +155,7 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 	attrs = appendServer(attrs, s.Addr)
 	ctx, span := o.tracer.Start(markDecided(context.Background()), SpanConnect,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.Start), trace.WithAttributes(attrs...))
-	c := tiler{at: s.Start.Round(0)}
+	c := tiler{at: nanos(s.Start)}
 	steps := []struct {
 		name  string
 		done  time.Time
@@ -172,26 +172,23 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 		if st.done.IsZero() {
 			// The step the attempt failed in (or was abandoned in).
 			if s.Err != nil {
-				c.child(st.name, s.End, s.Err)
+				c = c.child(st.name, nanos(s.End), s.Err, attrList{})
 			}
 			break
 		}
-		c.child(st.name, st.done, nil)
+		c = c.child(st.name, nanos(st.done), nil, attrList{})
 	}
 	if !pc.apiQueued.IsZero() {
-		c.at = pc.apiQueued.Round(0) // a poll may pass between established and ApiVersions queued
-		c.child(SpanAPIVersions, pc.apiReceived, pc.apiVersionsErr,
-			attribute.Int(AttrCorrelationID, int(pc.apiCorrelation)), attribute.Int(AttrAPIVersion, int(pc.apiVersion)))
+		c.at = nanos(pc.apiQueued) // a poll may pass between established and ApiVersions queued
+		c = c.child(SpanAPIVersions, nanos(pc.apiReceived), pc.apiVersionsErr, attrList{kvs: []attribute.KeyValue{
+			attribute.Int(AttrCorrelationID, int(pc.apiCorrelation)), attribute.Int(AttrAPIVersion, int(pc.apiVersion))}})
 	}
 	startStages(o.tracer, ctx, c.stages)
 	if err != nil {
 		span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if end = end.Round(0); end.Before(c.at) {
-		end = c.at
-	}
-	span.End(trace.WithTimestamp(end))
+	span.End(trace.WithTimestamp(time.Unix(0, max(nanos(end), c.at))))
 }
 
 // appendServer appends server.address and server.port of a host:port address.

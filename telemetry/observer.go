@@ -281,10 +281,14 @@ func (x *sendExtra) count() int {
 	return n
 }
 
-// sendAttrs returns the send span's attributes: its topic's (t.spanAttrs, first, so that their
-// encoding is shared), then x's, in a new slice with room for extra more.
-func (o *ProducerObserver) sendAttrs(t *topicAttrs, x *sendExtra, extra int) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, len(t.spanAttrs)+x.count()+extra)
+// sendAttrs returns the send span's attributes known at Send (appendSendAttrs), in a new slice.
+func (o *ProducerObserver) sendAttrs(t *topicAttrs, x *sendExtra) []attribute.KeyValue {
+	return o.appendSendAttrs(make([]attribute.KeyValue, 0, len(t.spanAttrs)+x.count()), t, x)
+}
+
+// appendSendAttrs appends the send span's attributes known at Send: its topic's (t.spanAttrs,
+// first, so that their encoding is shared), then x's.
+func (o *ProducerObserver) appendSendAttrs(attrs []attribute.KeyValue, t *topicAttrs, x *sendExtra) []attribute.KeyValue {
 	attrs = append(attrs, t.spanAttrs...)
 	if x.tombstone {
 		attrs = append(attrs, attribute.Bool(AttrMessagingKafkaTombstone, true))

@@ -82,12 +82,22 @@ type RecordSpanProcessor interface {
 	OnEndRecordSpans(spans []RecordSpan)
 }
 
-// recordSink hands a record's spans to processors: as they are to those that take
-// RecordSpans, as read-only views (made once for all of them) to the others.
+// tracedRecordProcessor is a span processor that takes a traced record whole, as values, and
+// makes its spans (appendSpans) where it chooses: Setup's exporter makes them on its export
+// goroutine. It runs on the goroutine that completes the record (the producer's sender), must
+// not block, and must copy the record: it is reused once the call returns.
+type tracedRecordProcessor interface {
+	onEndTracedRecord(r *tracedRecord)
+}
+
+// recordSink hands a traced record to processors: whole to those that take one, as
+// RecordSpans to those that take them, as read-only views of the same spans (made once for
+// all of them) to the others.
 type recordSink struct {
-	direct []RecordSpanProcessor
-	sdk    []sdktrace.SpanProcessor
-	res    *resource.Resource
+	records []tracedRecordProcessor
+	direct  []RecordSpanProcessor
+	sdk     []sdktrace.SpanProcessor
+	res     *resource.Resource
 }
 
 // newRecordSink returns the sink for procs (a fanOut's are taken apart), or nil for none.
@@ -100,6 +110,8 @@ func newRecordSink(res *resource.Resource, procs ...sdktrace.SpanProcessor) *rec
 			case nil:
 			case fanOutProcessor:
 				add(p)
+			case tracedRecordProcessor:
+				s.records = append(s.records, p)
 			case RecordSpanProcessor:
 				s.direct = append(s.direct, p)
 			default:
@@ -108,13 +120,30 @@ func newRecordSink(res *resource.Resource, procs ...sdktrace.SpanProcessor) *rec
 		}
 	}
 	add(procs)
-	if len(s.direct) == 0 && len(s.sdk) == 0 {
+	if len(s.records) == 0 && len(s.direct) == 0 && len(s.sdk) == 0 {
 		return nil
 	}
 	return s
 }
 
-// OnEndRecordSpans hands spans to every processor.
+// onEndTracedRecord hands record r to every processor, making its spans for those that take
+// spans.
+func (s *recordSink) onEndTracedRecord(r *tracedRecord) {
+	for _, p := range s.records {
+		p.onEndTracedRecord(r)
+	}
+	if len(s.direct) == 0 && len(s.sdk) == 0 {
+		return
+	}
+	ps := recordSpansPool.Get().(*[]RecordSpan)
+	spans, _ := r.appendSpans((*ps)[:0], nil) // a nil arena: the processors may keep the attribute lists
+	s.OnEndRecordSpans(spans)
+	clear(spans)
+	*ps = spans[:0]
+	recordSpansPool.Put(ps)
+}
+
+// OnEndRecordSpans hands spans to every processor that takes spans.
 func (s *recordSink) OnEndRecordSpans(spans []RecordSpan) {
 	for _, p := range s.direct {
 		p.OnEndRecordSpans(spans)

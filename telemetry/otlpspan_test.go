@@ -4,22 +4,20 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-
-	"github.com/kafkatrail/kafkatrail/accumulator"
 )
 
 // TestRequestAttrsShared: the records of one batch attempt share their doSend's attribute list;
 // any value that differs (another request, attempt, batch) makes a list of its own.
 func TestRequestAttrsShared(t *testing.T) {
 	o := &ProducerObserver{}
-	a := accumulator.Attempt{Node: 1, CorrelationID: 7, APIVersion: 11, Records: 100, Bytes: 4096}
-	first := o.requestAttrs(1, &a).kvs
-	if again := o.requestAttrs(1, &a).kvs; &again[0] != &first[0] {
+	a := requestKey{attempt: 1, node: 1, correlation: 7, version: 11, records: 100, bytes: 4096}
+	first := o.requestAttrs(a).kvs
+	if again := o.requestAttrs(a).kvs; &again[0] != &first[0] {
 		t.Fatal("the same request's records got lists of their own")
 	}
 	b := a
-	b.CorrelationID = 8
-	other := o.requestAttrs(1, &b).kvs
+	b.correlation = 8
+	other := o.requestAttrs(b).kvs
 	if &other[0] == &first[0] {
 		t.Fatal("another request reused the list")
 	}
@@ -30,7 +28,8 @@ func TestRequestAttrsShared(t *testing.T) {
 			t.Errorf("%s = %v, want %d", kv.Key, kv.Value.Emit(), w)
 		}
 	}
-	if retry := o.requestAttrs(2, &b).kvs; retry[0].Value.AsInt64() != 2 {
+	b.attempt = 2
+	if retry := o.requestAttrs(b).kvs; retry[0].Value.AsInt64() != 2 {
 		t.Fatalf("attempt %d, want 2", retry[0].Value.AsInt64())
 	}
 }

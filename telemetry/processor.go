@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -36,9 +37,14 @@ const (
 //     goroutine is woken once per batch, not once per span: at 1 % sampling a producer ends
 //     ~40,000 spans a second, and handing each over twice (into a queue of this processor's,
 //     then into the SDK processor's channel) cost ~3 % of the agent's CPU;
-//   - spans are queued as RecordSpans, plain values copied into a slice that is reused, and
-//     exported by the protowire encoder (otlpenc.go) rather than transformed into protobuf
-//     structs and marshalled by reflection. The tracer path's SDK spans are converted on entry.
+//   - a traced record is queued whole, as the values its spans are made of (tracedRecord),
+//     and its spans are made on the export goroutine: the sender goroutine that completes the
+//     record copies one value and takes one lock. Spans of the tracer path are queued as
+//     RecordSpans (the SDK's are converted on entry);
+//   - spans are exported by the protowire encoder (otlpenc.go) rather than transformed into
+//     protobuf structs and marshalled by reflection.
+//
+// The limit counts spans: a record takes room for all of its spans, or is dropped whole.
 //
 // Spans are exported when a batch is queued, every delay, at ForceFlush and at Shutdown.
 type exportProcessor struct {
@@ -48,12 +54,15 @@ type exportProcessor struct {
 	delay   time.Duration
 	timeout time.Duration
 
-	mu        sync.Mutex
-	queue     []RecordSpan
-	spare     []RecordSpan // the last export's slice, emptied, for the next queue
-	exporting int          // spans taken by the export in progress
-	kicked    bool         // a full batch was signalled and not yet taken
-	closed    bool
+	mu           sync.Mutex
+	queue        []RecordSpan
+	spare        []RecordSpan // the last export's slice, emptied, for the next queue
+	records      []tracedRecord
+	spareRecords []tracedRecord
+	queued       int  // spans queued: len(queue) and the records' spans
+	exporting    int  // spans taken by the export in progress
+	kicked       bool // a full batch was signalled and not yet taken
+	closed       bool
 
 	kick    chan struct{} // capacity 1: a full batch is waiting
 	flushes chan chan struct{}
@@ -63,6 +72,13 @@ type exportProcessor struct {
 	// an export stuck on a dead backend lets the goroutine finish.
 	exportCtx    context.Context
 	cancelExport context.CancelFunc
+
+	// made is where the export goroutine makes the queued records' spans, and arena their
+	// attribute lists, both reused from export to export; arena only when the exporter keeps
+	// nothing of what it is given (keepsSpans false).
+	made       []RecordSpan
+	arena      []attribute.KeyValue
+	keepsSpans bool
 
 	dropped     atomic.Int64
 	dropCounter metric.Int64Counter
@@ -134,6 +150,7 @@ func newExportProcessor(exp spanExporter, limit int, o exportOptions, dropCounte
 		done:        make(chan struct{}),
 		dropCounter: dropCounter,
 	}
+	_, p.keepsSpans = exp.(sdkExporter) // an SDK exporter may keep the spans' attribute lists (an in-memory one does)
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	go p.run()
 	return p
@@ -160,21 +177,37 @@ func (p *exportProcessor) run() {
 	}
 }
 
-// export takes every queued span and sends them to the exporter in batches. The queue and a
-// spare slice swap places: spans ended meanwhile go into the spare, nothing is copied.
+// export takes every queued span and record and sends their spans to the exporter in batches.
+// The queues and spare slices swap places: what ends meanwhile goes into the spares, nothing
+// is copied.
 func (p *exportProcessor) export() {
 	p.mu.Lock()
-	spans := p.queue
+	spans, records := p.queue, p.records
 	p.queue, p.spare = p.spare[:0], nil
-	p.exporting = len(spans)
+	p.records, p.spareRecords = p.spareRecords[:0], nil
+	p.exporting, p.queued = p.queued, 0
 	p.kicked = false
 	p.mu.Unlock()
 
-	if p.exportCtx.Err() != nil && len(spans) > 0 {
+	out := spans
+	if len(records) > 0 {
+		made, arena := p.made[:0], p.arena[:0]
+		for i := range records {
+			if p.keepsSpans {
+				arena = nil
+			}
+			made, arena = records[i].appendSpans(made, arena)
+		}
+		out = append(made, spans...)
+		if !p.keepsSpans {
+			p.arena = arena
+		}
+	}
+	if p.exportCtx.Err() != nil && len(out) > 0 {
 		// Shutdown gave up waiting: what is left goes unexported, reported once.
-		otel.Handle(fmt.Errorf("telemetry: %d spans not exported: shutdown deadline passed", len(spans)))
+		otel.Handle(fmt.Errorf("telemetry: %d spans not exported: shutdown deadline passed", len(out)))
 	} else {
-		for rest := spans; len(rest) > 0; {
+		for rest := out; len(rest) > 0; {
 			n := min(len(rest), p.batch)
 			ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
 			if err := p.exp.export(ctx, rest[:n]); err != nil {
@@ -184,10 +217,17 @@ func (p *exportProcessor) export() {
 			rest = rest[n:]
 		}
 	}
+	clear(out)
 	clear(spans)
+	clear(records)
+	clear(p.arena)
+	if len(records) > 0 {
+		p.made = out[:0]
+	}
 	p.mu.Lock()
 	p.exporting = 0
 	p.spare = spans[:0]
+	p.spareRecords = records[:0]
 	p.mu.Unlock()
 }
 
@@ -209,24 +249,55 @@ func (p *exportProcessor) OnEndRecordSpans(spans []RecordSpan) {
 	p.mu.Lock()
 	take := 0
 	if !p.closed {
-		take = min(len(spans), p.limit-p.exporting-len(p.queue))
+		take = max(min(len(spans), p.limit-p.exporting-p.queued), 0)
 	}
 	p.queue = append(p.queue, spans[:take]...)
-	kick := !p.kicked && len(p.queue) >= p.batch
-	if kick {
-		p.kicked = true
-	}
+	p.queued += take
+	kick := p.kickLocked()
 	p.mu.Unlock()
+	p.kickAndCount(kick, len(spans)-take)
+}
+
+// onEndTracedRecord queues a copy of record r for its spans to be made and exported, or drops
+// and counts them all when they do not fit. It never blocks.
+func (p *exportProcessor) onEndTracedRecord(r *tracedRecord) {
+	p.mu.Lock()
+	fits := !p.closed && p.exporting+p.queued+r.spans <= p.limit
+	if fits {
+		p.records = append(p.records, *r)
+		p.queued += r.spans
+	}
+	kick := p.kickLocked()
+	p.mu.Unlock()
+	dropped := 0
+	if !fits {
+		dropped = r.spans
+	}
+	p.kickAndCount(kick, dropped)
+}
+
+// kickLocked reports whether a full batch is queued and not yet signalled, and marks it
+// signalled. p.mu is held.
+func (p *exportProcessor) kickLocked() bool {
+	if !p.kicked && p.queued >= p.batch {
+		p.kicked = true
+		return true
+	}
+	return false
+}
+
+// kickAndCount wakes the export goroutine when kick is set, and counts dropped spans.
+func (p *exportProcessor) kickAndCount(kick bool, dropped int) {
 	if kick {
 		select {
 		case p.kick <- struct{}{}:
 		default:
 		}
 	}
-	if n := len(spans) - take; n > 0 {
-		p.dropped.Add(int64(n))
+	if dropped > 0 {
+		p.dropped.Add(int64(dropped))
 		if p.dropCounter != nil {
-			p.dropCounter.Add(context.Background(), int64(n))
+			p.dropCounter.Add(context.Background(), int64(dropped))
 		}
 	}
 }

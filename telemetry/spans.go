@@ -34,8 +34,8 @@ type recordTrace struct {
 	// failed there) before the sender can see the record, and read when it completes.
 	appended time.Time
 
+	topic string
 	// Direct path.
-	topic  string
 	sc     trace.SpanContext // the send span's
 	parent trace.SpanContext // the log line's, when it carried one
 	extra  sendExtra
@@ -50,10 +50,6 @@ type recordTrace struct {
 }
 
 var _ accumulator.RecordTrace = (*recordTrace)(nil)
-
-// maxEndAttrs is how many attributes RecordDone adds to the send span at most: its scratch
-// list has room for them.
-const maxEndAttrs = 6
 
 // newRecordTrace starts a record's trace at start: its send span, of kind and with links, has
 // a context that is a child of parent (the log line's span, or invalid) in trace traceID, or,
@@ -73,13 +69,13 @@ func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.Span
 	}
 	ta := o.topic(topic)
 	spanCtx, span := o.tracer.Start(markDecided(ctx), ta.sendName, trace.WithSpanKind(kind), trace.WithTimestamp(start),
-		trace.WithAttributes(o.sendAttrs(ta, &extra, 0)...), trace.WithLinks(links...))
+		trace.WithAttributes(o.sendAttrs(ta, &extra)...), trace.WithLinks(links...))
 	if !span.SpanContext().IsValid() || !span.IsRecording() {
 		// A provider that records nothing (a no-op one, or a sampler that overrode ours).
 		span.End()
 		return nil
 	}
-	return &recordTrace{o: o, ctx: spanCtx, start: start, sc: span.SpanContext(), span: span, kind: kind, links: links}
+	return &recordTrace{o: o, ctx: spanCtx, start: start, topic: topic, sc: span.SpanContext(), span: span, kind: kind, links: links}
 }
 
 func newSpanID() trace.SpanID {
@@ -102,8 +98,149 @@ func newTraceID() trace.TraceID {
 // Appended notes when the record went into its batch: the end of the append stage.
 func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.appended = at }
 
-// RecordDone makes the stage spans and ends the send span. The children tile the parent:
-// each starts where the previous one ended, so their durations add up to the parent's.
+// RecordDone records the record's latency in its span's context (the histograms keep its trace
+// id as an exemplar), and hands the record, complete, to the span processors: as a
+// tracedRecord, values copied from its batch, to those that take one (Setup's exporter,
+// which makes and encodes the spans on its own goroutine), and as finished spans (made here,
+// by tracedRecord.appendSpans) to the others. On the tracer path the stage spans are started
+// with the tracer, as children of the send span started at Send, which ends here.
+func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
+	o := t.o
+	var pa *partitionAttrs
+	if b != nil {
+		ta := o.topic(b.TopicPartition.Topic)
+		pa = o.partition(ta, b.TopicPartition.Partition, b.Node)
+		// The record's end-to-end latency, recorded in its span's context so the histogram
+		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
+		// (BatchDone records the untraced records; one that failed in Send, Appended.)
+		op := pa.opOK
+		if err != nil {
+			op = pa.failure(o, ErrorType(err)).op
+		}
+		op.record(t.ctx, callbackEnd.Sub(t.start))
+		if !t.written.IsZero() {
+			ta.read.record(t.ctx, max(t.start.Sub(t.written), 0))
+			if err == nil {
+				ta.age.record(t.ctx, max(callbacksStart.Sub(t.written), 0))
+			}
+		}
+	}
+	r := tracedRecordPool.Get().(*tracedRecord)
+	t.complete(r, b, pa, md, err, callbacksStart, callbackEnd)
+	if t.span != nil {
+		t.endWithTracer(r)
+	} else {
+		o.sink.onEndTracedRecord(r)
+	}
+	*r = tracedRecord{}
+	tracedRecordPool.Put(r)
+}
+
+var tracedRecordPool = sync.Pool{New: func() any { return new(tracedRecord) }}
+
+// tracedRecord is a traced record once it completed: what its spans are made of, as values
+// copied from its recordTrace and its batch (whose attempt history is not kept: batches are
+// reused), times in Unix nanoseconds (0: not reached). It is what the sender goroutine hands
+// over; the spans themselves (appendSpans) are made where they are exported.
+type tracedRecord struct {
+	o         *ProducerObserver
+	ta        *topicAttrs
+	pa        *partitionAttrs     // the batch's partition and leader; nil: no batch (failed in Send)
+	clusterID *attribute.KeyValue // nil: not known yet
+	sc        trace.SpanContext   // the send span's
+	parent    trace.SpanContext   // the log line's, when it carried one
+	kind      trace.SpanKind
+	links     []trace.Link
+	extra     sendExtra
+
+	start, written, appended    int64
+	callbacksStart, callbackEnd int64
+	// batchDrained is the batch's latest drain; requeued says its last attempt was retried
+	// (or none was made), so the record was queued or in flight again when it completed.
+	batchDrained int64
+	requeued     bool
+	partition    int32 // -1: none
+	offset       int64 // -1: none
+	err          error
+	// attempts are the batch's attempts, the first two in place, more (rare) in an allocation.
+	nAttempts int
+	first     [2]attemptStamp
+	more      []attemptStamp
+	spans     int // how many spans appendSpans makes
+}
+
+// attemptStamp is one attempt of a record's batch, as its stage spans need it.
+type attemptStamp struct {
+	drained, queued, written, received int64
+	err                                error
+	req                                requestKey
+}
+
+func (r *tracedRecord) attempt(i int) *attemptStamp {
+	if i < len(r.first) {
+		return &r.first[i]
+	}
+	return &r.more[i-len(r.first)]
+}
+
+// nanos is t in Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// complete fills r with the record's trace and its outcome.
+func (t *recordTrace) complete(r *tracedRecord, b *accumulator.ProducerBatch, pa *partitionAttrs, md accumulator.RecordMetadata,
+	err error, callbacksStart, callbackEnd time.Time,
+) {
+	*r = tracedRecord{o: t.o, ta: t.o.topic(t.topic), pa: pa, clusterID: t.o.clusterID.Load(), sc: t.sc, parent: t.parent,
+		kind: t.kind, links: t.links, extra: t.extra,
+		start: nanos(t.start), written: nanos(t.written), appended: nanos(t.appended),
+		callbacksStart: nanos(callbacksStart), callbackEnd: nanos(callbackEnd),
+		partition: md.Partition, offset: md.Offset, err: err}
+	r.spans = 3 // append, callback, send
+	if r.written != 0 {
+		r.spans++ // read
+	}
+	if b == nil {
+		return
+	}
+	hist := b.AttemptHistory()
+	r.nAttempts = len(hist)
+	if len(hist) > len(r.first) {
+		r.more = make([]attemptStamp, len(hist)-len(r.first))
+	}
+	for i := range hist {
+		a := &hist[i]
+		*r.attempt(i) = attemptStamp{drained: nanos(a.Drained), queued: nanos(a.Queued), written: nanos(a.Written),
+			received: nanos(a.Received), err: a.Err,
+			req: requestKey{attempt: i + 1, node: a.Node, correlation: a.CorrelationID, records: a.Records, bytes: a.Bytes, version: a.APIVersion}}
+	}
+	r.spans += 4 * len(hist)
+	r.batchDrained = nanos(b.Drained)
+	// b.Attempts counts re-enqueues: as many as the history means the last attempt was
+	// retried, so the record was queued (or in flight again) when it completed.
+	if r.requeued = len(hist) == 0 || b.Attempts >= len(hist); r.requeued {
+		r.spans++ // a drain
+		if r.batchDrained > r.lastDrain() {
+			r.spans++ // and the completedReceive of the request in flight
+		}
+	}
+}
+
+// lastDrain is the last attempt's drain, 0 without one.
+func (r *tracedRecord) lastDrain() int64 {
+	if r.nAttempts == 0 {
+		return 0
+	}
+	return r.attempt(r.nAttempts - 1).drained
+}
+
+// layout lays the record's stage spans out in stages and returns them with the send span's
+// end. The children tile the parent: each starts where the previous one ended, so their
+// durations add up to the parent's.
 //
 //	append [Send, in batch] then, per attempt, drain [.., drained] doSend [.., queued]
 //	completedSend [.., written] completedReceive [.., received]; callback [.., callback returned]
@@ -121,195 +258,132 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 // Send has only append and callback. The network client keeps drained <= queued <= written
 // <= received; a stage that would still end before it starts (a wall clock stepped between
 // two readings) is clamped to zero length rather than overlap its neighbour.
-func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
-	// Wall-clock times only (Round(0) drops the monotonic reading): some timestamps come from a
-	// batch's records as Unix nanoseconds, and durations mixing the two kinds would not add up.
-	scratch := recordScratchPool.Get().(*recordScratch)
-	tr := tiler{at: t.start.Round(0), stages: scratch.stages[:0]}
-	if w := t.written.Round(0); !w.IsZero() {
+func (r *tracedRecord) layout(stages []stage) ([]stage, int64) {
+	tr := tiler{at: r.start, stages: stages}
+	if r.written != 0 {
 		// The one stage outside the send span: the line waited before Send was called.
 		// A written time after Send (a line's own timestamp ahead of this clock) makes it empty.
-		if w.Before(tr.at) {
-			tr.at = w
-		}
-		tr.child(SpanRead, t.start, nil)
+		tr.at = min(r.written, tr.at)
+		tr = tr.child(SpanRead, r.start, nil, attrList{})
 	}
-	appended := t.appended
-	if appended.IsZero() {
-		appended = callbacksStart
+	appended := r.appended
+	if appended == 0 {
+		appended = r.callbacksStart
 	}
-	tr.child(SpanAppend, appended, nil)
-	if b != nil {
-		hist := b.AttemptHistory()
-		for i, a := range hist {
+	tr = tr.child(SpanAppend, appended, nil, attrList{})
+	if r.pa != nil {
+		for i := range r.nAttempts {
+			a := r.attempt(i)
 			attempt := attemptAttrs(i + 1)
-			tr.childList(SpanDrain, a.Drained, nil, attempt)
+			tr = tr.child(SpanDrain, a.drained, nil, attempt)
 			// The request's attributes go on its doSend span only: the two stages after it
 			// belong to the same request (the same attempt), and every attribute is paid for
 			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
 			// three stages repeating them and the send span's partition, ~20 without).
-			tr.childList(SpanDoSend, a.Queued, nil, t.o.requestAttrs(i+1, &a))
-			tr.childList(SpanCompletedSend, a.Written, nil, attempt)
-			tr.childList(SpanCompletedReceive, a.Received, a.Err, attempt)
+			tr = tr.child(SpanDoSend, a.queued, nil, r.o.requestAttrs(a.req))
+			tr = tr.child(SpanCompletedSend, a.written, nil, attempt)
+			tr = tr.child(SpanCompletedReceive, a.received, a.err, attempt)
 		}
-		// b.Attempts counts re-enqueues: as many as the history means the last attempt was
-		// retried, so the record was queued (or in flight again) when it completed.
-		if len(hist) == 0 || b.Attempts >= len(hist) {
-			attempt := attemptAttrs(len(hist) + 1)
-			var lastDrain time.Time
-			if len(hist) > 0 {
-				lastDrain = hist[len(hist)-1].Drained
-			}
-			if b.Drained.After(lastDrain) {
-				tr.childList(SpanDrain, b.Drained, nil, attempt)
-				tr.childList(SpanCompletedReceive, callbacksStart, err, attempt)
+		if r.requeued {
+			attempt := attemptAttrs(r.nAttempts + 1)
+			if r.batchDrained > r.lastDrain() {
+				tr = tr.child(SpanDrain, r.batchDrained, nil, attempt)
+				tr = tr.child(SpanCompletedReceive, r.callbacksStart, r.err, attempt)
 			} else {
-				tr.childList(SpanDrain, callbacksStart, nil, attempt)
+				tr = tr.child(SpanDrain, r.callbacksStart, nil, attempt)
 			}
 		}
 	}
-	tr.child(SpanCallback, callbackEnd, nil)
-
-	// What is known only once the record is in a batch: its partition, the leader the batch
-	// went to (server.address, server.port: the broker's advertised address), its offset, and
-	// the cluster id (a producer's first record is sent before any metadata response). The
-	// direct path makes the span here, so they are there when it is made.
-	end := scratch.end[:0]
-	if id := t.o.clusterID.Load(); id != nil {
-		end = append(end, *id)
-	}
-	if md.Partition >= 0 {
-		end = append(end, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(md.Partition))))
-	}
-	var pa *partitionAttrs
-	if b != nil {
-		pa = t.o.partition(t.o.topic(b.TopicPartition.Topic), b.TopicPartition.Partition, b.Node)
-		if pa.addr != nil {
-			end = append(end, pa.addr.kvs[:]...)
-		}
-	}
-	if md.Offset >= 0 {
-		end = append(end, attribute.Int64(AttrMessagingKafkaOffset, md.Offset))
-	}
-	if err != nil {
-		end = append(end, attribute.String(AttrErrorType, ErrorType(err)))
-	}
-	if b != nil {
-		// The record's end-to-end latency, recorded in its span's context so the histogram
-		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
-		// (BatchDone records the untraced records; one that failed in Send, Appended.)
-		op := pa.opOK
-		if err != nil {
-			op = pa.failure(t.o, ErrorType(err)).op
-		}
-		op.record(t.ctx, callbackEnd.Sub(t.start))
-		if !t.written.IsZero() {
-			ta := t.o.topic(b.TopicPartition.Topic)
-			ta.read.record(t.ctx, max(t.start.Sub(t.written), 0))
-			if err == nil {
-				ta.age.record(t.ctx, max(callbacksStart.Sub(t.written), 0))
-			}
-		}
-	}
+	tr = tr.child(SpanCallback, r.callbackEnd, nil, attrList{})
 	// The send span ends with the callback stage, never before its start.
-	if t.span != nil {
-		t.emitWithTracer(tr.stages, end, err, tr.at)
-	} else {
-		t.emit(tr.stages, end, err, tr.at)
+	return tr.stages, tr.at
+}
+
+// appendEndAttrs appends what is known of the send span only once the record is in a batch:
+// its partition, the leader the batch went to (server.address, server.port: the broker's
+// advertised address), its offset, and the cluster id (a producer's first record is sent
+// before any metadata response); and its error.type.
+func (r *tracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
+	if r.clusterID != nil {
+		attrs = append(attrs, *r.clusterID)
 	}
-	clear(tr.stages)
-	clear(end)
-	scratch.stages, scratch.end = tr.stages[:0], end[:0]
-	recordScratchPool.Put(scratch)
-}
-
-// recordScratch is what RecordDone lays a record's stages and its send span's last attributes
-// out in: the spans are built from them (their values copied), so nothing keeps them after.
-type recordScratch struct {
-	stages []stage
-	end    []attribute.KeyValue
-}
-
-var recordScratchPool = sync.Pool{New: func() any {
-	return &recordScratch{stages: make([]stage, 0, 8), end: make([]attribute.KeyValue, 0, maxEndAttrs)} // one attempt: 6 stages
-}}
-
-// requestAttrs returns the attributes of attempt n's doSend, a's request's, with their
-// encoding. Every record of a batch attempt has the same ones, so the last list made is kept
-// and shared (read only, as sharedAttempts): a batch's records complete one after the other.
-// The list is reused only when every value it holds is the same.
-func (o *ProducerObserver) requestAttrs(n int, a *accumulator.Attempt) attrList {
-	key := requestKey{attempt: n, node: a.Node, correlation: a.CorrelationID, records: a.Records, bytes: a.Bytes, version: a.APIVersion}
-	if last := o.lastRequest.Load(); last != nil && last.key == key {
-		return last.attrs
+	if r.partition >= 0 {
+		attrs = append(attrs, attribute.String(AttrMessagingPartitionID, strconv.Itoa(int(r.partition))))
 	}
-	kvs := []attribute.KeyValue{attribute.Int(AttrAttempt, n),
-		attribute.Int(AttrNodeID, int(a.Node)),
-		attribute.Int(AttrMessagingBatchCount, a.Records),
-		attribute.Int(AttrBatchBytes, a.Bytes),
-		attribute.Int(AttrCorrelationID, int(a.CorrelationID)),
-		attribute.Int(AttrAPIVersion, int(a.APIVersion))}
-	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: newAttrBlock(kvs)}}
-	o.lastRequest.Store(r)
-	return r.attrs
+	if r.pa != nil && r.pa.addr != nil {
+		attrs = append(attrs, r.pa.addr.kvs[:]...)
+	}
+	if r.offset >= 0 {
+		attrs = append(attrs, attribute.Int64(AttrMessagingKafkaOffset, r.offset))
+	}
+	if r.err != nil {
+		attrs = append(attrs, attribute.String(AttrErrorType, ErrorType(r.err)))
+	}
+	return attrs
 }
 
-// requestKey is every value a doSend's attributes hold.
-type requestKey struct {
-	attempt, records, bytes int
-	node, correlation       int32
-	version                 int16
-}
-
-// requestAttrs is a doSend's attribute list with the values it was made from.
-type requestAttrs struct {
-	key   requestKey
-	attrs attrList
-}
-
-// recordSpansPool holds the slices a record's spans are built in: the processors copy what
-// they keep, so one slice serves record after record.
-var recordSpansPool = sync.Pool{New: func() any { s := make([]RecordSpan, 0, 8); return &s }}
-
-// emit hands the record's spans, finished, to the span processors, all at once: the stages,
-// then the send span.
-func (t *recordTrace) emit(stages []stage, endAttrs []attribute.KeyValue, err error, end time.Time) {
-	ps := recordSpansPool.Get().(*[]RecordSpan)
-	spans := (*ps)[:0]
-	traceID, flags, sendID := t.sc.TraceID(), t.sc.TraceFlags(), t.sc.SpanID()
+// appendSpans appends the record's spans to spans, finished: the stages, then the send span.
+// Their attribute lists that are not shared ones go in arena, which is appended to and
+// returned; with a nil arena every record's lists are its own, for processors that keep them.
+func (r *tracedRecord) appendSpans(spans []RecordSpan, arena []attribute.KeyValue) ([]RecordSpan, []attribute.KeyValue) {
+	var buf [12]stage
+	stages, end := r.layout(buf[:0])
+	traceID, flags, sendID := r.sc.TraceID(), r.sc.TraceFlags(), r.sc.SpanID()
 	var state string
-	if ts := t.sc.TraceState(); ts.Len() > 0 {
+	if ts := r.sc.TraceState(); ts.Len() > 0 {
 		state = ts.String()
 	}
 	for _, s := range stages {
-		spans = append(spans, RecordSpan{
+		rs := RecordSpan{
 			TraceID: traceID, SpanID: newSpanID(), ParentSpanID: sendID, Flags: flags, TraceState: state,
-			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start.UnixNano(), End: s.end.UnixNano(),
-			Attributes: s.attrs, encoded: s.enc,
-		})
+			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start, End: s.end,
+			Attributes: s.attrs.kvs, encoded: s.attrs.enc,
+		}
 		if s.err != nil {
-			rs := &spans[len(spans)-1]
-			rs.Attributes = append(rs.Attributes[:len(rs.Attributes):len(rs.Attributes)], attribute.String(AttrErrorType, ErrorType(s.err)))
+			from := len(arena)
+			arena = append(append(arena, s.attrs.kvs...), attribute.String(AttrErrorType, ErrorType(s.err)))
+			rs.Attributes = arena[from:len(arena):len(arena)]
 			rs.Status, rs.StatusMessage = codes.Error, s.err.Error()
 		}
+		spans = append(spans, rs)
 	}
 	// The send span's attributes start with its topic's (sendAttrs), encoded once for them.
-	ta := t.o.topic(t.topic)
+	from := len(arena)
+	if arena == nil {
+		arena = make([]attribute.KeyValue, 0, len(r.ta.spanAttrs)+r.extra.count()+maxEndAttrs)
+	}
+	arena = r.appendEndAttrs(r.o.appendSendAttrs(arena, r.ta, &r.extra))
 	send := RecordSpan{
-		TraceID: traceID, SpanID: sendID, ParentSpanID: t.parent.SpanID(), ParentRemote: t.parent.IsRemote(),
-		Flags: flags, TraceState: state, Name: ta.sendName, Kind: t.kind, Links: recordLinks(t.links),
-		Start: t.start.Round(0).UnixNano(), End: end.UnixNano(), Attributes: append(t.o.sendAttrs(ta, &t.extra, len(endAttrs)), endAttrs...),
-		encoded: ta.spanEnc,
+		TraceID: traceID, SpanID: sendID, ParentSpanID: r.parent.SpanID(), ParentRemote: r.parent.IsRemote(),
+		Flags: flags, TraceState: state, Name: r.ta.sendName, Kind: r.kind, Links: recordLinks(r.links),
+		Start: r.start, End: end, Attributes: arena[from:len(arena):len(arena)], encoded: r.ta.spanEnc,
 	}
-	if err != nil {
-		send.Status, send.StatusMessage = codes.Error, err.Error()
+	if r.err != nil {
+		send.Status, send.StatusMessage = codes.Error, r.err.Error()
 	}
-	spans = append(spans, send)
-	t.o.sink.OnEndRecordSpans(spans)
-	clear(spans) // the attribute slices belong to the processors now
-	*ps = spans[:0]
-	recordSpansPool.Put(ps)
+	return append(spans, send), arena
 }
+
+// maxEndAttrs is how many attributes appendEndAttrs adds at most.
+const maxEndAttrs = 6
+
+// endWithTracer makes the stage spans with the tracer, as children of the send span started
+// at Send, and ends that.
+func (t *recordTrace) endWithTracer(r *tracedRecord) {
+	var buf [12]stage
+	stages, end := r.layout(buf[:0])
+	startStages(t.o.tracer, t.ctx, stages)
+	var attrs [maxEndAttrs]attribute.KeyValue
+	t.span.SetAttributes(r.appendEndAttrs(attrs[:0])...)
+	if r.err != nil {
+		t.span.SetStatus(codes.Error, r.err.Error())
+	}
+	t.span.End(trace.WithTimestamp(time.Unix(0, end)))
+}
+
+// recordSpansPool holds the slices a record's spans are built in for the processors that take
+// spans: they copy what they keep, so one slice serves record after record.
+var recordSpansPool = sync.Pool{New: func() any { s := make([]RecordSpan, 0, 8); return &s }}
 
 // recordLinks converts the send span's links (its creation context, when the record carries
 // one) for a RecordSpan.
@@ -329,27 +403,48 @@ func recordLinks(links []trace.Link) []RecordLink {
 	return out
 }
 
-// emitWithTracer makes the stage spans with the tracer, as children of the send span started
-// at Send, and ends that.
-func (t *recordTrace) emitWithTracer(stages []stage, endAttrs []attribute.KeyValue, err error, end time.Time) {
-	startStages(t.o.tracer, t.ctx, stages)
-	t.span.SetAttributes(endAttrs...)
-	if err != nil {
-		t.span.SetStatus(codes.Error, err.Error())
-	}
-	t.span.End(trace.WithTimestamp(end))
-}
-
 // startStages makes each stage a span with tracer, a child of the span in ctx.
 func startStages(tracer trace.Tracer, ctx context.Context, stages []stage) {
 	for _, s := range stages {
-		_, sp := tracer.Start(ctx, s.name, trace.WithTimestamp(s.start), trace.WithAttributes(s.attrs...))
+		_, sp := tracer.Start(ctx, s.name, trace.WithTimestamp(time.Unix(0, s.start)), trace.WithAttributes(s.attrs.kvs...))
 		if s.err != nil {
 			sp.SetAttributes(attribute.String(AttrErrorType, ErrorType(s.err)))
 			sp.SetStatus(codes.Error, s.err.Error())
 		}
-		sp.End(trace.WithTimestamp(s.end))
+		sp.End(trace.WithTimestamp(time.Unix(0, s.end)))
 	}
+}
+
+// requestAttrs returns the attributes of a doSend, the request's, with their encoding. Every
+// record of a batch attempt has the same ones, so the last list made is kept and shared (read
+// only, as sharedAttempts): a batch's records are exported one after the other. The list is
+// reused only when every value it holds is the same.
+func (o *ProducerObserver) requestAttrs(key requestKey) attrList {
+	if last := o.lastRequest.Load(); last != nil && last.key == key {
+		return last.attrs
+	}
+	kvs := []attribute.KeyValue{attribute.Int(AttrAttempt, key.attempt),
+		attribute.Int(AttrNodeID, int(key.node)),
+		attribute.Int(AttrMessagingBatchCount, key.records),
+		attribute.Int(AttrBatchBytes, key.bytes),
+		attribute.Int(AttrCorrelationID, int(key.correlation)),
+		attribute.Int(AttrAPIVersion, int(key.version))}
+	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: newAttrBlock(kvs)}}
+	o.lastRequest.Store(r)
+	return r.attrs
+}
+
+// requestKey is every value a doSend's attributes hold.
+type requestKey struct {
+	attempt, records, bytes int
+	node, correlation       int32
+	version                 int16
+}
+
+// requestAttrs is a doSend's attribute list with the values it was made from.
+type requestAttrs struct {
+	key   requestKey
+	attrs attrList
 }
 
 // sharedAttempts are the attribute lists of the first attempts' stages, made and encoded once:
@@ -370,34 +465,31 @@ func attemptAttrs(n int) attrList {
 	return attrList{kvs: []attribute.KeyValue{attribute.Int(AttrAttempt, n)}}
 }
 
-// stage is one child span of a record's send span.
+// stage is one child span of a span whose stages tile it (a record's send span, a connect),
+// its times in Unix nanoseconds.
 type stage struct {
 	name       string
-	start, end time.Time
+	start, end int64
 	err        error
-	attrs      []attribute.KeyValue
-	enc        *attrBlock // attrs' encoding, when they are a shared list (attrList)
+	attrs      attrList
 }
 
 // tiler lays out consecutive stages: each starts where the previous ended.
 type tiler struct {
-	at     time.Time
+	at     int64
 	stages []stage
 }
 
 // child adds a stage from the current position to end (clamped: never before the position,
 // and a zero end, a stage not reached, makes it zero length), with error.type and an error
 // status when err is set.
-func (t *tiler) child(name string, end time.Time, err error, attrs ...attribute.KeyValue) {
-	t.childList(name, end, err, attrList{kvs: attrs})
-}
-
-// childList is child with an attribute list that may carry its encoding.
-func (t *tiler) childList(name string, end time.Time, err error, attrs attrList) {
-	end = end.Round(0)
-	if end.IsZero() || end.Before(t.at) {
+// It takes and returns the tiler by value: a slice stored through a pointer would escape, and a
+// record's stages are laid out in an array on the stack.
+func (t tiler) child(name string, end int64, err error, attrs attrList) tiler {
+	if end == 0 || end < t.at {
 		end = t.at
 	}
-	t.stages = append(t.stages, stage{name: name, start: t.at, end: end, err: err, attrs: attrs.kvs, enc: attrs.enc})
+	t.stages = append(t.stages, stage{name: name, start: t.at, end: end, err: err, attrs: attrs})
 	t.at = end
+	return t
 }

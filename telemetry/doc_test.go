@@ -46,8 +46,9 @@ func renderDoc() string {
 	p("counted in `%s`, and the producer never waits.\n\n", MetricSpansDropped)
 
 	p("## Span export\n\n")
-	p("A traced record's spans are known in full when it completes (its stage timestamps), so they are built then as\n")
-	p("plain `RecordSpan`s, not SDK spans, and encoded straight into an OTLP `ExportTraceServiceRequest` with\n")
+	p("A traced record's spans are known in full when it completes (its stage timestamps). The producer's sender goroutine\n")
+	p("then only copies those timestamps and the record's outcome into one value queued for export; the export goroutine\n")
+	p("builds the spans from it as plain `RecordSpan`s, not SDK spans, and encodes them straight into an OTLP `ExportTraceServiceRequest` with\n")
 	p("protowire (`TraceEncoder`: lengths computed first, one reused buffer, no allocation once grown; the attribute\n")
 	p("lists many spans share, a topic's, an attempt's, a request's, encoded once). kafkatrail's\n")
 	p("own exporter sends each batch as one request, over gRPC (`/opentelemetry.proto.collector.trace.v1.TraceService/Export`)\n")

@@ -139,8 +139,8 @@ type histSeries struct {
 // reader collects, so the exemplar exported is still one of the latest.
 const exemplarEvery = 100 * time.Millisecond
 
-// record adds one duration. ctx carries the span context an exemplar links to.
-func (s *histSeries) record(ctx context.Context, d time.Duration) {
+// record adds one duration. sc is the span context an exemplar links to (invalid: none).
+func (s *histSeries) record(sc trace.SpanContext, d time.Duration) {
 	ns := int64(d)
 	i := bucketOf(s.h.boundsNs, ns)
 	s.counts[i].Add(1)
@@ -150,16 +150,12 @@ func (s *histSeries) record(ctx context.Context, d time.Duration) {
 	case exemplarsAlwaysOff:
 		return
 	case exemplarsTraceBased:
-		if ctx == context.Background() {
-			return // the common case: an untraced record, no context lookup
+		if !sc.IsSampled() {
+			return // the common case: an untraced record
 		}
 	}
 	now := s.h.owner.now()
 	if last := s.exAt[i].Load(); last != 0 && now.UnixNano()-last < int64(exemplarEvery) {
-		return
-	}
-	sc := trace.SpanContextFromContext(ctx)
-	if s.h.owner.exemplar == exemplarsTraceBased && !sc.IsSampled() {
 		return
 	}
 	s.exAt[i].Store(now.UnixNano())
@@ -334,7 +330,8 @@ type durations interface {
 
 // durationSeries records durations into one attribute set of a histogram.
 type durationSeries interface {
-	record(ctx context.Context, d time.Duration)
+	// record records d; an exemplar, if one is kept, links to sc when it is valid.
+	record(sc trace.SpanContext, d time.Duration)
 	// recordUntimed records a measurement of 0 s, one that was not timed.
 	recordUntimed()
 }
@@ -353,7 +350,11 @@ type sdkSeries struct {
 	opts []metric.RecordOption
 }
 
-func (s sdkSeries) record(ctx context.Context, d time.Duration) {
+func (s sdkSeries) record(sc trace.SpanContext, d time.Duration) {
+	ctx := context.Background()
+	if sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+	}
 	s.h.Record(ctx, d.Seconds(), s.opts...)
 }
 

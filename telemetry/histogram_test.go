@@ -75,16 +75,15 @@ func TestHistogramsMatchTheSDK(t *testing.T) {
 		wg.Go(func() {
 			for i := range 250 {
 				d := values[(g*250+i)%len(values)]
-				mine.record(context.Background(), d)
-				theirs.record(context.Background(), d)
+				mine.record(trace.SpanContext{}, d)
+				theirs.record(trace.SpanContext{}, d)
 			}
 		})
 	}
 	wg.Wait()
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
-	traced := trace.ContextWithSpanContext(context.Background(), sc)
-	mine.record(traced, 7*time.Millisecond)
-	theirs.record(traced, 7*time.Millisecond)
+	mine.record(sc, 7*time.Millisecond)
+	theirs.record(sc, 7*time.Millisecond)
 
 	got := histogramPoint(t, own, MetricStageDuration, attrs)
 	want := histogramPoint(t, sdk, "ref", attrs)
@@ -128,12 +127,12 @@ func TestHistogramsExemplarFilter(t *testing.T) {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
 	for _, tc := range []struct {
 		filter string
-		ctx    context.Context
+		sc     trace.SpanContext
 		want   int
 	}{
-		{"always_off", trace.ContextWithSpanContext(context.Background(), sc), 0},
-		{"always_on", context.Background(), 1},
-		{"trace_based", context.Background(), 0},
+		{"always_off", sc, 0},
+		{"always_on", trace.SpanContext{}, 1},
+		{"trace_based", trace.SpanContext{}, 0},
 	} {
 		t.Run(tc.filter, func(t *testing.T) {
 			t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", tc.filter)
@@ -141,7 +140,7 @@ func TestHistogramsExemplarFilter(t *testing.T) {
 			reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			defer mp.Shutdown(context.Background())
-			hist.duration("h", "", durationBuckets).series(attrs).record(tc.ctx, time.Millisecond)
+			hist.duration("h", "", durationBuckets).series(attrs).record(tc.sc, time.Millisecond)
 			if p := histogramPoint(t, reader, "h", attrs); len(p.Exemplars) != tc.want {
 				t.Errorf("%d exemplars, want %d", len(p.Exemplars), tc.want)
 			}
@@ -169,10 +168,9 @@ func BenchmarkLatencyRecord(b *testing.B) {
 		{"own", hist.duration("own", "", durationBuckets).series(attrs)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			ctx := context.Background()
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				bc.s.record(ctx, time.Duration(i&0xffff)*time.Microsecond)
+				bc.s.record(trace.SpanContext{}, time.Duration(i&0xffff)*time.Microsecond)
 			}
 		})
 	}
@@ -193,7 +191,7 @@ func TestDurationBatchMatchesRecord(t *testing.T) {
 		local := all.newBatch()
 		for i := range 500 {
 			d := time.Duration((i*7919+round*104729)%3_000_000) * time.Microsecond // 0 to 3 s
-			each.record(context.Background(), d)
+			each.record(trace.SpanContext{}, d)
 			local.add(int64(d))
 		}
 		all.addBatch(&local)
@@ -226,10 +224,10 @@ func TestRecordUntimedIsZero(t *testing.T) {
 	a, b := h.get(zero), h.get(untimed)
 	for i := range 300 {
 		d := time.Duration(i*i+1) * time.Millisecond // never 0: the minimum must come from the untimed
-		a.record(context.Background(), d)
-		b.record(context.Background(), d)
+		a.record(trace.SpanContext{}, d)
+		b.record(trace.SpanContext{}, d)
 		if i%3 == 0 {
-			a.record(context.Background(), 0)
+			a.record(trace.SpanContext{}, 0)
 			b.recordUntimed()
 		}
 	}
@@ -260,9 +258,8 @@ func TestExemplarsRateLimitedPerBucket(t *testing.T) {
 	defer mp.Shutdown(context.Background())
 	attrs := attribute.NewSet(attribute.String(AttrStage, StageAppend))
 	s := hist.duration("h", "", durationBuckets).series(attrs)
-	traced := func(id byte) context.Context {
-		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID: trace.TraceID{id}, SpanID: trace.SpanID{id}, TraceFlags: trace.FlagsSampled}))
+	traced := func(id byte) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{id}, SpanID: trace.SpanID{id}, TraceFlags: trace.FlagsSampled})
 	}
 	exemplarOf := func(bucketValue float64) byte {
 		t.Helper()

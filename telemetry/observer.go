@@ -209,6 +209,12 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	if created.IsValid() {
 		return t, r.Headers
 	}
+	if len(r.Headers) == 0 {
+		// The common case (a log line has no headers): the header lives in the token, which
+		// lives until the record completes, long after the producer copied it into its batch.
+		t.header[0] = producer.Header{Key: o.header, Value: appendTraceparent(t.traceparent[:0], t.sc)}
+		return t, t.header[:]
+	}
 	return t, injectTraceContext(r.Headers, o.header, t.sc)
 }
 
@@ -332,14 +338,14 @@ func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, st
 		return
 	}
 	d := end.Sub(start)
-	ta.stage[stageIndexAppend].record(traceContext(rt), d)
+	ta.stage[stageIndexAppend].record(traceSpan(rt), d)
 	if err != nil {
 		// The record failed before it had a partition or a leader: its series have neither.
 		et := ErrorType(err)
 		f := o.partition(ta, -1, -1).failure(o, et)
 		o.m.sent.Add(context.Background(), 1, f.sentOpt)
 		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
-		f.op.record(context.Background(), d)
+		f.op.record(trace.SpanContext{}, d)
 	}
 }
 
@@ -348,19 +354,23 @@ func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, st
 func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulator.Attempt, retry bool) {
 	// A batch holding a sampled record records its stages in that record's span context:
 	// the stage histograms' exemplars then link to a trace that shows the stage.
-	ctx := traceContext(b.FirstTrace())
+	sc := traceSpan(b.FirstTrace())
+	ctx := context.Background() // the SDK's instruments take the span context in a context
+	if sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+	}
 	ta := o.topic(a.TopicPartition.Topic)
 	queued := a.Drained.Sub(a.Enqueued)
-	ta.stage[stageIndexDrain].record(ctx, queued)
+	ta.stage[stageIndexDrain].record(sc, queued)
 	o.m.queueTime.Record(ctx, seconds(queued), ta.destOpt)
-	ta.stage[stageIndexDoSend].record(ctx, a.Queued.Sub(a.Drained))
+	ta.stage[stageIndexDoSend].record(sc, a.Queued.Sub(a.Drained))
 	written := a.Written
 	if !written.IsZero() {
-		ta.stage[stageIndexCompletedSend].record(ctx, written.Sub(a.Queued))
+		ta.stage[stageIndexCompletedSend].record(sc, written.Sub(a.Queued))
 	} else {
 		written = a.Queued
 	}
-	ta.stage[stageIndexCompletedReceive].record(ctx, a.Received.Sub(written))
+	ta.stage[stageIndexCompletedReceive].record(sc, a.Received.Sub(written))
 	if a.Number == 1 {
 		codecOpt := ta.codecOption(b.Codec().String())
 		o.m.batchSize.Record(ctx, int64(a.Bytes), codecOpt)
@@ -379,7 +389,7 @@ func (o *ProducerObserver) AttemptDone(b *accumulator.ProducerBatch, a accumulat
 func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, callbacksStart, callbacksEnd time.Time) {
 	ctx := context.Background()
 	ta := o.topic(b.TopicPartition.Topic)
-	ta.stage[stageIndexCallback].record(ctx, callbacksEnd.Sub(callbacksStart))
+	ta.stage[stageIndexCallback].record(trace.SpanContext{}, callbacksEnd.Sub(callbacksStart))
 	n := int64(b.RecordCount())
 	pa := o.partition(ta, b.TopicPartition.Partition, b.Node)
 	op := pa.opOK
@@ -421,7 +431,7 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		if own != nil {
 			local.add(end - sent)
 		} else {
-			op.record(ctx, time.Duration(end-sent))
+			op.record(trace.SpanContext{}, time.Duration(end-sent))
 		}
 		if w := b.WrittenNanos(i); w != 0 {
 			written.add(ta, w, sent, callbacksStart.UnixNano(), err == nil)
@@ -459,7 +469,7 @@ func (w *writtenBatch) add(ta *topicAttrs, written, sent, acked int64, ok bool) 
 	if w.read != nil {
 		w.readB.add(read)
 	} else {
-		ta.read.record(context.Background(), time.Duration(read))
+		ta.read.record(trace.SpanContext{}, time.Duration(read))
 	}
 	if !ok {
 		return // an age at acknowledgement only for records acknowledged
@@ -468,7 +478,7 @@ func (w *writtenBatch) add(ta *topicAttrs, written, sent, acked int64, ok bool) 
 	if w.age != nil {
 		w.ageB.add(age)
 	} else {
-		ta.age.record(context.Background(), time.Duration(age))
+		ta.age.record(trace.SpanContext{}, time.Duration(age))
 	}
 }
 
@@ -504,12 +514,12 @@ func (o *ProducerObserver) InFlightRequests(node int32, count int) {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// traceContext is the context of a traced record's send span, or Background for nil.
-func traceContext(rt accumulator.RecordTrace) context.Context {
+// traceSpan is the span context of a traced record's send span, invalid for nil.
+func traceSpan(rt accumulator.RecordTrace) trace.SpanContext {
 	if t, ok := rt.(*recordTrace); ok && t != nil {
-		return t.ctx
+		return t.sc
 	}
-	return context.Background()
+	return trace.SpanContext{}
 }
 
 // Indexes of the stages in topicAttrs.stage, in lifecycle order.

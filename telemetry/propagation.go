@@ -62,15 +62,18 @@ func decodeLowerHex(dst, src []byte) bool {
 
 // formatTraceparent writes sc as a version 00 traceparent.
 func formatTraceparent(sc trace.SpanContext) []byte {
-	b := make([]byte, traceparentLen)
-	copy(b, "00-")
+	return appendTraceparent(make([]byte, 0, traceparentLen), sc)
+}
+
+// appendTraceparent appends sc's traceparent to b.
+func appendTraceparent(b []byte, sc trace.SpanContext) []byte {
 	tid, sid := sc.TraceID(), sc.SpanID()
-	hex.Encode(b[3:35], tid[:])
-	b[35] = '-'
-	hex.Encode(b[36:52], sid[:])
-	b[52] = '-'
-	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
-	return b
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	return hex.AppendEncode(b, []byte{byte(sc.TraceFlags())})
 }
 
 // injectTraceContext returns a copy of headers with key set to sc's traceparent. StartSend

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 // recordTrace is a traced record's token: its `send {topic}` span's identity, the moment Send
@@ -26,7 +27,6 @@ import (
 // go through the tracer: the send span is started at Send, its children at completion.
 type recordTrace struct {
 	o     *ProducerObserver
-	ctx   context.Context // carries the send span's context: exemplars, and the tracer's children
 	start time.Time
 	// written is the record's Record.Written (zero: not known), the start of its read stage.
 	written time.Time
@@ -35,8 +35,13 @@ type recordTrace struct {
 	appended time.Time
 
 	topic string
+	sc    trace.SpanContext // the send span's
+	// header and traceparent hold the record's traceparent header when it had no other
+	// headers: StartSend's headers then live in the token, not in two allocations of their own.
+	header      [1]producer.Header
+	traceparent [traceparentLen]byte
+
 	// Direct path.
-	sc     trace.SpanContext // the send span's
 	parent trace.SpanContext // the log line's, when it carried one
 	extra  sendExtra
 	// kind is the send span's: PRODUCER when its context is the record's creation context,
@@ -46,6 +51,7 @@ type recordTrace struct {
 	links []trace.Link
 
 	// Tracer path.
+	ctx  context.Context // the send span's: its children's parent
 	span trace.Span
 }
 
@@ -64,7 +70,7 @@ func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.Span
 		}
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: newSpanID(),
 			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
-		return &recordTrace{o: o, ctx: trace.ContextWithSpanContext(context.Background(), sc),
+		return &recordTrace{o: o,
 			start: start, topic: topic, sc: sc, parent: parent, extra: extra, kind: kind, links: links}
 	}
 	ta := o.topic(topic)
@@ -117,11 +123,11 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		if err != nil {
 			op = pa.failure(o, ErrorType(err)).op
 		}
-		op.record(t.ctx, callbackEnd.Sub(t.start))
+		op.record(t.sc, callbackEnd.Sub(t.start))
 		if !t.written.IsZero() {
-			ta.read.record(t.ctx, max(t.start.Sub(t.written), 0))
+			ta.read.record(t.sc, max(t.start.Sub(t.written), 0))
 			if err == nil {
-				ta.age.record(t.ctx, max(callbacksStart.Sub(t.written), 0))
+				ta.age.record(t.sc, max(callbacksStart.Sub(t.written), 0))
 			}
 		}
 	}

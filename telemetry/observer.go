@@ -209,11 +209,11 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	if created.IsValid() {
 		return t, r.Headers
 	}
-	if len(r.Headers) == 0 {
-		// The common case (a log line has no headers): the header lives in the token, which
-		// lives until the record completes, long after the producer copied it into its batch.
-		t.header[0] = producer.Header{Key: o.header, Value: appendTraceparent(t.traceparent[:0], t.sc)}
-		return t, t.header[:]
+	if len(r.Headers) < len(t.headers) {
+		// The common case (a log line has a few headers, or none): the headers live in the
+		// token, which lives until the record completes, long after the producer copied them
+		// into its batch.
+		return t, appendTraceContext(t.headers[:0], r.Headers, o.header, appendTraceparent(t.traceparent[:0], t.sc))
 	}
 	return t, injectTraceContext(r.Headers, o.header, t.sc)
 }

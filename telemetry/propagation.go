@@ -81,11 +81,16 @@ func appendTraceparent(b []byte, sc trace.SpanContext) []byte {
 // invalid one) is replaced rather than duplicated. headers belongs to the caller and is not
 // modified.
 func injectTraceContext(headers []producer.Header, key string, sc trace.SpanContext) []producer.Header {
-	out := make([]producer.Header, 0, len(headers)+1)
+	return appendTraceContext(make([]producer.Header, 0, len(headers)+1), headers, key, formatTraceparent(sc))
+}
+
+// appendTraceContext appends headers to out, with key set to traceparent (replacing a header
+// of that name, as injectTraceContext does).
+func appendTraceContext(out, headers []producer.Header, key string, traceparent []byte) []producer.Header {
 	for _, h := range headers {
 		if h.Key != key {
 			out = append(out, h)
 		}
 	}
-	return append(out, producer.Header{Key: key, Value: formatTraceparent(sc)})
+	return append(out, producer.Header{Key: key, Value: traceparent})
 }

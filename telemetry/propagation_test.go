@@ -2,8 +2,11 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -50,5 +53,42 @@ func TestInjectDoesNotTouchTheCallersHeaders(t *testing.T) {
 	}
 	if len(out) != 2 || out[0].Key != "a" || out[1].Key != "traceparent" || len(out[1].Value) != traceparentLen {
 		t.Fatalf("injected headers %v", out)
+	}
+}
+
+// TestTracedSendHeaders: a traced record's headers are its own, in order, with its traceparent
+// (its send span's context) last; the caller's slice is not touched; and with up to two headers
+// of its own (the agent's source.host and source.path) StartSend allocates only the record's
+// token.
+func TestTracedSendHeaders(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	for n := range 5 {
+		var in []producer.Header
+		for i := range n {
+			in = append(in, producer.Header{Key: fmt.Sprint("h", i), Value: []byte("v")})
+		}
+		r := &producer.Record{Topic: "orders", Value: []byte("v"), Headers: in}
+		rt, out := h.obs.StartSend(context.Background(), r, time.Now())
+		if rt == nil {
+			t.Fatal("record not traced under always_on")
+		}
+		if len(r.Headers) != n || (n > 0 && &r.Headers[0] != &in[0]) {
+			t.Fatalf("%d headers: the record's headers changed", n)
+		}
+		if len(out) != n+1 || out[n].Key != "traceparent" {
+			t.Fatalf("%d headers: out %v", n, out)
+		}
+		for i := range n {
+			if out[i].Key != in[i].Key {
+				t.Fatalf("%d headers: out %v", n, out)
+			}
+		}
+		if sc, ok := parseTraceparent(out[n].Value); !ok || sc.SpanID() != traceSpan(rt).SpanID() || sc.TraceID() != traceSpan(rt).TraceID() {
+			t.Fatalf("%d headers: traceparent %q, send span %v", n, out[n].Value, traceSpan(rt))
+		}
+		allocs := testing.AllocsPerRun(100, func() { h.obs.StartSend(context.Background(), r, time.Now()) })
+		if want := 1.0; n <= 2 && allocs != want {
+			t.Errorf("%d headers: %v allocations a traced StartSend, want %v (the token)", n, allocs, want)
+		}
 	}
 }

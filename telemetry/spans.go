@@ -36,9 +36,10 @@ type recordTrace struct {
 
 	topic string
 	sc    trace.SpanContext // the send span's
-	// header and traceparent hold the record's traceparent header when it had no other
-	// headers: StartSend's headers then live in the token, not in two allocations of their own.
-	header      [1]producer.Header
+	// headers and traceparent hold the record's headers with its traceparent when it had few
+	// (the agent's are source.host and source.path): StartSend's headers then live in the
+	// token, not in two allocations of their own.
+	headers     [3]producer.Header
 	traceparent [traceparentLen]byte
 
 	// Direct path.

@@ -27,12 +27,17 @@ var cpuParts = []cpuPart{
 	{name: "traced: start", funcs: []string{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver).newRecordTrace",
 		"github.com/kafkatrail/kafkatrail/telemetry.injectTraceContext",
+		"github.com/kafkatrail/kafkatrail/telemetry.appendTraceContext",
+		"github.com/kafkatrail/kafkatrail/telemetry.appendTraceparent",
 		"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver).creationContext",
 	}},
 	{name: "decision", funcs: []string{"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver).StartSend"}},
+	// A traced record's spans are made from its tracedRecord on the export goroutine: those
+	// samples are spans', not the export's.
 	{name: "traced: spans", funcs: []string{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*recordTrace).RecordDone",
 		"github.com/kafkatrail/kafkatrail/telemetry.(*slowTracer)",
+		"github.com/kafkatrail/kafkatrail/telemetry.(*tracedRecord)",
 	}},
 	{name: "traced: export", funcs: []string{"github.com/kafkatrail/kafkatrail/telemetry.(*exportProcessor)"}},
 	// gRPC writes and reads on goroutines of its own (the transport's writer and reader), off the

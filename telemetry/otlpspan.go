@@ -136,7 +136,7 @@ func (s *recordSink) onEndTracedRecord(r *tracedRecord) {
 		return
 	}
 	ps := recordSpansPool.Get().(*[]RecordSpan)
-	spans, _ := r.appendSpans((*ps)[:0], nil) // a nil arena: the processors may keep the attribute lists
+	spans := r.appendSpans((*ps)[:0], nil) // no arena: the processors may keep the attribute lists
 	s.OnEndRecordSpans(spans)
 	clear(spans)
 	*ps = spans[:0]

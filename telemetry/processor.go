@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -77,7 +76,7 @@ type exportProcessor struct {
 	// attribute lists, both reused from export to export; arena only when the exporter keeps
 	// nothing of what it is given (keepsSpans false).
 	made       []RecordSpan
-	arena      []attribute.KeyValue
+	arena      spanArena
 	keepsSpans bool
 
 	dropped     atomic.Int64
@@ -191,17 +190,15 @@ func (p *exportProcessor) export() {
 
 	out := spans
 	if len(records) > 0 {
-		made, arena := p.made[:0], p.arena[:0]
+		arena := &p.arena
+		if p.keepsSpans {
+			arena = nil
+		}
+		made := p.made[:0]
 		for i := range records {
-			if p.keepsSpans {
-				arena = nil
-			}
-			made, arena = records[i].appendSpans(made, arena)
+			made = records[i].appendSpans(made, arena)
 		}
 		out = append(made, spans...)
-		if !p.keepsSpans {
-			p.arena = arena
-		}
 	}
 	if p.exportCtx.Err() != nil && len(out) > 0 {
 		// Shutdown gave up waiting: what is left goes unexported, reported once.
@@ -220,7 +217,7 @@ func (p *exportProcessor) export() {
 	clear(out)
 	clear(spans)
 	clear(records)
-	clear(p.arena)
+	p.arena.reset()
 	if len(records) > 0 {
 		p.made = out[:0]
 	}

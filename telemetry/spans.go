@@ -265,7 +265,10 @@ func (r *tracedRecord) lastDrain() int64 {
 // Send has only append and callback. The network client keeps drained <= queued <= written
 // <= received; a stage that would still end before it starts (a wall clock stepped between
 // two readings) is clamped to zero length rather than overlap its neighbour.
-func (r *tracedRecord) layout(stages []stage) ([]stage, int64) {
+//
+// The doSend attribute lists come from arena when it is set (the export goroutine's), else
+// from the observer's shared one.
+func (r *tracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64) {
 	tr := tiler{at: r.start, stages: stages}
 	if r.written != 0 {
 		// The one stage outside the send span: the line waited before Send was called.
@@ -280,16 +283,22 @@ func (r *tracedRecord) layout(stages []stage) ([]stage, int64) {
 	tr = tr.child(SpanAppend, appended, nil, attrList{})
 	if r.pa != nil {
 		for i := range r.nAttempts {
-			a := r.attempt(i)
+			at := r.attempt(i)
 			attempt := attemptAttrs(i + 1)
-			tr = tr.child(SpanDrain, a.drained, nil, attempt)
+			tr = tr.child(SpanDrain, at.drained, nil, attempt)
 			// The request's attributes go on its doSend span only: the two stages after it
 			// belong to the same request (the same attempt), and every attribute is paid for
 			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
 			// three stages repeating them and the send span's partition, ~20 without).
-			tr = tr.child(SpanDoSend, a.queued, nil, r.o.requestAttrs(a.req))
-			tr = tr.child(SpanCompletedSend, a.written, nil, attempt)
-			tr = tr.child(SpanCompletedReceive, a.received, a.err, attempt)
+			var req attrList
+			if arena != nil {
+				req = arena.requestAttrs(at.req)
+			} else {
+				req = r.o.requestAttrs(at.req)
+			}
+			tr = tr.child(SpanDoSend, at.queued, nil, req)
+			tr = tr.child(SpanCompletedSend, at.written, nil, attempt)
+			tr = tr.child(SpanCompletedReceive, at.received, at.err, attempt)
 		}
 		if r.requeued {
 			attempt := attemptAttrs(r.nAttempts + 1)
@@ -330,11 +339,16 @@ func (r *tracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.Ke
 }
 
 // appendSpans appends the record's spans to spans, finished: the stages, then the send span.
-// Their attribute lists that are not shared ones go in arena, which is appended to and
-// returned; with a nil arena every record's lists are its own, for processors that keep them.
-func (r *tracedRecord) appendSpans(spans []RecordSpan, arena []attribute.KeyValue) ([]RecordSpan, []attribute.KeyValue) {
+// Their attribute lists that are not shared ones go in arena, when it is set (the export
+// goroutine's, reused once the spans are encoded); with a nil arena every record's lists are
+// its own, for processors that keep them.
+func (r *tracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []RecordSpan {
 	var buf [12]stage
-	stages, end := r.layout(buf[:0])
+	stages, end := r.layout(buf[:0], arena)
+	var kvs []attribute.KeyValue // the record's own lists, without an arena
+	if arena != nil {
+		kvs = arena.kvs
+	}
 	traceID, flags, sendID := r.sc.TraceID(), r.sc.TraceFlags(), r.sc.SpanID()
 	var state string
 	if ts := r.sc.TraceState(); ts.Len() > 0 {
@@ -347,28 +361,65 @@ func (r *tracedRecord) appendSpans(spans []RecordSpan, arena []attribute.KeyValu
 			Attributes: s.attrs.kvs, encoded: s.attrs.enc,
 		}
 		if s.err != nil {
-			from := len(arena)
-			arena = append(append(arena, s.attrs.kvs...), attribute.String(AttrErrorType, ErrorType(s.err)))
-			rs.Attributes = arena[from:len(arena):len(arena)]
+			from := len(kvs)
+			kvs = append(append(kvs, s.attrs.kvs...), attribute.String(AttrErrorType, ErrorType(s.err)))
+			rs.Attributes = kvs[from:len(kvs):len(kvs)]
 			rs.Status, rs.StatusMessage = codes.Error, s.err.Error()
 		}
 		spans = append(spans, rs)
 	}
 	// The send span's attributes start with its topic's (sendAttrs), encoded once for them.
-	from := len(arena)
-	if arena == nil {
-		arena = make([]attribute.KeyValue, 0, len(r.ta.spanAttrs)+r.extra.count()+maxEndAttrs)
+	from := len(kvs)
+	if kvs == nil {
+		kvs = make([]attribute.KeyValue, 0, len(r.ta.spanAttrs)+r.extra.count()+maxEndAttrs)
 	}
-	arena = r.appendEndAttrs(r.o.appendSendAttrs(arena, r.ta, &r.extra))
+	kvs = r.appendEndAttrs(r.o.appendSendAttrs(kvs, r.ta, &r.extra))
 	send := RecordSpan{
 		TraceID: traceID, SpanID: sendID, ParentSpanID: r.parent.SpanID(), ParentRemote: r.parent.IsRemote(),
 		Flags: flags, TraceState: state, Name: r.ta.sendName, Kind: r.kind, Links: recordLinks(r.links),
-		Start: r.start, End: end, Attributes: arena[from:len(arena):len(arena)], encoded: r.ta.spanEnc,
+		Start: r.start, End: end, Attributes: kvs[from:len(kvs):len(kvs)], encoded: r.ta.spanEnc,
 	}
 	if r.err != nil {
 		send.Status, send.StatusMessage = codes.Error, r.err.Error()
 	}
-	return append(spans, send), arena
+	if arena != nil {
+		arena.kvs = kvs
+	}
+	return append(spans, send)
+}
+
+// spanArena is where the export goroutine makes records' spans: their attribute lists in kvs,
+// reused from export to export, and the doSend list of the last request seen.
+type spanArena struct {
+	kvs []attribute.KeyValue
+	// req is the list of request reqKey, made shared (encoded once) when a second record of
+	// the request follows the first, as at high sampling ratios; a record alone in its request
+	// (the common case at 1 %) gets its list in kvs, and nothing is allocated for it.
+	reqKey requestKey
+	reqSet bool
+	req    attrList
+}
+
+// requestAttrs returns the doSend attribute list of request key.
+func (a *spanArena) requestAttrs(key requestKey) attrList {
+	if a.reqSet && a.reqKey == key {
+		if a.req.enc == nil {
+			kvs := appendRequestAttrs(nil, key)
+			a.req = attrList{kvs: kvs, enc: newAttrBlock(kvs)}
+		}
+		return a.req
+	}
+	a.reqKey, a.reqSet, a.req = key, true, attrList{}
+	from := len(a.kvs)
+	a.kvs = appendRequestAttrs(a.kvs, key)
+	return attrList{kvs: a.kvs[from:len(a.kvs):len(a.kvs)]}
+}
+
+// reset empties the arena for the next export, keeping its storage.
+func (a *spanArena) reset() {
+	clear(a.kvs)
+	a.kvs = a.kvs[:0]
+	a.reqSet, a.req = false, attrList{}
 }
 
 // maxEndAttrs is how many attributes appendEndAttrs adds at most.
@@ -378,7 +429,7 @@ const maxEndAttrs = 6
 // at Send, and ends that.
 func (t *recordTrace) endWithTracer(r *tracedRecord) {
 	var buf [12]stage
-	stages, end := r.layout(buf[:0])
+	stages, end := r.layout(buf[:0], nil)
 	startStages(t.o.tracer, t.ctx, stages)
 	var attrs [maxEndAttrs]attribute.KeyValue
 	t.span.SetAttributes(r.appendEndAttrs(attrs[:0])...)
@@ -430,15 +481,23 @@ func (o *ProducerObserver) requestAttrs(key requestKey) attrList {
 	if last := o.lastRequest.Load(); last != nil && last.key == key {
 		return last.attrs
 	}
-	kvs := []attribute.KeyValue{attribute.Int(AttrAttempt, key.attempt),
+	kvs := appendRequestAttrs(make([]attribute.KeyValue, 0, requestAttrCount), key)
+	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: newAttrBlock(kvs)}}
+	o.lastRequest.Store(r)
+	return r.attrs
+}
+
+// requestAttrCount is how many attributes a doSend has.
+const requestAttrCount = 6
+
+// appendRequestAttrs appends the attributes of a doSend of request key.
+func appendRequestAttrs(kvs []attribute.KeyValue, key requestKey) []attribute.KeyValue {
+	return append(kvs, attribute.Int(AttrAttempt, key.attempt),
 		attribute.Int(AttrNodeID, int(key.node)),
 		attribute.Int(AttrMessagingBatchCount, key.records),
 		attribute.Int(AttrBatchBytes, key.bytes),
 		attribute.Int(AttrCorrelationID, int(key.correlation)),
-		attribute.Int(AttrAPIVersion, int(key.version))}
-	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: newAttrBlock(kvs)}}
-	o.lastRequest.Store(r)
-	return r.attrs
+		attribute.Int(AttrAPIVersion, int(key.version)))
 }
 
 // requestKey is every value a doSend's attributes hold.

@@ -52,8 +52,8 @@ func (e *capturingExporter) captured() []RecordSpan {
 // TestTracedRecordsExportedAsProcessorsSeeThem: a traced record handed to the exporter whole,
 // its spans made on the export goroutine (in a reused arena), exports the same spans as a
 // processor that takes spans gets from the sender goroutine: names, parents, kinds, times,
-// attributes and status, for a record retried once (an error stage, two attempts) and records
-// after it whose spans reuse the arena.
+// attributes and status, for a record retried once (an error stage, two attempts), records
+// after it whose spans reuse the arena, and three records of one request (sharing its list).
 func TestTracedRecordsExportedAsProcessorsSeeThem(t *testing.T) {
 	exp := &capturingExporter{}
 	ep := newExportProcessor(exp, 1<<12, exportOptions{batch: 1 << 11, delay: time.Hour, timeout: time.Minute}, nil)
@@ -78,6 +78,21 @@ func TestTracedRecordsExportedAsProcessorsSeeThem(t *testing.T) {
 			t.Fatalf("record %d: %v", i, o.err)
 		}
 	}
+	// Three records in one request: the second and third share the first's doSend list.
+	outcomes := make([]*outcome, 3)
+	for i := range outcomes {
+		outcomes[i] = newOutcome()
+		_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, outcomes[i].callback)
+	}
+	for _, o := range outcomes {
+		o.wait(t)
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := ep.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +107,21 @@ func TestTracedRecordsExportedAsProcessorsSeeThem(t *testing.T) {
 			want = append(want, s)
 		}
 	}
-	if len(got) != len(want) || len(got) != 7+4+7+7 {
-		t.Fatalf("exported %d spans, the recorder got %d; want %d", len(got), len(want), 7+4+7+7)
+	if n := 7 + 4 + 7 + 7 + 3*7; len(got) != len(want) || len(got) != n {
+		t.Fatalf("exported %d spans, the recorder got %d; want %d", len(got), len(want), n)
+	}
+	correlations := map[int64]int{}
+	for _, g := range got {
+		if g.Name == SpanDoSend {
+			for _, kv := range g.Attributes {
+				if kv.Key == AttrCorrelationID {
+					correlations[kv.Value.AsInt64()]++
+				}
+			}
+		}
+	}
+	if len(correlations) != 5 {
+		t.Fatalf("doSend spans of %d requests (%v), want 5: one per record sent alone, twice for the retried one, one for the three together", len(correlations), correlations)
 	}
 	byID := map[[8]byte]sdktrace.ReadOnlySpan{}
 	for _, s := range want {

@@ -44,6 +44,9 @@ type follower struct {
 	// wake is signalled (never blocking, one pending at most) when the watch saw the file
 	// written or truncated: the follower reads now rather than at the end of its poll.
 	wake chan struct{}
+	// watched is set while the watch reports the file's writes (its directory is watched):
+	// the follower may then wait longer at the end of an idle file.
+	watched atomic.Bool
 
 	readPos, size atomic.Int64
 	// format is the container format the splitter decodes (auto decides at the first line),
@@ -193,6 +196,13 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 	}
 	sink := followerSink{fl: fl, ctx: ctx}
 	lastData := fl.t.now()
+	// idlePoll is the next wait at the end of the file. While the watch reports the file's
+	// writes (a write wakes the follower at once), each wait that found nothing new
+	// doubles it, up to the rescan interval: an idle file is looked at once a rescan interval,
+	// not ten times a second, and a write the watch did not report is still seen within one.
+	// Data puts it back to PollInterval.
+	idlePoll := cfg.PollInterval
+	maxIdlePoll := max(cfg.PollInterval, cfg.RescanInterval)
 	var lastMod time.Time // modification time when the fingerprint was last compared at the end
 	waited := true        // look at the fingerprint on the first pass
 	readFailed := false   // a read or stat error was logged and has not cleared yet
@@ -248,6 +258,7 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 			}
 			if n > 0 {
 				lastData = fl.t.now()
+				idlePoll = cfg.PollInterval
 			}
 			if rerr != nil {
 				fl.markCaughtUp() // a file that cannot be read must not hold its successor back
@@ -322,8 +333,28 @@ func (fl *follower) follow(ctx context.Context) (released, deleted bool, err err
 			}
 			return true, deleted, nil
 		}
-		if !fl.sleep(ctx, cfg.PollInterval) {
+		// The wait ends in time for whichever deadline comes first: a partial line's, a
+		// multiline event's, a gone file's release.
+		d := idlePoll
+		if fl.split.Pending() {
+			d = min(d, max(cfg.PartialLineIdle-idle, cfg.PollInterval))
+		}
+		if fl.split.EventWaiting() {
+			d = min(d, max(cfg.Multiline.Timeout-idle, cfg.PollInterval))
+		}
+		if gone {
+			d = min(d, max(cfg.ReleaseIdle-idle, cfg.PollInterval))
+		}
+		if hook := fl.t.idleWaitHook; hook != nil {
+			hook(d)
+		}
+		if !fl.sleep(ctx, d) {
 			break
+		}
+		if fl.watched.Load() {
+			idlePoll = min(2*idlePoll, maxIdlePoll)
+		} else {
+			idlePoll = cfg.PollInterval
 		}
 		waited = true
 	}

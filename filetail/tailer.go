@@ -63,6 +63,10 @@ type Tailer struct {
 	// rather than at the next CheckpointInterval (see Run).
 	idle chan struct{}
 
+	// idleWaitHook, when set (by tests, before Run), is told of every wait of a follower at
+	// its file's end.
+	idleWaitHook func(time.Duration)
+
 	totals  fileCounters
 	running atomic.Bool
 	wg      sync.WaitGroup

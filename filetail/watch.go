@@ -261,12 +261,17 @@ func (t *Tailer) mapFollowers(d *dirWatcher) {
 	for _, fl := range fls {
 		p := filepath.Clean(fl.currentPath())
 		d.wakeAt[p] = append(d.wakeAt[p], fl)
+		watched := d.watched[filepath.Dir(p)]
 		if len(d.linkDirs) > 0 {
 			// A link's writes are its target's: the event names the target.
-			if target, err := filepath.EvalSymlinks(p); err == nil && target != p && d.linkDirs[filepath.Dir(target)] {
-				d.wakeAt[target] = append(d.wakeAt[target], fl)
+			if target, err := filepath.EvalSymlinks(p); err == nil && target != p {
+				watched = d.linkDirs[filepath.Dir(target)]
+				if watched {
+					d.wakeAt[target] = append(d.wakeAt[target], fl)
+				}
 			}
 		}
+		fl.watched.Store(watched)
 	}
 }
 
@@ -276,6 +281,7 @@ func (t *Tailer) mapFollowers(d *dirWatcher) {
 func (d *dirWatcher) onEvent(ev fsnotify.Event) (scan bool) {
 	if ev.Has(fsnotify.Write) {
 		for _, fl := range d.wakeAt[ev.Name] {
+			fl.watched.Store(true) // its writes are reported: it may wait longer when idle
 			fl.wakeUp()
 		}
 	}

@@ -1,12 +1,14 @@
 package filetail
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,4 +265,89 @@ func TestRenamedFileHoldsItsSuccessorUntilReadToTheEnd(t *testing.T) {
 	waitFor(t, "the rotated and the new file's lines", func() bool { return r.count() == 3 })
 	equalLines(t, r.data(), []string{"one", "two", "three"})
 	rt.stopOK(t)
+}
+
+// idleWaits records a Tailer's waits at its files' ends.
+type idleWaits struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (w *idleWaits) add(d time.Duration) {
+	w.mu.Lock()
+	w.waits = append(w.waits, d)
+	w.mu.Unlock()
+}
+
+// since returns the waits recorded after the first n.
+func (w *idleWaits) since(n int) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Duration(nil), w.waits[min(n, len(w.waits)):]...)
+}
+
+func (w *idleWaits) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waits)
+}
+
+// TestTailerIdleFileWaitsLongerWhenWatched: a follower whose writes the watch reports waits
+// longer and longer at the end of an idle file, up to the rescan interval, and the next write
+// still reaches it at once (the watch wakes it); with the watch off it keeps polling every
+// PollInterval.
+func TestTailerIdleFileWaitsLongerWhenWatched(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(fmt.Sprint("watch=", watch), func(t *testing.T) {
+			_, path, state := testPaths(t)
+			writeLog(t, path, "one\n")
+			cfg := testConfig(state, path)
+			cfg.RescanInterval = time.Hour // the wait's bound once watched: far beyond this test
+			cfg.DisableWatch = !watch
+			r := &recorder{}
+			tl, err := NewTailer(cfg, eachLine(r.handle), testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waits := &idleWaits{}
+			tl.idleWaitHook = waits.add
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- tl.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			waitFor(t, "the first line", func() bool { return r.count() == 1 })
+			if watch {
+				// Data puts the wait back to PollInterval; from there it doubles again.
+				appendLog(t, path, "two\n")
+				waitFor(t, "the second line", func() bool { return r.count() == 2 })
+				// The wait in progress (the last one recorded) is 2 s or more: write now.
+				var long time.Duration
+				waitFor(t, "a wait of 2 s or more", func() bool {
+					if w := waits.since(0); len(w) > 0 && w[len(w)-1] >= 2*time.Second {
+						long = w[len(w)-1]
+						return true
+					}
+					return false
+				})
+				written := time.Now()
+				appendLog(t, path, "three\n")
+				waitFor(t, "the line written during a long wait", func() bool { return r.count() == 3 })
+				// Woken by the watch, not at the end of the wait: well before it would end.
+				if took := r.snapshot()[2].at.Sub(written); took >= long/2 {
+					t.Fatalf("the line written during a wait of %v was read %v later: the watch did not wake the follower", long, took)
+				}
+				return
+			}
+			from := waits.count()
+			waitFor(t, "200 waits", func() bool { return waits.count() >= from+200 })
+			for _, d := range waits.since(from) {
+				if d != cfg.PollInterval {
+					t.Fatalf("waited %v at the end of an unwatched file, want every wait %v", d, cfg.PollInterval)
+				}
+			}
+		})
+	}
 }

@@ -188,44 +188,55 @@ func (p *exportProcessor) export() {
 	p.kicked = false
 	p.mu.Unlock()
 
-	out := spans
-	if len(records) > 0 {
+	if p.exportCtx.Err() != nil && len(spans)+len(records) > 0 {
+		// Shutdown gave up waiting: what is left goes unexported, reported once.
+		otel.Handle(fmt.Errorf("telemetry: %d spans not exported: shutdown deadline passed", p.exporting))
+	} else {
+		// The tracer path's spans, then the records' spans made a batch at a time: what is
+		// made at once (and its attribute lists) is bounded by the batch, not by the queue.
+		p.exportBatches(spans)
 		arena := &p.arena
 		if p.keepsSpans {
 			arena = nil
 		}
 		made := p.made[:0]
 		for i := range records {
+			if len(made) > 0 && len(made)+records[i].spans > p.batch {
+				made = p.exportMade(made)
+			}
 			made = records[i].appendSpans(made, arena)
 		}
-		out = append(made, spans...)
+		p.made = p.exportMade(made)
 	}
-	if p.exportCtx.Err() != nil && len(out) > 0 {
-		// Shutdown gave up waiting: what is left goes unexported, reported once.
-		otel.Handle(fmt.Errorf("telemetry: %d spans not exported: shutdown deadline passed", len(out)))
-	} else {
-		for rest := out; len(rest) > 0; {
-			n := min(len(rest), p.batch)
-			ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
-			if err := p.exp.export(ctx, rest[:n]); err != nil {
-				otel.Handle(err)
-			}
-			cancel()
-			rest = rest[n:]
-		}
-	}
-	clear(out)
 	clear(spans)
 	clear(records)
-	p.arena.reset()
-	if len(records) > 0 {
-		p.made = out[:0]
-	}
 	p.mu.Lock()
 	p.exporting = 0
 	p.spare = spans[:0]
 	p.spareRecords = records[:0]
 	p.mu.Unlock()
+}
+
+// exportMade exports the records' spans made, empties the slice and the arena, and returns
+// the slice for more.
+func (p *exportProcessor) exportMade(made []RecordSpan) []RecordSpan {
+	p.exportBatches(made)
+	clear(made)
+	p.arena.reset()
+	return made[:0]
+}
+
+// exportBatches hands spans to the exporter in batches of at most p.batch.
+func (p *exportProcessor) exportBatches(spans []RecordSpan) {
+	for rest := spans; len(rest) > 0; {
+		n := min(len(rest), p.batch)
+		ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
+		if err := p.exp.export(ctx, rest[:n]); err != nil {
+			otel.Handle(err)
+		}
+		cancel()
+		rest = rest[n:]
+	}
 }
 
 // OnStart does nothing: only ended spans are exported.

@@ -22,6 +22,7 @@ type capturingExporter struct {
 	release chan struct{}
 	mu      sync.Mutex
 	spans   []RecordSpan
+	calls   []int // each export's span count
 }
 
 func (e *capturingExporter) export(ctx context.Context, spans []RecordSpan) error {
@@ -34,6 +35,7 @@ func (e *capturingExporter) export(ctx context.Context, spans []RecordSpan) erro
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.calls = append(e.calls, len(spans))
 	for _, s := range spans {
 		s.Attributes = slices.Clone(s.Attributes)
 		e.spans = append(e.spans, s)
@@ -175,5 +177,30 @@ func TestTracedRecordDroppedWhole(t *testing.T) {
 	}
 	if got := len(exp.captured()); got != 7 {
 		t.Fatalf("%d spans exported, want the 7 of the record that fitted", got)
+	}
+}
+
+// TestTracedRecordsExportedABatchAtATime: the records' spans are made and exported a batch at a
+// time, and a record's spans are never split between two requests when they fit in one.
+func TestTracedRecordsExportedABatchAtATime(t *testing.T) {
+	exp := &capturingExporter{}
+	const batch = 10 // a record of 7 spans fits; two do not
+	ep := newExportProcessor(exp, 1<<12, exportOptions{batch: batch, delay: time.Hour, timeout: time.Minute}, nil)
+	h := newHarnessWith(t, sdktrace.AlwaysSample(), ObserverConfig{})
+	h.obs.sink = newRecordSink(nil, ep)
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	for i := range 5 {
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+			t.Fatalf("record %d: %v", i, o.err)
+		}
+	}
+	if err := ep.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	exp.mu.Lock()
+	defer exp.mu.Unlock()
+	if !slices.Equal(exp.calls, []int{7, 7, 7, 7, 7}) {
+		t.Fatalf("exports of %v spans, want 5 of 7: one record each", exp.calls)
 	}
 }

@@ -136,6 +136,18 @@ func (s sdkExporter) export(ctx context.Context, spans []RecordSpan) error {
 
 func (s sdkExporter) shutdown(ctx context.Context) error { return s.exp.Shutdown(ctx) }
 
+// mayKeepSpans reports whether exp may keep what it is given after an export returns: an SDK
+// exporter may (an in-memory one keeps the spans' attribute lists), the OTLP encoder does not.
+func mayKeepSpans(exp spanExporter) bool {
+	switch e := exp.(type) {
+	case sdkExporter:
+		return true
+	case healthSpanExporter:
+		return mayKeepSpans(e.spanExporter)
+	}
+	return false
+}
+
 func newExportProcessor(exp spanExporter, limit int, o exportOptions, dropCounter metric.Int64Counter) *exportProcessor {
 	p := &exportProcessor{
 		exp:         exp,
@@ -149,7 +161,7 @@ func newExportProcessor(exp spanExporter, limit int, o exportOptions, dropCounte
 		done:        make(chan struct{}),
 		dropCounter: dropCounter,
 	}
-	_, p.keepsSpans = exp.(sdkExporter) // an SDK exporter may keep the spans' attribute lists (an in-memory one does)
+	p.keepsSpans = mayKeepSpans(exp)
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	go p.run()
 	return p

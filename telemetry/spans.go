@@ -105,8 +105,8 @@ func newTraceID() trace.TraceID {
 // Appended notes when the record went into its batch: the end of the append stage.
 func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.appended = at }
 
-// RecordDone records the record's latency in its span's context (the histograms keep its trace
-// id as an exemplar), and hands the record, complete, to the span processors: as a
+// RecordDone records the record's latency with its send span's context (the histograms keep
+// its trace id as an exemplar), and hands the record, complete, to the span processors: as a
 // tracedRecord, values copied from its batch, to those that take one (Setup's exporter,
 // which makes and encodes the spans on its own goroutine), and as finished spans (made here,
 // by tracedRecord.appendSpans) to the others. On the tracer path the stage spans are started
@@ -117,7 +117,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 	if b != nil {
 		ta := o.topic(b.TopicPartition.Topic)
 		pa = o.partition(ta, b.TopicPartition.Partition, b.Node)
-		// The record's end-to-end latency, recorded in its span's context so the histogram
+		// The record's end-to-end latency, recorded with its span context so the histogram
 		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
 		// (BatchDone records the untraced records; one that failed in Send, Appended.)
 		op := pa.opOK

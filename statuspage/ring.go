@@ -64,11 +64,19 @@ type Stage struct {
 // producer's sender) and takes a mutex for a few field copies; nothing in it blocks.
 type Ring struct {
 	mu      sync.Mutex
-	traces  []Trace // ring buffer; next is the slot of the next trace
+	traces  []ringEntry // ring buffer; next is the slot of the next trace
 	next    int
 	full    bool
 	total   uint64
 	pending map[trace.SpanID][]pendingStage // stage spans by their parent (send) span id
+}
+
+// ringEntry is one kept trace: made, or a traced record kept whole (lazy) whose trace is made
+// when the page is first read, off the producer's sender goroutine.
+type ringEntry struct {
+	t    Trace
+	rec  telemetry.TracedRecord
+	lazy bool
 }
 
 type pendingStage struct {
@@ -78,8 +86,9 @@ type pendingStage struct {
 }
 
 var (
-	_ sdktrace.SpanProcessor        = (*Ring)(nil)
-	_ telemetry.RecordSpanProcessor = (*Ring)(nil)
+	_ sdktrace.SpanProcessor          = (*Ring)(nil)
+	_ telemetry.RecordSpanProcessor   = (*Ring)(nil)
+	_ telemetry.TracedRecordProcessor = (*Ring)(nil)
 )
 
 // NewRing returns a ring of the last capacity traces (DefaultTraceCapacity when not positive).
@@ -87,7 +96,7 @@ func NewRing(capacity int) *Ring {
 	if capacity <= 0 {
 		capacity = DefaultTraceCapacity
 	}
-	return &Ring{traces: make([]Trace, capacity), pending: map[trace.SpanID][]pendingStage{}}
+	return &Ring{traces: make([]ringEntry, capacity), pending: map[trace.SpanID][]pendingStage{}}
 }
 
 var stageNames = map[string]bool{
@@ -109,26 +118,24 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 		status: st.Code, statusMessage: st.Description, sampled: true})
 }
 
+// OnEndTracedRecord keeps a traced record whole, a copy of its values, under one lock: its
+// trace is made from it (TracedRecord.Spans) when the page first reads it, so the producer's
+// sender goroutine makes no span for the page (telemetry.TracedRecordProcessor).
+func (r *Ring) OnEndTracedRecord(rec *telemetry.TracedRecord) {
+	r.mu.Lock()
+	r.traces[r.next] = ringEntry{rec: *rec, lazy: true}
+	r.advance()
+	r.mu.Unlock()
+}
+
 // OnEndRecordSpans keeps a traced record's spans as the producer builds them: the stages,
 // then the send span (telemetry.RecordSpanProcessor). No read-only span is made for the page,
 // and a record handed over whole (its stages before its send span, as the observer does)
 // skips the pending map: one lock for the trace.
 func (r *Ring) OnEndRecordSpans(spans []telemetry.RecordSpan) {
-	if n := len(spans); n > 1 && n <= maxRecordStages+1 {
-		send := ringSpanOf(&spans[n-1])
-		whole := isSend(send) && send.sampled
-		for i := range spans[:n-1] {
-			whole = whole && spans[i].ParentSpanID == send.spanID && stageNames[spans[i].Name]
-		}
-		if whole {
-			var buf [maxRecordStages]pendingStage
-			stages := buf[:0]
-			for i := range spans[:n-1] {
-				stages = append(stages, stageOf(ringSpanOf(&spans[i])))
-			}
-			r.add(send, stages)
-			return
-		}
+	if t, ok := traceOfRecord(spans); ok {
+		r.keepTrace(t)
+		return
 	}
 	for i := range spans {
 		if s := ringSpanOf(&spans[i]); s.sampled {
@@ -137,8 +144,32 @@ func (r *Ring) OnEndRecordSpans(spans []telemetry.RecordSpan) {
 	}
 }
 
-// maxRecordStages bounds the stages a record handed over whole may have (three attempts';
-// more take the pending map).
+// traceOfRecord makes the trace of one record's spans handed over whole: its stages, then its
+// send span. ok is false for spans that are not that.
+func traceOfRecord(spans []telemetry.RecordSpan) (t Trace, ok bool) {
+	n := len(spans)
+	if n <= 1 {
+		return Trace{}, false
+	}
+	send := ringSpanOf(&spans[n-1])
+	if !isSend(send) || !send.sampled {
+		return Trace{}, false
+	}
+	for i := range spans[:n-1] {
+		if spans[i].ParentSpanID != send.spanID || !stageNames[spans[i].Name] {
+			return Trace{}, false
+		}
+	}
+	var buf [maxRecordStages]pendingStage
+	stages := buf[:0] // beyond it (a record retried three times or more), in an allocation
+	for i := range spans[:n-1] {
+		stages = append(stages, stageOf(ringSpanOf(&spans[i])))
+	}
+	return buildTrace(send, stages), true
+}
+
+// maxRecordStages is how many stages a record's trace is laid out in without an allocation
+// (three attempts').
 const maxRecordStages = 16
 
 func ringSpanOf(s *telemetry.RecordSpan) ringSpan {
@@ -211,7 +242,10 @@ func (r *Ring) keep(s ringSpan) {
 }
 
 // add keeps the trace of send span s with its stages (not kept: they are copied).
-func (r *Ring) add(s ringSpan, stages []pendingStage) {
+func (r *Ring) add(s ringSpan, stages []pendingStage) { r.keepTrace(buildTrace(s, stages)) }
+
+// buildTrace makes the trace of send span s with its stages (not kept: they are copied).
+func buildTrace(s ringSpan, stages []pendingStage) Trace {
 	t := Trace{
 		TraceID:    s.traceID.String(),
 		SpanID:     s.spanID.String(),
@@ -252,14 +286,24 @@ func (r *Ring) add(s ringSpan, stages []pendingStage) {
 			t.Request = strconv.FormatInt(*st.stage.Node, 10) + "/" + strconv.FormatInt(st.correlation, 10)
 		}
 	}
+	return t
+}
+
+// keepTrace keeps t in the ring.
+func (r *Ring) keepTrace(t Trace) {
 	r.mu.Lock()
-	r.traces[r.next] = t
+	r.traces[r.next] = ringEntry{t: t}
+	r.advance()
+	r.mu.Unlock()
+}
+
+// advance moves to the next slot, counting the trace just kept. r.mu is held.
+func (r *Ring) advance() {
 	r.next++
 	if r.next == len(r.traces) {
 		r.next, r.full = 0, true
 	}
 	r.total++
-	r.mu.Unlock()
 }
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
@@ -277,9 +321,20 @@ func (r *Ring) Traces(limit int) (traces []Trace, total uint64) {
 		limit = n
 	}
 	out := make([]Trace, 0, limit)
+	var spans []telemetry.RecordSpan
 	for i := 0; i < limit; i++ {
-		j := (r.next - 1 - i + len(r.traces)) % len(r.traces)
-		out = append(out, r.traces[j]) // Stages are never modified once kept: sharing is safe
+		e := &r.traces[(r.next-1-i+len(r.traces))%len(r.traces)]
+		if e.lazy {
+			// A record kept whole: its trace is made now, once.
+			spans = e.rec.Spans(spans[:0])
+			t, _ := traceOfRecord(spans) // an empty trace if not a record's spans, which cannot happen
+			clear(spans)
+			*e = ringEntry{t: t}
+		}
+		if e.t.TraceID == "" {
+			continue
+		}
+		out = append(out, e.t) // Stages are never modified once kept: sharing is safe
 	}
 	return out, r.total
 }

@@ -279,3 +279,64 @@ func TestRingKeepsClientSendSpans(t *testing.T) {
 		t.Fatalf("CLIENT send span: %d traces kept (%+v), want 1 with 6 stages", total, got)
 	}
 }
+
+// bothRings hands a traced record to lazy whole and to eager as the spans it makes.
+type bothRings struct {
+	sdktrace.SpanProcessor
+	lazy, eager *Ring
+}
+
+func (b bothRings) OnEndTracedRecord(r *telemetry.TracedRecord) {
+	b.lazy.OnEndTracedRecord(r)
+	b.eager.OnEndRecordSpans(r.Spans(nil))
+}
+
+// TestRingTakesTracedRecords: a record handed to the ring whole (its trace made when the page
+// reads it) shows as the same trace as its spans handed over at once, and reading again gives
+// the same.
+func TestRingTakesTracedRecords(t *testing.T) {
+	lazy, eager := NewRing(4), NewRing(4)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.ProviderSampler(sdktrace.AlwaysSample())))
+	mp := sdkmetric.NewMeterProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	obs, err := telemetry.NewProducerObserver(tp, mp, telemetry.ObserverConfig{Sampler: sdktrace.AlwaysSample(),
+		SpanProcessor: bothRings{SpanProcessor: lazy, lazy: lazy, eager: eager}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := producer.DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := producer.New(cfg, producer.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		done := make(chan error, 1)
+		_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")},
+			func(_ producer.RecordMetadata, err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := eager.Traces(0)
+	got, total := lazy.Traces(0)
+	if total != 2 || len(want) != 2 || len(want[0].Stages) != 6 {
+		t.Fatalf("%d traces kept whole (total %d), %d from spans with %d stages: want 2, 2 with 6", len(got), total, len(want), len(want[0].Stages))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("kept whole %+v\nfrom spans %+v", got, want)
+	}
+	if again, _ := lazy.Traces(1); !reflect.DeepEqual(again, want[:1]) {
+		t.Fatalf("read again %+v, want %+v", again, want[:1])
+	}
+}

@@ -82,19 +82,20 @@ type RecordSpanProcessor interface {
 	OnEndRecordSpans(spans []RecordSpan)
 }
 
-// tracedRecordProcessor is a span processor that takes a traced record whole, as values, and
-// makes its spans (appendSpans) where it chooses: Setup's exporter makes them on its export
-// goroutine. It runs on the goroutine that completes the record (the producer's sender), must
-// not block, and must copy the record: it is reused once the call returns.
-type tracedRecordProcessor interface {
-	onEndTracedRecord(r *tracedRecord)
+// TracedRecordProcessor is a span processor that takes a traced record whole, as values, and
+// makes its spans (TracedRecord.Spans) when and where it chooses: Setup's exporter makes them
+// on its export goroutine, the status page's ring when the page is read. It runs on the
+// goroutine that completes the record (the producer's sender), must not block, and must copy
+// the record (*r): it is reused once the call returns.
+type TracedRecordProcessor interface {
+	OnEndTracedRecord(r *TracedRecord)
 }
 
 // recordSink hands a traced record to processors: whole to those that take one, as
 // RecordSpans to those that take them, as read-only views of the same spans (made once for
 // all of them) to the others.
 type recordSink struct {
-	records []tracedRecordProcessor
+	records []TracedRecordProcessor
 	direct  []RecordSpanProcessor
 	sdk     []sdktrace.SpanProcessor
 	res     *resource.Resource
@@ -110,7 +111,7 @@ func newRecordSink(res *resource.Resource, procs ...sdktrace.SpanProcessor) *rec
 			case nil:
 			case fanOutProcessor:
 				add(p)
-			case tracedRecordProcessor:
+			case TracedRecordProcessor:
 				s.records = append(s.records, p)
 			case RecordSpanProcessor:
 				s.direct = append(s.direct, p)
@@ -128,9 +129,9 @@ func newRecordSink(res *resource.Resource, procs ...sdktrace.SpanProcessor) *rec
 
 // onEndTracedRecord hands record r to every processor, making its spans for those that take
 // spans.
-func (s *recordSink) onEndTracedRecord(r *tracedRecord) {
+func (s *recordSink) onEndTracedRecord(r *TracedRecord) {
 	for _, p := range s.records {
-		p.onEndTracedRecord(r)
+		p.OnEndTracedRecord(r)
 	}
 	if len(s.direct) == 0 && len(s.sdk) == 0 {
 		return

@@ -36,7 +36,7 @@ const (
 //     goroutine is woken once per batch, not once per span: at 1 % sampling a producer ends
 //     ~40,000 spans a second, and handing each over twice (into a queue of this processor's,
 //     then into the SDK processor's channel) cost ~3 % of the agent's CPU;
-//   - a traced record is queued whole, as the values its spans are made of (tracedRecord),
+//   - a traced record is queued whole, as the values its spans are made of (TracedRecord),
 //     and its spans are made on the export goroutine: the sender goroutine that completes the
 //     record copies one value and takes one lock. Spans of the tracer path are queued as
 //     RecordSpans (the SDK's are converted on entry);
@@ -56,8 +56,8 @@ type exportProcessor struct {
 	mu           sync.Mutex
 	queue        []RecordSpan
 	spare        []RecordSpan // the last export's slice, emptied, for the next queue
-	records      []tracedRecord
-	spareRecords []tracedRecord
+	records      []TracedRecord
+	spareRecords []TracedRecord
 	queued       int  // spans queued: len(queue) and the records' spans
 	exporting    int  // spans taken by the export in progress
 	kicked       bool // a full batch was signalled and not yet taken
@@ -278,9 +278,9 @@ func (p *exportProcessor) OnEndRecordSpans(spans []RecordSpan) {
 	p.kickAndCount(kick, len(spans)-take)
 }
 
-// onEndTracedRecord queues a copy of record r for its spans to be made and exported, or drops
-// and counts them all when they do not fit. It never blocks.
-func (p *exportProcessor) onEndTracedRecord(r *tracedRecord) {
+// OnEndTracedRecord queues a copy of record r for its spans to be made and exported, or drops
+// and counts them all when they do not fit. It never blocks (TracedRecordProcessor).
+func (p *exportProcessor) OnEndTracedRecord(r *TracedRecord) {
 	p.mu.Lock()
 	fits := !p.closed && p.exporting+p.queued+r.spans <= p.limit
 	if fits {

@@ -107,9 +107,9 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 
 // RecordDone records the record's latency with its send span's context (the histograms keep
 // its trace id as an exemplar), and hands the record, complete, to the span processors: as a
-// tracedRecord, values copied from its batch, to those that take one (Setup's exporter,
+// TracedRecord, values copied from its batch, to those that take one (Setup's exporter,
 // which makes and encodes the spans on its own goroutine), and as finished spans (made here,
-// by tracedRecord.appendSpans) to the others. On the tracer path the stage spans are started
+// by TracedRecord.appendSpans) to the others. On the tracer path the stage spans are started
 // with the tracer, as children of the send span started at Send, which ends here.
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
 	o := t.o
@@ -132,24 +132,24 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 			}
 		}
 	}
-	r := tracedRecordPool.Get().(*tracedRecord)
+	r := tracedRecordPool.Get().(*TracedRecord)
 	t.complete(r, b, pa, md, err, callbacksStart, callbackEnd)
 	if t.span != nil {
 		t.endWithTracer(r)
 	} else {
 		o.sink.onEndTracedRecord(r)
 	}
-	*r = tracedRecord{}
+	*r = TracedRecord{}
 	tracedRecordPool.Put(r)
 }
 
-var tracedRecordPool = sync.Pool{New: func() any { return new(tracedRecord) }}
+var tracedRecordPool = sync.Pool{New: func() any { return new(TracedRecord) }}
 
-// tracedRecord is a traced record once it completed: what its spans are made of, as values
-// copied from its recordTrace and its batch (whose attempt history is not kept: batches are
-// reused), times in Unix nanoseconds (0: not reached). It is what the sender goroutine hands
-// over; the spans themselves (appendSpans) are made where they are exported.
-type tracedRecord struct {
+// TracedRecord is a traced record once it completed: what its spans are made of, as values
+// copied from its token and its batch (whose attempt history is not kept: batches are
+// reused), times in Unix nanoseconds (0: not reached). It is what the sender goroutine hands to
+// a TracedRecordProcessor; Spans makes the spans. A copy is as good as the original.
+type TracedRecord struct {
 	o         *ProducerObserver
 	ta        *topicAttrs
 	pa        *partitionAttrs     // the batch's partition and leader; nil: no batch (failed in Send)
@@ -183,7 +183,7 @@ type attemptStamp struct {
 	req                                requestKey
 }
 
-func (r *tracedRecord) attempt(i int) *attemptStamp {
+func (r *TracedRecord) attempt(i int) *attemptStamp {
 	if i < len(r.first) {
 		return &r.first[i]
 	}
@@ -199,10 +199,10 @@ func nanos(t time.Time) int64 {
 }
 
 // complete fills r with the record's trace and its outcome.
-func (t *recordTrace) complete(r *tracedRecord, b *accumulator.ProducerBatch, pa *partitionAttrs, md accumulator.RecordMetadata,
+func (t *recordTrace) complete(r *TracedRecord, b *accumulator.ProducerBatch, pa *partitionAttrs, md accumulator.RecordMetadata,
 	err error, callbacksStart, callbackEnd time.Time,
 ) {
-	*r = tracedRecord{o: t.o, ta: t.o.topic(t.topic), pa: pa, clusterID: t.o.clusterID.Load(), sc: t.sc, parent: t.parent,
+	*r = TracedRecord{o: t.o, ta: t.o.topic(t.topic), pa: pa, clusterID: t.o.clusterID.Load(), sc: t.sc, parent: t.parent,
 		kind: t.kind, links: t.links, extra: t.extra,
 		start: nanos(t.start), written: nanos(t.written), appended: nanos(t.appended),
 		callbacksStart: nanos(callbacksStart), callbackEnd: nanos(callbackEnd),
@@ -238,7 +238,7 @@ func (t *recordTrace) complete(r *tracedRecord, b *accumulator.ProducerBatch, pa
 }
 
 // lastDrain is the last attempt's drain, 0 without one.
-func (r *tracedRecord) lastDrain() int64 {
+func (r *TracedRecord) lastDrain() int64 {
 	if r.nAttempts == 0 {
 		return 0
 	}
@@ -268,7 +268,7 @@ func (r *tracedRecord) lastDrain() int64 {
 //
 // The doSend attribute lists come from arena when it is set (the export goroutine's), else
 // from the observer's shared one.
-func (r *tracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64) {
+func (r *TracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64) {
 	tr := tiler{at: r.start, stages: stages}
 	if r.written != 0 {
 		// The one stage outside the send span: the line waited before Send was called.
@@ -319,7 +319,7 @@ func (r *tracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64)
 // its partition, the leader the batch went to (server.address, server.port: the broker's
 // advertised address), its offset, and the cluster id (a producer's first record is sent
 // before any metadata response); and its error.type.
-func (r *tracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
+func (r *TracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
 	if r.clusterID != nil {
 		attrs = append(attrs, *r.clusterID)
 	}
@@ -342,7 +342,7 @@ func (r *tracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.Ke
 // Their attribute lists that are not shared ones go in arena, when it is set (the export
 // goroutine's, reused once the spans are encoded); with a nil arena every record's lists are
 // its own, for processors that keep them.
-func (r *tracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []RecordSpan {
+func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []RecordSpan {
 	var buf [12]stage
 	stages, end := r.layout(buf[:0], arena)
 	var kvs []attribute.KeyValue // the record's own lists, without an arena
@@ -422,12 +422,17 @@ func (a *spanArena) reset() {
 	a.reqSet, a.req = false, attrList{}
 }
 
+// Spans appends the record's spans to dst, finished: its stages, then its send span. Their
+// attribute lists are their own (or shared ones, never written): they may be kept. Safe for
+// concurrent use, on any goroutine.
+func (r *TracedRecord) Spans(dst []RecordSpan) []RecordSpan { return r.appendSpans(dst, nil) }
+
 // maxEndAttrs is how many attributes appendEndAttrs adds at most.
 const maxEndAttrs = 6
 
 // endWithTracer makes the stage spans with the tracer, as children of the send span started
 // at Send, and ends that.
-func (t *recordTrace) endWithTracer(r *tracedRecord) {
+func (t *recordTrace) endWithTracer(r *TracedRecord) {
 	var buf [12]stage
 	stages, end := r.layout(buf[:0], nil)
 	startStages(t.o.tracer, t.ctx, stages)

@@ -32,12 +32,12 @@ var cpuParts = []cpuPart{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver).creationContext",
 	}},
 	{name: "decision", funcs: []string{"github.com/kafkatrail/kafkatrail/telemetry.(*ProducerObserver).StartSend"}},
-	// A traced record's spans are made from its tracedRecord on the export goroutine: those
+	// A traced record's spans are made from its TracedRecord on the export goroutine: those
 	// samples are spans', not the export's.
 	{name: "traced: spans", funcs: []string{
 		"github.com/kafkatrail/kafkatrail/telemetry.(*recordTrace).RecordDone",
 		"github.com/kafkatrail/kafkatrail/telemetry.(*slowTracer)",
-		"github.com/kafkatrail/kafkatrail/telemetry.(*tracedRecord)",
+		"github.com/kafkatrail/kafkatrail/telemetry.(*TracedRecord)",
 	}},
 	{name: "traced: export", funcs: []string{"github.com/kafkatrail/kafkatrail/telemetry.(*exportProcessor)"}},
 	// gRPC writes and reads on goroutines of its own (the transport's writer and reader), off the

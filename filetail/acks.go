@@ -27,9 +27,9 @@ type File struct {
 
 	start   int64 // the offset this File began at
 	acks    ackTracker
-	idle    chan<- struct{} // told (without blocking) when an Ack leaves no line in flight; may be nil
-	counts  *fileCounters   // shared by every File of one followed file
-	totals  *fileCounters   // the tailer's totals
+	idle    *idleSignal   // told (without blocking) when an Ack leaves no line in flight; may be nil
+	counts  *fileCounters // shared by every File of one followed file
+	totals  *fileCounters // the tailer's totals
 	log     *slog.Logger
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
 	// handle sends this File's lines: made by the Tailer's FileHandler before the first one,
@@ -54,10 +54,32 @@ type fileCounters struct {
 // cacheLine separates fields written by different goroutines for every line.
 const cacheLine = 64
 
-func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle chan<- struct{}, log *slog.Logger) *File {
+func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle *idleSignal, log *slog.Logger) *File {
 	f := &File{Path: path, ID: id, start: start, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle}
 	f.acks.init(start)
 	return f
+}
+
+// idleSignal tells Run that a file's last line in flight was acknowledged, so that Run saves
+// soon. While Run has a save scheduled already (scheduled), it is not told: that save covers the
+// acknowledgement (an Ack's offsets are updated before it loads the flag, and Run clears the flag
+// before the save takes its snapshot), and Run is not woken for nothing once per burst of lines.
+type idleSignal struct {
+	ch        chan struct{}
+	scheduled atomic.Bool
+}
+
+func newIdleSignal() *idleSignal { return &idleSignal{ch: make(chan struct{}, 1)} }
+
+// signal tells Run, without blocking; s may be nil (a File of no Tailer).
+func (s *idleSignal) signal() {
+	if s == nil || s.scheduled.Load() {
+		return
+	}
+	select {
+	case s.ch <- struct{}{}:
+	default: // told already
+	}
 }
 
 // Track registers a line ending at end as in flight. The follower tracks every line before it
@@ -75,11 +97,8 @@ func (f *File) Ack(end int64) {
 	}
 	f.counts.linesAcked.Add(1)
 	f.totals.linesAcked.Add(1)
-	if idle && f.idle != nil {
-		select {
-		case f.idle <- struct{}{}:
-		default: // a save is due already
-		}
+	if idle {
+		f.idle.signal()
 	}
 }
 
@@ -95,11 +114,8 @@ func (f *File) DeadLetter(end int64) {
 	f.totals.linesAcked.Add(1)
 	f.counts.linesDeadLettered.Add(1)
 	f.totals.linesDeadLettered.Add(1)
-	if idle && f.idle != nil {
-		select {
-		case f.idle <- struct{}{}:
-		default:
-		}
+	if idle {
+		f.idle.signal()
 	}
 }
 

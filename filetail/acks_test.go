@@ -135,3 +135,30 @@ func TestAckTrackerBoundedAfterFail(t *testing.T) {
 		t.Fatalf("committed %d failed %d acked %d", f.Committed(), f.counts.linesFailed.Load(), f.counts.linesAcked.Load())
 	}
 }
+
+// TestIdleSignalQuietWhileASaveIsScheduled: an Ack that leaves its file with nothing in flight
+// tells Run, unless Run has a save scheduled already; and never blocks.
+func TestIdleSignalQuietWhileASaveIsScheduled(t *testing.T) {
+	s := newIdleSignal()
+	f := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), s, slog.New(slog.DiscardHandler))
+	f.Track(10)
+	f.Ack(10)
+	if len(s.ch) != 1 {
+		t.Fatal("an Ack that left nothing in flight did not tell Run")
+	}
+	f.Track(20)
+	f.Ack(20) // told already: the signal is pending, the Ack does not block
+	<-s.ch
+	s.scheduled.Store(true)
+	f.Track(30)
+	f.Ack(30)
+	if len(s.ch) != 0 {
+		t.Fatal("an Ack told Run while a save was scheduled")
+	}
+	s.scheduled.Store(false)
+	f.Track(40)
+	f.Ack(40)
+	if len(s.ch) != 1 {
+		t.Fatal("an Ack after the scheduled save did not tell Run")
+	}
+}

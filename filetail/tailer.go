@@ -61,7 +61,7 @@ type Tailer struct {
 
 	// idle is told when a file's last line in flight is acknowledged: Run then saves soon
 	// rather than at the next CheckpointInterval (see Run).
-	idle chan struct{}
+	idle *idleSignal
 
 	// idleWaitHook, when set (by tests, before Run), is told of every wait of a follower at
 	// its file's end.
@@ -106,7 +106,7 @@ func NewTailer(cfg Config, handle FileHandler, log *slog.Logger) (*Tailer, error
 		warned:      make(map[string]string),
 		lastWritten: make(map[FileKey]Checkpoint),
 		loadedPaths: make(map[string]bool),
-		idle:        make(chan struct{}, 1),
+		idle:        newIdleSignal(),
 	}
 	for _, e := range entries {
 		t.loadedPaths[e.Path] = true
@@ -176,7 +176,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 	soon.Stop()
 	defer soon.Stop()
 	soonArmed := false
-	idle := t.idle
+	idle := t.idle.ch
 	if t.cfg.CommittedOnly {
 		idle = nil
 	}
@@ -242,12 +242,14 @@ func (t *Tailer) Run(ctx context.Context) error {
 				if !soonArmed {
 					soon.Reset(wait)
 					soonArmed = true
+					t.idle.scheduled.Store(true) // the Acks until then need not wake Run
 				}
 				continue
 			}
 			saveNow()
 		case <-soon.C:
 			soonArmed = false
+			t.idle.scheduled.Store(false) // before the save's snapshot: see idleSignal
 			saveNow()
 		}
 	}

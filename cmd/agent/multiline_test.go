@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -149,27 +148,13 @@ func collectEvents(t *testing.T, bootstrap, topic string, l *eventLog, n int, ti
 	return seen
 }
 
-// checkpointOf is path's committed offset in the state directory.
+// checkpointOf is path's committed offset in the state directory, and whether it has one.
 func checkpointOf(t *testing.T, state, path string) (int64, bool) {
-	b, err := os.ReadFile(filepath.Join(state, "checkpoints.json"))
+	off, ok, err := testkit.Checkpoint(state, path)
 	if err != nil {
-		return 0, false
+		t.Fatal(err)
 	}
-	var cp struct {
-		Entries []struct {
-			Path   string `json:"path"`
-			Offset int64  `json:"offset"`
-		} `json:"entries"`
-	}
-	if err := json.Unmarshal(b, &cp); err != nil {
-		t.Fatalf("checkpoints.json: %v", err)
-	}
-	for _, e := range cp.Entries {
-		if e.Path == path {
-			return e.Offset, true
-		}
-	}
-	return 0, false
+	return off, ok
 }
 
 // TestTailMultilineStackTraces: Java and Python stack traces written to a followed file reach

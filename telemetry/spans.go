@@ -113,9 +113,9 @@ func (t *recordTrace) Appended(_ *accumulator.ProducerBatch, at time.Time) { t.a
 // with the tracer, as children of the send span started at Send, which ends here.
 func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.RecordMetadata, err error, callbacksStart, callbackEnd time.Time) {
 	o := t.o
+	ta := o.topic(t.topic) // the batch's topic too
 	var pa *partitionAttrs
 	if b != nil {
-		ta := o.topic(b.TopicPartition.Topic)
 		pa = o.partition(ta, b.TopicPartition.Partition, b.Node)
 		// The record's end-to-end latency, recorded with its span context so the histogram
 		// keeps the trace id as an exemplar: a dashboard's outlier links to this trace.
@@ -133,7 +133,7 @@ func (t *recordTrace) RecordDone(b *accumulator.ProducerBatch, md accumulator.Re
 		}
 	}
 	r := tracedRecordPool.Get().(*TracedRecord)
-	t.complete(r, b, pa, md, err, callbacksStart, callbackEnd)
+	t.complete(r, b, ta, pa, md, err, callbacksStart, callbackEnd)
 	if t.span != nil {
 		t.endWithTracer(r)
 	} else {
@@ -199,10 +199,10 @@ func nanos(t time.Time) int64 {
 }
 
 // complete fills r with the record's trace and its outcome.
-func (t *recordTrace) complete(r *TracedRecord, b *accumulator.ProducerBatch, pa *partitionAttrs, md accumulator.RecordMetadata,
+func (t *recordTrace) complete(r *TracedRecord, b *accumulator.ProducerBatch, ta *topicAttrs, pa *partitionAttrs, md accumulator.RecordMetadata,
 	err error, callbacksStart, callbackEnd time.Time,
 ) {
-	*r = TracedRecord{o: t.o, ta: t.o.topic(t.topic), pa: pa, clusterID: t.o.clusterID.Load(), sc: t.sc, parent: t.parent,
+	*r = TracedRecord{o: t.o, ta: ta, pa: pa, clusterID: t.o.clusterID.Load(), sc: t.sc, parent: t.parent,
 		kind: t.kind, links: t.links, extra: t.extra,
 		start: nanos(t.start), written: nanos(t.written), appended: nanos(t.appended),
 		callbacksStart: nanos(callbacksStart), callbackEnd: nanos(callbackEnd),

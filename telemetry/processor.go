@@ -18,8 +18,7 @@ import (
 
 // Defaults of the span export, as the SDK's batch span processor has them; OTEL_BSP_* overrides
 // them as it does there. The batch size is the exception: without
-// OTEL_BSP_MAX_EXPORT_BATCH_SIZE a batch is half the queue (2048 spans at the default 4096,
-// about 300 KiB on the wire), not the SDK's 512: each export request costs the agent and the
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE a batch is half the queue, not the SDK's 512: each export request costs the agent and the
 // receiver far more than the spans in it, and the other half of the queue takes spans while
 // one batch is exported.
 const (

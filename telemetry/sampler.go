@@ -72,9 +72,9 @@ func samplerFromConfig(ratio *float64) (sdktrace.Sampler, bool, error) {
 // parentRatio is ParentBased(TraceIDRatioBased(ratio)), whose decision for a root (a record
 // whose log line carried no trace context: nearly all of them) StartSend takes itself:
 // TraceIDRatioBased samples when the trace id's last 8 bytes, shifted right once, are below
-// ratio * 2^63. Asking the SDK sampler costs about 200 ns a record here (its parameters are
-// large structs copied through interfaces); drawing a random number for every record, 5-10 ns.
-// Instead a countdown decides (see rootCountdown): one atomic decrement a record, and a draw
+// ratio * 2^63. Asking the SDK sampler costs far more a record than a decrement (its parameters are
+// large structs copied through interfaces), and so does drawing a random number for every
+// record. Instead a countdown decides (see rootCountdown): one atomic decrement a record, and a draw
 // only for the records it picks.
 type parentRatio struct {
 	sdktrace.Sampler

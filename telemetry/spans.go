@@ -288,8 +288,7 @@ func (r *TracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64)
 			tr = tr.child(SpanDrain, at.drained, nil, attempt)
 			// The request's attributes go on its doSend span only: the two stages after it
 			// belong to the same request (the same attempt), and every attribute is paid for
-			// again in each export (BenchmarkSendTracing/100%+export: ~30 µs a record with the
-			// three stages repeating them and the send span's partition, ~20 without).
+			// again in each export (BenchmarkSendTracing/100%+export measures it).
 			var req attrList
 			if arena != nil {
 				req = arena.requestAttrs(at.req)

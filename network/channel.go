@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -85,7 +86,12 @@ type channel struct {
 
 	// sendSlot holds at most one frame: the Java channel's single in-flight Send. The selector
 	// never offers a second frame before the first one's send completed, so offering never blocks.
-	sendSlot chan []byte
+	sendSlot chan pendingSend
+
+	// raw is the connection's socket when the sender goroutine may write to it itself
+	// (tryWrite): a plain TCP connection without SASL. Set by the connect goroutine before it
+	// emits Connected, read only by the selector after it handled that event.
+	raw syscall.RawConn
 
 	dead      chan struct{} // closed by kill: the connection is gone, goroutines exit
 	abandoned chan struct{} // closed by abandon: the selector stopped listening, emits give up
@@ -138,7 +144,7 @@ func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channe
 		addr:        addr,
 		cfg:         cfg,
 		events:      events,
-		sendSlot:    make(chan []byte, 1),
+		sendSlot:    make(chan pendingSend, 1),
 		saslReplies: make(chan []byte, 1),
 		readFailed:  make(chan struct{}, 1),
 		dead:        make(chan struct{}),
@@ -223,12 +229,46 @@ func (ch *channel) close() {
 	ch.kill(errors.New("network: connection closed locally"), false)
 }
 
-// send offers frame to the writer. The selector guarantees the slot is empty.
-func (ch *channel) send(frame []byte) {
+// pendingSend is what is left of a frame for the writer goroutine to write, and when its write
+// began (zero: when the writer begins it).
+type pendingSend struct {
+	frame   []byte
+	started time.Time
+}
+
+// send offers the rest of a frame to the writer. The selector guarantees the slot is empty.
+func (ch *channel) send(p pendingSend) {
 	select {
-	case ch.sendSlot <- frame:
+	case ch.sendSlot <- p:
 	case <-ch.dead:
 	}
+}
+
+// tryWrite is the Java Selector's write within poll: the sender goroutine writes the frame to
+// the socket itself, without waiting, and returns how many bytes left. A socket that takes the
+// whole frame (the common case: its send buffer holds several requests) saves the writer
+// goroutine's wakeup and the selector's wakeup for its report. A short write (a full send
+// buffer) or an error leaves the rest to the writer goroutine, which waits for the socket and
+// reports an error as it always does.
+func (ch *channel) tryWrite(frame []byte) int {
+	written := 0
+	err := ch.raw.Write(func(fd uintptr) bool {
+		for written < len(frame) {
+			n, err := syscall.Write(int(fd), frame[written:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
+				return true // EAGAIN or a failure: the writer goroutine takes over
+			}
+			written += n
+		}
+		return true
+	})
+	if err != nil { // the connection is closed: the writer reports why
+		return 0
+	}
+	return written
 }
 
 func (ch *channel) connectAndWrite(ctx context.Context, wg *sync.WaitGroup) {
@@ -236,6 +276,13 @@ func (ch *channel) connectAndWrite(ctx context.Context, wg *sync.WaitGroup) {
 	if err != nil {
 		ch.kill(err, true)
 		return
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok && ch.cfg.SASL == nil {
+		// Not with SASL: the writer re-authenticates between frames (KIP-368). Not with TLS:
+		// conn is then a *tls.Conn, whose records only it can write.
+		if raw, err := tcp.SyscallConn(); err == nil {
+			ch.raw = raw
+		}
 	}
 	if !ch.emit(event{kind: eventConnected}) {
 		ch.kill(nil, false)
@@ -438,16 +485,19 @@ func (ch *channel) read(conn net.Conn) {
 func (ch *channel) write(conn net.Conn) {
 	for {
 		select {
-		case frame := <-ch.sendSlot:
+		case p := <-ch.sendSlot:
 			if !ch.reauthAt.IsZero() && !time.Now().Before(ch.reauthAt) {
 				if err := ch.reauthenticate(conn); err != nil {
 					ch.kill(err, true)
 					return
 				}
 			}
-			started := ch.cfg.Clock()
+			started := p.started
+			if started.IsZero() {
+				started = ch.cfg.Clock()
+			}
 			ch.writeStarted.Store(int64(started.Sub(ch.epoch)) + 1)
-			if _, err := conn.Write(frame); err != nil {
+			if _, err := conn.Write(p.frame); err != nil {
 				ch.kill(fmt.Errorf("network: write to node %d (%s): %w", ch.id, ch.addr, err), true)
 				return
 			}

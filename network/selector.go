@@ -35,6 +35,12 @@ type CompletedSend struct {
 	Started, Written time.Time
 }
 
+// directSend is a send the sender goroutine wrote itself (Selector.Send), on the connection ch.
+type directSend struct {
+	ch *channel
+	CompletedSend
+}
+
 // Disconnection is a connection the selector lost, with its cause.
 type Disconnection struct {
 	Node int32
@@ -71,7 +77,10 @@ type selectorConn struct {
 // one-slot buffer, Close only closes. Poll drains everything queued each call, so a reader blocked
 // on a full queue is released by the next Poll.
 type Selector struct {
-	cfg      *Config
+	cfg *Config
+	// written holds the sends the sender goroutine wrote to their sockets itself since the
+	// last Poll, which reports them first.
+	written  []directSend
 	events   chan event
 	wakeup   chan struct{}
 	channels map[int32]*selectorConn
@@ -114,8 +123,20 @@ func (s *Selector) Send(node int32, frame []byte) error {
 	case c.sendInProgress:
 		return fmt.Errorf("network: send to node %d: previous send still in progress", node)
 	}
+	started := time.Time{}
+	if c.ch.raw != nil {
+		started = s.cfg.Clock()
+		n := c.ch.tryWrite(frame)
+		if n == len(frame) {
+			// The last byte left: completedSend ends here (Java's Selector.write, within poll).
+			c.lastActive = s.now()
+			s.written = append(s.written, directSend{c.ch, CompletedSend{Node: node, Started: started, Written: s.cfg.Clock()}})
+			return nil
+		}
+		frame = frame[n:]
+	}
 	c.sendInProgress = true
-	c.ch.send(frame)
+	c.ch.send(pendingSend{frame: frame, started: started})
 	return nil
 }
 
@@ -158,6 +179,16 @@ func (s *Selector) Wakeup() {
 // connections.max.idle.ms.
 func (s *Selector) Poll(timeout time.Duration) PollResult {
 	var res PollResult
+	if len(s.written) > 0 {
+		for _, w := range s.written {
+			if c := s.channels[w.Node]; c != nil && c.ch == w.ch { // not closed since
+				res.CompletedSends = append(res.CompletedSends, w.CompletedSend)
+			}
+		}
+		clear(s.written)
+		s.written = s.written[:0]
+		timeout = 0 // the caller acts on them now, as on any event
+	}
 	if timeout > 0 {
 		timer := time.NewTimer(timeout)
 		select {

@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -72,9 +73,22 @@ func frameOf(payload string) []byte {
 	return append([]byte{0, 0, 0, byte(len(payload))}, payload...)
 }
 
+// wrappedConn hides the *net.TCPConn under a net.Conn: the selector cannot write to its socket
+// itself, so every frame goes through the connection's writer goroutine (as with TLS).
+type wrappedConn struct{ net.Conn }
+
+func writerOnlyDialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return wrappedConn{conn}, nil
+}
+
 func TestSelectorSendReceive(t *testing.T) {
 	addr := echoServer(t)
-	s := newTestSelector(t, Config{})
+	s := newTestSelector(t, Config{Dialer: writerOnlyDialer})
 	if err := s.Send(1, frameOf("x")); err == nil {
 		t.Fatal("send before connecting accepted")
 	}
@@ -100,6 +114,114 @@ func TestSelectorSendReceive(t *testing.T) {
 	res := pollSelector(t, s, "echo", func(r PollResult) bool { return len(r.CompletedSends) == 1 && len(r.CompletedReceives) == 1 })
 	if got := string(res.CompletedReceives[0].Payload); got != "hello" || res.CompletedReceives[0].Node != 1 {
 		t.Fatalf("received %q from node %d", got, res.CompletedReceives[0].Node)
+	}
+}
+
+// TestSelectorWritesItselfWhenTheSocketTakesTheFrame: on a plain TCP connection Send writes
+// the frame to the socket itself (Java's Selector.write within poll); the next Poll reports
+// it at once, whatever its timeout, and the channel is ready for the next frame meanwhile.
+func TestSelectorWritesItselfWhenTheSocketTakesTheFrame(t *testing.T) {
+	addr := echoServer(t)
+	s := newTestSelector(t, Config{})
+	if err := s.Connect(1, addr); err != nil {
+		t.Fatal(err)
+	}
+	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	before := time.Now()
+	if err := s.Send(1, frameOf("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if !s.IsChannelReady(1) {
+		t.Fatal("channel not ready after its frame was written whole")
+	}
+	res := s.Poll(time.Hour)
+	if len(res.CompletedSends) != 1 || res.CompletedSends[0].Node != 1 {
+		t.Fatalf("the poll after the write reported %+v", res)
+	}
+	if cs := res.CompletedSends[0]; cs.Started.Before(before) || cs.Written.Before(cs.Started) {
+		t.Fatalf("send stamped %v..%v, Send called at %v", cs.Started, cs.Written, before)
+	}
+	if err := s.Send(1, frameOf("again")); err != nil {
+		t.Fatal(err)
+	}
+	res = pollSelector(t, s, "both echoes", func(r PollResult) bool { return len(r.CompletedSends) == 1 && len(r.CompletedReceives) == 2 })
+	if a, b := string(res.CompletedReceives[0].Payload), string(res.CompletedReceives[1].Payload); a != "hello" || b != "again" {
+		t.Fatalf("received %q, %q", a, b)
+	}
+}
+
+// TestSelectorHandsTheRestOfAShortWriteToTheWriter: a frame larger than the socket takes
+// without waiting is written in part by Send and the rest by the writer goroutine; the peer
+// gets every byte in order, and the channel takes no other frame until the writer is done.
+func TestSelectorHandsTheRestOfAShortWriteToTheWriter(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const size = 16 << 20 // far more than a loopback socket's buffers
+	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+size), size)[:4+size]
+	for i := 4; i < len(frame); i++ {
+		frame[i] = byte(i * 7)
+	}
+	got := make(chan []byte, 1)
+	release := make(chan struct{})
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer conn.Close()
+		<-release // read nothing until the selector's own write came back short
+		b, _ := io.ReadAll(io.LimitReader(conn, int64(len(frame))))
+		got <- b
+	}()
+	s := newTestSelector(t, Config{MaxReceiveBytes: size + 1})
+	if err := s.Connect(1, ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	if err := s.Send(1, frame); err != nil {
+		t.Fatal(err)
+	}
+	if s.IsChannelReady(1) || len(s.written) != 0 {
+		t.Fatal("a frame the socket could not take whole was reported written")
+	}
+	if err := s.Send(1, frameOf("x")); err == nil {
+		t.Fatal("second send accepted while the writer finishes the first")
+	}
+	close(release)
+	pollSelector(t, s, "the writer's report", func(r PollResult) bool { return len(r.CompletedSends) == 1 })
+	b := <-got
+	if len(b) != len(frame) {
+		t.Fatalf("peer read %d bytes, want %d", len(b), len(frame))
+	}
+	for i := range b {
+		if b[i] != frame[i] {
+			t.Fatalf("byte %d: got %d, want %d", i, b[i], frame[i])
+		}
+	}
+}
+
+// TestSelectorDropsDirectWritesOfAClosedConnection: a send written by Send on a connection
+// closed before the next Poll is not reported, as the events of a closed connection are not.
+func TestSelectorDropsDirectWritesOfAClosedConnection(t *testing.T) {
+	addr := echoServer(t)
+	s := newTestSelector(t, Config{})
+	if err := s.Connect(1, addr); err != nil {
+		t.Fatal(err)
+	}
+	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	if err := s.Send(1, frameOf("hello")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(1)
+	if err := s.Connect(1, addr); err != nil {
+		t.Fatal(err)
+	}
+	if res := s.Poll(0); len(res.CompletedSends) != 0 {
+		t.Fatalf("send of the closed connection reported: %+v", res.CompletedSends)
 	}
 }
 

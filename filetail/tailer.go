@@ -66,6 +66,9 @@ type Tailer struct {
 	// idleWaitHook, when set (by tests, before Run), is told of every wait of a follower at
 	// its file's end.
 	idleWaitHook func(time.Duration)
+	// watchRestHook, when set (by tests, before Run), is called by Run each time it stops
+	// taking events for watchRest.
+	watchRestHook func()
 
 	totals  fileCounters
 	running atomic.Bool
@@ -147,6 +150,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 	}
 	scanNow()
 	events, watchErrs := watch.events(), watch.errs()
+	var lastEvents time.Time // when Run last took events
 	resume := time.NewTimer(time.Hour)
 	resume.Stop()
 	defer resume.Stop()
@@ -220,11 +224,18 @@ func (t *Tailer) Run(ctx context.Context) error {
 			if again {
 				scanNow()
 			}
-			// Then stop taking events for a moment: meanwhile the kernel merges the writes to
-			// one file into one event, so a file written line by line costs an event per
-			// watchRest, not one per write (see watch.go).
-			events = nil
-			resume.Reset(watchRest)
+			// Then, if events come often, stop taking them for a moment: meanwhile the kernel
+			// merges the writes to one file into one event, so a file written line by line
+			// costs an event per watchRest, not one per write (see watch.go).
+			now := time.Now()
+			if now.Sub(lastEvents) < watchQuiet {
+				events = nil
+				resume.Reset(watchRest)
+				if t.watchRestHook != nil {
+					t.watchRestHook()
+				}
+			}
+			lastEvents = now
 		case <-resume.C:
 			events = watch.events()
 		case err, ok := <-watchErrs:

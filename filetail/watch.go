@@ -20,14 +20,19 @@ import (
 // An event only makes something happen sooner; no decision is taken from an event's content,
 // so a missed or spurious one costs at most a scan interval or one extra scan.
 
-// After each batch of events, Run's goroutine takes no event for watchRest. fsnotify's reader
-// then blocks on its unbuffered channel and the kernel queues the events meanwhile, merging
-// each run of identical ones (the writes to one file): a file written line by line costs one
-// event, one wake and one read per watchRest rather than per write (an event taken per write
-// costs more than the reads it saves). A first event after a quiet time is taken at once, so
-// a new file is still seen when it appears; in a storm, at most one scan per watchRest is made
+// After a batch of events that came within watchQuiet of the batch before, Run's goroutine
+// takes no event for watchRest. fsnotify's reader then blocks on its unbuffered channel and
+// the kernel queues the events meanwhile, merging each run of identical ones (the writes to
+// one file): a file written line by line costs one event, one wake and one read per watchRest
+// rather than per write (an event taken per write costs more than the reads it saves). A first
+// event after a quiet time is taken at once, so a new file is still seen when it appears, and
+// needs no rest after it: a log written in bursts (every 100 ms, say) would pay a wake for the
+// rest's end per burst and merge nothing. In a storm, at most one scan per watchRest is made
 // for events (and a queue overflow rescans).
-const watchRest = 5 * time.Millisecond
+const (
+	watchRest  = 5 * time.Millisecond
+	watchQuiet = 10 * watchRest
+)
 
 // watchDrain bounds the events taken, once one arrived, before acting on them.
 const watchDrain = 64

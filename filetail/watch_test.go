@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,5 +350,48 @@ func TestTailerIdleFileWaitsLongerWhenWatched(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTailerRestsFromEventsOnlyWhenTheyComeOften: a file written in bursts far apart costs no
+// rest from the watch's events (each rest's end is a wake of Run, and there is nothing to
+// merge), while a file written line by line does make Run rest, so that the kernel merges
+// its writes; every line is read in both.
+func TestTailerRestsFromEventsOnlyWhenTheyComeOften(t *testing.T) {
+	_, path, state := testPaths(t)
+	writeLog(t, path, "")
+	cfg := testConfig(state, path)
+	cfg.RescanInterval = time.Hour
+	r := &recorder{}
+	tl, err := NewTailer(cfg, eachLine(r.handle), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rests atomic.Int64
+	tl.watchRestHook = func() { rests.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	lines := 0
+	for range 5 {
+		time.Sleep(2 * watchQuiet) // the writer's pace, not a wait for the tailer
+		appendLog(t, path, "burst\n")
+		lines++
+		waitFor(t, "the burst's line", func() bool { return r.count() == lines })
+	}
+	if n := rests.Load(); n != 0 {
+		t.Fatalf("Run rested %d times for bursts %v apart, want none", n, 2*watchQuiet)
+	}
+	for range 200 {
+		appendLog(t, path, "line\n")
+		lines++
+	}
+	waitFor(t, "every line written line by line", func() bool { return r.count() == lines })
+	if rests.Load() == 0 {
+		t.Fatal("Run took every event of a file written line by line: it never rested")
 	}
 }

@@ -10,14 +10,29 @@ import (
 	"time"
 )
 
-// cell is one point of the producer matrix.
+// cell is one point of the producer matrix. A Defaults cell gives every tool its own defaults
+// plus the same delivery guarantee (acks=all, idempotence), as users run them, and runs the
+// agent with its default telemetry on; Batch and Comp do not apply.
 type cell struct {
-	Size  int
-	Batch int
-	Comp  string
+	Size     int
+	Batch    int
+	Comp     string
+	Defaults bool
 }
 
-func (c cell) ID() string { return fmt.Sprintf("%dB-b%s-%s", c.Size, kib(c.Batch), c.Comp) }
+func (c cell) ID() string {
+	if c.Defaults {
+		return fmt.Sprintf("%dB-defaults", c.Size)
+	}
+	return fmt.Sprintf("%dB-b%s-%s", c.Size, kib(c.Batch), c.Comp)
+}
+
+// defaultsCell is the headline cell: every tool with its own defaults.
+const defaultsCell = "100B-defaults"
+
+// guaranteeProps is the delivery guarantee every tool is given in a Defaults cell, in the
+// words librdkafka and the Java client share.
+var guaranteeProps = []string{"acks=all", "enable.idempotence=true"}
 
 func kib(n int) string {
 	switch {
@@ -31,6 +46,9 @@ func kib(n int) string {
 
 // javaProps are the settings every tool gets, by their Java names.
 func (b *bench) javaProps(c cell) []string {
+	if c.Defaults {
+		return guaranteeProps
+	}
 	return append(sharedProps(c),
 		"max.request.size="+strconv.Itoa(b.prm.MaxRequestBytes),
 		"buffer.memory="+strconv.Itoa(b.prm.BufferMemory),
@@ -53,6 +71,9 @@ func sharedProps(c cell) []string {
 // as batch.size; the first is raised out of the way, the second set to max.request.size.
 // buffer.memory becomes queue.buffering.max.kbytes, with the message-count cap raised.
 func (b *bench) rdkafkaProps(c cell) []string {
+	if c.Defaults {
+		return guaranteeProps
+	}
 	return append(sharedProps(c),
 		"message.max.bytes="+strconv.Itoa(b.prm.MaxRequestBytes),
 		"batch.num.messages=1000000",
@@ -65,6 +86,9 @@ var producerTools = []string{"agent", "kcat", "kgo", "producer-perf"}
 
 func (b *bench) cells() []cell {
 	var cs []cell
+	for _, s := range b.prm.Sizes {
+		cs = append(cs, cell{Size: s, Defaults: true})
+	}
 	for _, s := range b.prm.Sizes {
 		for _, bt := range b.prm.Batches {
 			for _, c := range b.prm.Compressions {
@@ -138,11 +162,15 @@ func (r Run) brief() string {
 func (b *bench) producerCommand(tool string, c cell, data, topic string, n int) (*exec.Cmd, error) {
 	switch tool {
 	case "agent":
-		cmd, err := stdinCommand(data, b.p.agent, withProps(agentArgs(b.p.bootstrap, topic), b.javaProps(c))...)
+		args := agentArgs(b.p.bootstrap, topic)
+		if c.Defaults {
+			args = []string{"--brokers", b.p.bootstrap, "--topic", topic, "--log-level", "warn"}
+		}
+		cmd, err := stdinCommand(data, b.p.agent, withProps(args, b.javaProps(c))...)
 		if err != nil {
 			return nil, err
 		}
-		cmd.Env = agentEnv()
+		cmd.Env = agentEnv() // producerRun gives a Defaults cell's agent its telemetry
 		return cmd, nil
 	case "kgo":
 		return stdinCommand(data, b.p.kgoprod, withProps([]string{"--brokers", b.p.bootstrap, "--topic", topic, "-q"}, b.javaProps(c))...)
@@ -173,6 +201,15 @@ func (b *bench) producerRun(tool string, c cell, rep int, data string) Run {
 	}
 	if f, ok := cmd.Stdin.(*os.File); ok {
 		defer f.Close()
+	}
+	if tool == "agent" && c.Defaults {
+		sink, port, err := b.startSink()
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		defer sink.stop(5 * time.Second)
+		cmd.Env = sinkEnv(port)
 	}
 	p, ok := b.runToEnd(&r, tool, cmd)
 	if !ok {

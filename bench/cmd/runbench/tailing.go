@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ import (
 // about 1 % of its CPU at 100 Hz), split by stage in the report (fileCPUParts). agent-cri reads
 // the same lines as a container runtime frames them (CRI: time, stream, tag before each) with
 // --container-format cri: its ratio over agent is the cost of taking the framing off.
-var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "kcat", "otelcol", "rsyslog"}
+var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
 
 // fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
 // holds every line (end offsets summed, polled every 50 ms), then the tool is stopped by its
@@ -96,7 +97,7 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	selfExit := false
 	prof := ""
 	switch tool {
-	case "agent", "agent-otel", "agent-eos", "agent-cri":
+	case "agent", "agent-otel", "agent-eos", "agent-cri", "agent-defaults":
 		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
 			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
 			"--shutdown-timeout", "10s"}
@@ -107,9 +108,15 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 			// A transactional id and state topic of the run's own: the runs share the data file.
 			args = append(args, "--exactly-once", "--transactional-id", r.Topic, "--state-topic", r.Topic+"-state")
 		}
-		cmd = exec.Command(b.p.agent, withProps(args, b.javaProps(c))...)
+		props := b.javaProps(c)
+		if tool == "agent-defaults" {
+			// As a user runs it: its own producer settings and its headers.
+			args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--header-") })
+			props = nil
+		}
+		cmd = exec.Command(b.p.agent, withProps(args, props)...)
 		cmd.Env = agentEnv()
-		if tool == "agent-otel" {
+		if tool == "agent-otel" || tool == "agent-defaults" {
 			sink, port, err := b.startSink()
 			if err != nil {
 				r.Error = err.Error()
@@ -120,8 +127,12 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 		}
 		prof = filepath.Join(b.p.work, "cpu-"+r.Topic+".prof")
 		cmd.Env = append(cmd.Env, "KAFKATRAIL_CPUPROFILE="+prof)
-	case "kcat":
-		cmd = exec.Command(b.p.kcat, withProps([]string{"-P", "-b", b.p.bootstrap, "-t", r.Topic, "-l", data, "-q"}, b.rdkafkaProps(c))...)
+	case "kcat", "kcat-defaults":
+		props := b.rdkafkaProps(c)
+		if tool == "kcat-defaults" {
+			props = guaranteeProps // librdkafka's own batch.size (1,000,000), linger (5 ms), queue
+		}
+		cmd = exec.Command(b.p.kcat, withProps([]string{"-P", "-b", b.p.bootstrap, "-t", r.Topic, "-l", data, "-q"}, props)...)
 		selfExit = true
 	case "otelcol":
 		conf := filepath.Join(dir, "otelcol.yaml")

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,14 +29,14 @@ func (discardProcessor) OnEndRecordSpans([]RecordSpan) {}
 
 // encodeExporter encodes each batch as the OTLP exporter does and sends it nowhere: with it the
 // export costs what it costs, minus the transport.
-type encodeExporter struct{ enc *TraceEncoder }
+type encodeExporter struct{ enc *otlptrace.TraceEncoder }
 
-func (e encodeExporter) export(_ context.Context, spans []RecordSpan) error {
+func (e encodeExporter) Export(_ context.Context, spans []RecordSpan) error {
 	e.enc.Encode(spans)
 	return nil
 }
 
-func (encodeExporter) shutdown(context.Context) error { return nil }
+func (encodeExporter) Shutdown(context.Context) error { return nil }
 
 // BenchmarkSendTracing measures Send to acknowledgement of 100-byte records against an
 // in-process kfake broker, without telemetry and with the observer at three sampling ratios:
@@ -79,7 +80,7 @@ func BenchmarkSendTracing(b *testing.B) {
 				if strings.HasSuffix(bc.name, "+export") {
 					// What Setup builds, with a limit a window's spans stay under (each window is
 					// exported before the next begins): every span is exported.
-					ep := newExportProcessor(encodeExporter{NewTraceEncoder(resource.Default())}, 1<<16, exportOptions{batch: 2048, delay: defaultExportDelay, timeout: defaultExportTimeout}, nil)
+					ep := newExportProcessor(encodeExporter{otlptrace.NewTraceEncoder(resource.Default())}, 1<<16, exportOptions{batch: 2048, delay: defaultExportDelay, timeout: defaultExportTimeout}, nil)
 					defer func() {
 						_ = ep.Shutdown(context.Background())
 						if ep.Dropped() > 0 {

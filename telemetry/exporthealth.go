@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"log/slog"
 	"os"
 	"strings"
@@ -116,8 +117,8 @@ type healthSpanExporter struct {
 	h *exportHealth
 }
 
-func (e healthSpanExporter) export(ctx context.Context, spans []RecordSpan) error {
-	return e.h.done(e.spanExporter.export(ctx, spans))
+func (e healthSpanExporter) Export(ctx context.Context, spans []RecordSpan) error {
+	return e.h.done(e.spanExporter.Export(ctx, spans))
 }
 
 // withSpanHealth returns exp reporting to h, or exp itself without h.
@@ -147,14 +148,6 @@ func withMetricHealth(exp sdkmetric.Exporter, h *exportHealth) sdkmetric.Exporte
 	return healthMetricExporter{Exporter: exp, h: h}
 }
 
-// endpoint is where the trace exporter sends, for the log.
-func (e *otlpTraceExporter) endpoint() string {
-	if e.client != nil {
-		return e.url
-	}
-	return e.cfg.grpcTarget
-}
-
 // ownOTLPMetrics reports whether Setup builds the OTLP metric exporter itself, and over which
 // protocol: always when OTLP goes over gRPC by kafkatrail's default (otlpOverGRPC), and for a
 // protocol the user chose unless OTEL_METRICS_PRODUCERS names producers (only autoexport's
@@ -162,7 +155,7 @@ func (e *otlpTraceExporter) endpoint() string {
 // autoexport's reader hands only the failures to otel.Handle.
 func ownOTLPMetrics() (protocol string, ok bool) {
 	if otlpOverGRPC("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
-		return otlpProtocolGRPC, true
+		return otlptrace.ProtocolGRPC, true
 	}
 	if exporter := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER")); exporter != "" && exporter != "otlp" {
 		return "", false
@@ -175,7 +168,7 @@ func ownOTLPMetrics() (protocol string, ok bool) {
 		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	switch protocol {
-	case otlpProtocolGRPC, otlpProtocolHTTP:
+	case otlptrace.ProtocolGRPC, otlptrace.ProtocolHTTP:
 		return protocol, true
 	}
 	return "", false // autoexport says what is wrong with it
@@ -184,7 +177,7 @@ func ownOTLPMetrics() (protocol string, ok bool) {
 // newOTLPMetricExporter builds the SDK's OTLP metric exporter for protocol, configured by the
 // OTEL_EXPORTER_OTLP_(METRICS_)* variables as autoexport's would be.
 func newOTLPMetricExporter(ctx context.Context, protocol string) (sdkmetric.Exporter, error) {
-	if protocol == otlpProtocolHTTP {
+	if protocol == otlptrace.ProtocolHTTP {
 		return otlpmetrichttp.New(ctx)
 	}
 	return otlpmetricgrpc.New(ctx)
@@ -198,8 +191,8 @@ func otlpMetricsEndpoint(protocol string) string {
 			return v
 		}
 	}
-	if protocol == otlpProtocolHTTP {
-		return defaultOTLPHTTPHost
+	if protocol == otlptrace.ProtocolHTTP {
+		return otlptrace.DefaultHTTPHost
 	}
-	return defaultOTLPGRPCHost
+	return otlptrace.DefaultGRPCHost
 }

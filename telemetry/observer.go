@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/binary"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -545,7 +546,7 @@ type topicAttrs struct {
 	// spanAttrs are the send span's attributes known at Send, the sampler's: shared, never
 	// modified (sendAttrs copies them).
 	spanAttrs []attribute.KeyValue
-	spanEnc   *attrBlock                 // spanAttrs encoded, for every send span's
+	spanEnc   *otlptrace.AttrBlock       // spanAttrs encoded, for every send span's
 	stage     [stageCount]durationSeries // each stage's duration
 	read      durationSeries             // the read stage's (Record.Written to Send), beside them
 	age       durationSeries             // kafkatrail.producer.record.age
@@ -598,7 +599,7 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 	if o.clientID != "" {
 		t.spanAttrs = append(t.spanAttrs, attribute.String(AttrMessagingClientID, o.clientID))
 	}
-	t.spanEnc = newAttrBlock(t.spanAttrs)
+	t.spanEnc = otlptrace.NewAttrBlock(t.spanAttrs)
 	for i, s := range stageNames {
 		t.stage[i] = o.m.stage.series(attribute.NewSet(attribute.String(AttrStage, s), t.dest))
 	}

@@ -3,7 +3,12 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
+	"github.com/klauspost/compress/gzip"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	sdkotlptrace "go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -22,7 +27,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -43,7 +47,7 @@ func (c *captureClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSp
 func sdkRequest(t testing.TB, spans []RecordSpan, res *resource.Resource) *colltrace.ExportTraceServiceRequest {
 	t.Helper()
 	c := &captureClient{}
-	if err := otlptrace.NewUnstarted(c).ExportSpans(context.Background(), readOnlySpans(spans, res)); err != nil {
+	if err := sdkotlptrace.NewUnstarted(c).ExportSpans(context.Background(), readOnlySpans(spans, res)); err != nil {
 		t.Fatal(err)
 	}
 	return &colltrace.ExportTraceServiceRequest{ResourceSpans: c.got}
@@ -152,7 +156,7 @@ func TestTraceEncoderMatchesSDK(t *testing.T) {
 	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
 		attribute.String("service.name", "kafkatrail-test"), attribute.Int("n", 3))
 	spans := testSpans()
-	enc := NewTraceEncoder(res)
+	enc := otlptrace.NewTraceEncoder(res)
 	got := decodeRequest(t, enc.Encode(spans))
 	want := sdkRequest(t, spans, res)
 	normalize(got, true)
@@ -177,7 +181,7 @@ func TestTraceEncoderMatchesSDK(t *testing.T) {
 // TestTraceEncoderAttributeTypes: each attribute type alone, as a table, decodes to the SDK's
 // AnyValue for it.
 func TestTraceEncoderAttributeTypes(t *testing.T) {
-	enc := NewTraceEncoder(resource.Empty())
+	enc := otlptrace.NewTraceEncoder(resource.Empty())
 	for _, kv := range allTypes() {
 		t.Run(string(kv.Key), func(t *testing.T) {
 			spans := []RecordSpan{{TraceID: testTraceID, SpanID: testSpanID, Flags: trace.FlagsSampled, Name: "s",
@@ -198,7 +202,7 @@ func TestTraceEncoderAttributeTypes(t *testing.T) {
 // spans allocates nothing.
 func TestTraceEncoderNoAllocations(t *testing.T) {
 	spans := benchRecordSpans(100)
-	enc := NewTraceEncoder(resource.Default())
+	enc := otlptrace.NewTraceEncoder(resource.Default())
 	enc.Encode(spans)
 	if n := testing.AllocsPerRun(20, func() { enc.Encode(spans) }); n != 0 {
 		t.Fatalf("%v allocations per encoding, want 0", n)
@@ -230,7 +234,7 @@ func FuzzTraceEncoder(f *testing.F) {
 		// Strings that are not UTF-8 go out with U+FFFD in place of each bad sequence: the
 		// SDK's request, which could not be marshalled at all, is compared with them so.
 		valid := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-		got := decodeRequest(t, NewTraceEncoder(resource.Empty()).Encode(mk(string(raw), s)))
+		got := decodeRequest(t, otlptrace.NewTraceEncoder(resource.Empty()).Encode(mk(string(raw), s)))
 		want := sdkRequest(t, mk(valid(string(raw)), valid(s)), resource.Empty())
 		normalize(got, true)
 		normalize(want, false)
@@ -238,23 +242,6 @@ func FuzzTraceEncoder(f *testing.F) {
 			t.Fatalf("got %v\nwant %v", got, want)
 		}
 	})
-}
-
-// TestDecodePartialSuccess reads the response's partial_success as the generated types write it.
-func TestDecodePartialSuccess(t *testing.T) {
-	b, err := proto.Marshal(&colltrace.ExportTraceServiceResponse{PartialSuccess: &colltrace.ExportTracePartialSuccess{
-		RejectedSpans: 7, ErrorMessage: "too old"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = protowire.AppendTag(b, 99, protowire.VarintType) // a field from a newer version
-	b = protowire.AppendVarint(b, 1)
-	if n, msg, ok := decodePartialSuccess(b); !ok || n != 7 || msg != "too old" {
-		t.Fatalf("got %d %q %v, want 7 \"too old\" true", n, msg, ok)
-	}
-	if _, _, ok := decodePartialSuccess(nil); ok {
-		t.Fatal("an empty response has no partial success")
-	}
 }
 
 // benchRecordSpans returns n traced records' seven spans with the attributes the producer gives
@@ -269,12 +256,12 @@ func benchRecordSpans(n int) []RecordSpan {
 		attribute.String(AttrMessagingPartitionID, "3"), attribute.Int64(AttrMessagingKafkaOffset, 123456789),
 	}
 	// As the producer's: the topic's five and the stages' lists encoded once (attrList).
-	topicEnc := newAttrBlock(sendAttrs[:5])
+	topicEnc := otlptrace.NewAttrBlock(sendAttrs[:5])
 	attempt := sharedAttempts[0]
 	doSendKVs := []attribute.KeyValue{attribute.Int(AttrAttempt, 1), attribute.Int(AttrNodeID, 1),
 		attribute.Int(AttrMessagingBatchCount, 100), attribute.Int(AttrBatchBytes, 16384),
 		attribute.Int(AttrCorrelationID, 4242), attribute.Int(AttrAPIVersion, 11)}
-	doSend := attrList{kvs: doSendKVs, enc: newAttrBlock(doSendKVs)}
+	doSend := attrList{kvs: doSendKVs, enc: otlptrace.NewAttrBlock(doSendKVs)}
 	for r := range n {
 		tid := newTraceID()
 		send := newSpanID()
@@ -286,10 +273,10 @@ func benchRecordSpans(n int) []RecordSpan {
 			{SpanCompletedReceive, attempt}, {SpanCallback, attrList{}}} {
 			out = append(out, RecordSpan{TraceID: tid, SpanID: newSpanID(), ParentSpanID: send, Flags: trace.FlagsSampled,
 				Name: st.name, Kind: trace.SpanKindInternal, Start: at + int64(i)*100, End: at + int64(i+1)*100,
-				Attributes: st.attrs.kvs, encoded: st.attrs.enc})
+				Attributes: st.attrs.kvs, Encoded: st.attrs.enc})
 		}
 		out = append(out, RecordSpan{TraceID: tid, SpanID: send, Flags: trace.FlagsSampled, Name: "send orders",
-			Kind: trace.SpanKindProducer, Start: at, End: at + 600, Attributes: sendAttrs, encoded: topicEnc})
+			Kind: trace.SpanKindProducer, Start: at, End: at + 600, Attributes: sendAttrs, Encoded: topicEnc})
 	}
 	return out
 }
@@ -297,7 +284,7 @@ func benchRecordSpans(n int) []RecordSpan {
 // BenchmarkTraceEncoder measures encoding records' spans, 100 records to a request, per record.
 func BenchmarkTraceEncoder(b *testing.B) {
 	spans := benchRecordSpans(100)
-	enc := NewTraceEncoder(resource.Default())
+	enc := otlptrace.NewTraceEncoder(resource.Default())
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 100 {
@@ -305,7 +292,7 @@ func BenchmarkTraceEncoder(b *testing.B) {
 	}
 }
 
-// spanCapture keeps copies of the RecordSpans a producer's observer hands over.
+// spanCapture keeps copies of the Spans a producer's observer hands over.
 type spanCapture struct {
 	discardProcessor
 	mu    sync.Mutex
@@ -346,18 +333,18 @@ func TestRecordSpansEncodedBlocks(t *testing.T) {
 	capture.mu.Unlock()
 	withBlocks := 0
 	for _, s := range spans {
-		if s.encoded != nil {
+		if s.Encoded != nil {
 			withBlocks++
 		}
 	}
 	if len(spans) < 3*7 || withBlocks < len(spans)/2 {
 		t.Fatalf("%d of %d spans have encoded attributes", withBlocks, len(spans))
 	}
-	enc := NewTraceEncoder(resource.Default())
+	enc := otlptrace.NewTraceEncoder(resource.Default())
 	got := slices.Clone(enc.Encode(spans))
 	plain := slices.Clone(spans)
 	for i := range plain {
-		plain[i].encoded = nil
+		plain[i].Encoded = nil
 	}
 	if want := enc.Encode(plain); !bytes.Equal(got, want) {
 		t.Fatalf("with blocks the request differs (%d bytes, %d without)", len(got), len(want))
@@ -368,5 +355,76 @@ func TestRecordSpansEncodedBlocks(t *testing.T) {
 	normalize(w, false)
 	if !proto.Equal(g, w) {
 		t.Fatalf("encoded request differs from the SDK's:\n got %v\nwant %v", g, w)
+	}
+}
+
+// TestSetupExportsTracesOverHTTP: with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and
+// gzip, a traced record's spans and the connection's reach an OTLP/HTTP receiver by Shutdown.
+func TestSetupExportsTracesOverHTTP(t *testing.T) {
+	clearOTelEnv(t)
+	var mu sync.Mutex
+	var names []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		var req colltrace.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &req)
+		}
+		if err != nil || r.URL.Path != "/v1/traces" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					names = append(names, s.Name)
+				}
+			}
+		}
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newKfake(t, "orders")
+	cfg := producer.DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := producer.New(cfg, prov.ProducerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutcome()
+	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
+	o.wait(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"send orders", SpanAppend, SpanDoSend, SpanCallback, SpanConnect} {
+		if !containsString(names, want) {
+			t.Errorf("span %q not exported; got %v", want, names)
+		}
 	}
 }

@@ -1,77 +1,28 @@
 package telemetry
 
 import (
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RecordSpan is one finished span as the direct path builds it: plain data, encoded straight
-// to OTLP (otlpenc.go) with no SDK span, read-only span or protobuf struct in between. A traced
-// record's spans are known in full when it completes, so they are made finished, all at once.
-// Spans of the tracer path (connections, Metadata) are converted to it on their way to the
-// same exporter.
-type RecordSpan struct {
-	TraceID      trace.TraceID
-	SpanID       trace.SpanID
-	ParentSpanID trace.SpanID // zero: a root span
-	// ParentRemote is set when the parent came from another process (a log line's context).
-	ParentRemote bool
-	Flags        trace.TraceFlags
-	TraceState   string // W3C tracestate, as it goes on the wire
-	Name         string
-	Kind         trace.SpanKind
-	Start, End   int64 // Unix nanoseconds
-	// Attributes go out as given, in order; a receiver may keep the slice: it is not written
-	// after the span is handed over.
-	Attributes []attribute.KeyValue
-	Links      []RecordLink
-	Events     []sdktrace.Event // the tracer path's only
-	Status     codes.Code
-	// StatusMessage is the status description (only an Error status carries one).
-	StatusMessage string
-	// Scope is the instrumentation scope; nil means InstrumentationName's, the records' own.
-	Scope *instrumentation.Scope
-	// Dropped counts of the tracer path's spans (limits of its SDK).
-	DroppedAttributes, DroppedEvents, DroppedLinks int
-
-	// encoded, when set, is the OTLP encoding of Attributes[:encoded.n], made once for an
-	// attribute list that many spans share (a topic's, an attempt's, a request's): the encoder
-	// copies it instead of encoding those attributes again. Only the producer's spans have one.
-	encoded *attrBlock
-}
-
-// attrBlock is an attribute list encoded as a Span's attributes field (repeated KeyValue 9).
-type attrBlock struct {
-	n int // how many attributes it encodes, from the start of the list
-	b []byte
-}
-
-// newAttrBlock encodes attrs, which must never change afterwards.
-func newAttrBlock(attrs []attribute.KeyValue) *attrBlock {
-	return &attrBlock{n: len(attrs), b: appendAttrs(make([]byte, 0, attrsSize(fSpanAttributes, attrs)), fSpanAttributes, attrs)}
-}
-
 // attrList is an attribute list with its encoding, when it has one.
 type attrList struct {
 	kvs []attribute.KeyValue
-	enc *attrBlock
+	enc *otlptrace.AttrBlock
 }
 
+// RecordSpan is one finished span as the direct path builds it: plain data, encoded straight
+// to OTLP with no SDK span, read-only span or protobuf struct in between (internal/otlptrace).
+type RecordSpan = otlptrace.Span
+
 // RecordLink is a link from a RecordSpan to another span.
-type RecordLink struct {
-	TraceID    trace.TraceID
-	SpanID     trace.SpanID
-	TraceState string
-	Flags      trace.TraceFlags
-	Remote     bool
-	Attributes []attribute.KeyValue
-}
+type RecordLink = otlptrace.Link
 
 // RecordSpanProcessor is a span processor that takes a traced record's spans as RecordSpans,
 // in one call, instead of as SDK read-only spans: Setup's exporter and the status page's ring
@@ -275,3 +226,11 @@ func (r *readOnlyRecordSpan) DroppedEvents() int { return r.s.DroppedEvents }
 
 // ChildSpanCount is not kept: nothing exports it.
 func (r *readOnlyRecordSpan) ChildSpanCount() int { return 0 }
+
+// TraceEncoder encodes RecordSpans as OTLP ExportTraceServiceRequests, as Setup's exporter
+// sends them (internal/otlptrace). It is exported for the bench module's comparison of
+// encoders, and for anyone with RecordSpans to send.
+type TraceEncoder = otlptrace.TraceEncoder
+
+// NewTraceEncoder returns an encoder of spans of res (the process's resource, written once).
+func NewTraceEncoder(res *resource.Resource) *TraceEncoder { return otlptrace.NewTraceEncoder(res) }

@@ -39,7 +39,7 @@ const (
 //     and its spans are made on the export goroutine: the sender goroutine that completes the
 //     record copies one value and takes one lock. Spans of the tracer path are queued as
 //     RecordSpans (the SDK's are converted on entry);
-//   - spans are exported by the protowire encoder (otlpenc.go) rather than transformed into
+//   - spans are exported by the protowire encoder (internal/otlptrace) rather than transformed into
 //     protobuf structs and marshalled by reflection.
 //
 // The limit counts spans: a record takes room for all of its spans, or is dropped whole.
@@ -115,11 +115,11 @@ func envPositive(key string) int {
 	return n
 }
 
-// spanExporter is where an exportProcessor's batches go: the OTLP exporter (otlpexport.go), or
+// spanExporter is where an exportProcessor's batches go: the OTLP exporter (internal/otlptrace), or
 // an SDK exporter for the other kinds (sdkExporter). Only the processor's goroutine exports.
 type spanExporter interface {
-	export(ctx context.Context, spans []RecordSpan) error
-	shutdown(ctx context.Context) error
+	Export(ctx context.Context, spans []RecordSpan) error
+	Shutdown(ctx context.Context) error
 }
 
 // sdkExporter hands batches to an SDK span exporter (console, or the one a test gives) as
@@ -129,11 +129,11 @@ type sdkExporter struct {
 	res *resource.Resource
 }
 
-func (s sdkExporter) export(ctx context.Context, spans []RecordSpan) error {
+func (s sdkExporter) Export(ctx context.Context, spans []RecordSpan) error {
 	return s.exp.ExportSpans(ctx, readOnlySpans(spans, s.res))
 }
 
-func (s sdkExporter) shutdown(ctx context.Context) error { return s.exp.Shutdown(ctx) }
+func (s sdkExporter) Shutdown(ctx context.Context) error { return s.exp.Shutdown(ctx) }
 
 // mayKeepSpans reports whether exp may keep what it is given after an export returns: an SDK
 // exporter may (an in-memory one keeps the spans' attribute lists), the OTLP encoder does not.
@@ -242,7 +242,7 @@ func (p *exportProcessor) exportBatches(spans []RecordSpan) {
 	for rest := spans; len(rest) > 0; {
 		n := min(len(rest), p.batch)
 		ctx, cancel := context.WithTimeout(p.exportCtx, p.timeout)
-		if err := p.exp.export(ctx, rest[:n]); err != nil {
+		if err := p.exp.Export(ctx, rest[:n]); err != nil {
 			otel.Handle(err)
 		}
 		cancel()
@@ -358,7 +358,7 @@ func (p *exportProcessor) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 		p.cancelExport() // the goroutine's exports now fail at once, and it ends
 	}
-	if serr := p.exp.shutdown(ctx); err == nil {
+	if serr := p.exp.Shutdown(ctx); err == nil {
 		err = serr
 	}
 	return err

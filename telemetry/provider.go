@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"log/slog"
 	"os"
 	"slices"
@@ -116,7 +117,7 @@ type Provider struct {
 //   - OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER: otlp (the default), console, none, and
 //     for metrics prometheus (a scrape endpoint on OTEL_EXPORTER_PROMETHEUS_HOST:PORT,
 //     default localhost:9464). They are go.opentelemetry.io/contrib/exporters/autoexport's, but for
-//     OTLP traces: kafkatrail's own exporter (otlpexport.go) encodes spans straight to OTLP.
+//     OTLP traces: kafkatrail's own exporter (internal/otlptrace) encodes spans straight to OTLP.
 //   - OTLP goes over gRPC unless OTEL_EXPORTER_OTLP_PROTOCOL (or the _TRACES_ / _METRICS_
 //     variant) says http/protobuf; endpoint, headers, TLS, compression (gzip) and timeout come
 //     from the OTEL_EXPORTER_OTLP_* variables.
@@ -189,8 +190,8 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(ProviderSampler(sampler))}
 		if exp != nil {
 			endpoint := ""
-			if o, ok := exp.(*otlpTraceExporter); ok {
-				endpoint = o.endpoint()
+			if o, ok := exp.(*otlptrace.Exporter); ok {
+				endpoint = o.Endpoint()
 			}
 			exp = withSpanHealth(exp, newExportHealth(cfg.ErrorLogger, "traces", endpoint))
 			size := cfg.SpanQueueSize
@@ -272,12 +273,12 @@ func otlpOverGRPC(exporterEnv, protocolEnv string) bool {
 }
 
 // newSpanExporter builds the exporter OTEL_TRACES_EXPORTER asks for: kafkatrail's own OTLP
-// exporter (otlpexport.go) for otlp, the default; autoexport's for the others (console), or
+// exporter (internal/otlptrace) for otlp, the default; autoexport's for the others (console), or
 // nil for none.
 func newSpanExporter(ctx context.Context, res *resource.Resource) (spanExporter, error) {
 	switch strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")) {
 	case "", "otlp":
-		return otlpTraceExporterFromEnv(res)
+		return otlptrace.ExporterFromEnv(res)
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/binary"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -357,7 +358,7 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []Recor
 		rs := RecordSpan{
 			TraceID: traceID, SpanID: newSpanID(), ParentSpanID: sendID, Flags: flags, TraceState: state,
 			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start, End: s.end,
-			Attributes: s.attrs.kvs, encoded: s.attrs.enc,
+			Attributes: s.attrs.kvs, Encoded: s.attrs.enc,
 		}
 		if s.err != nil {
 			from := len(kvs)
@@ -376,7 +377,7 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []Recor
 	send := RecordSpan{
 		TraceID: traceID, SpanID: sendID, ParentSpanID: r.parent.SpanID(), ParentRemote: r.parent.IsRemote(),
 		Flags: flags, TraceState: state, Name: r.ta.sendName, Kind: r.kind, Links: recordLinks(r.links),
-		Start: r.start, End: end, Attributes: kvs[from:len(kvs):len(kvs)], encoded: r.ta.spanEnc,
+		Start: r.start, End: end, Attributes: kvs[from:len(kvs):len(kvs)], Encoded: r.ta.spanEnc,
 	}
 	if r.err != nil {
 		send.Status, send.StatusMessage = codes.Error, r.err.Error()
@@ -404,7 +405,7 @@ func (a *spanArena) requestAttrs(key requestKey) attrList {
 	if a.reqSet && a.reqKey == key {
 		if a.req.enc == nil {
 			kvs := appendRequestAttrs(nil, key)
-			a.req = attrList{kvs: kvs, enc: newAttrBlock(kvs)}
+			a.req = attrList{kvs: kvs, enc: otlptrace.NewAttrBlock(kvs)}
 		}
 		return a.req
 	}
@@ -486,7 +487,7 @@ func (o *ProducerObserver) requestAttrs(key requestKey) attrList {
 		return last.attrs
 	}
 	kvs := appendRequestAttrs(make([]attribute.KeyValue, 0, requestAttrCount), key)
-	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: newAttrBlock(kvs)}}
+	r := &requestAttrs{key: key, attrs: attrList{kvs: kvs, enc: otlptrace.NewAttrBlock(kvs)}}
 	o.lastRequest.Store(r)
 	return r.attrs
 }
@@ -522,7 +523,7 @@ type requestAttrs struct {
 var sharedAttempts = func() (l [8]attrList) {
 	for i := range l {
 		kvs := []attribute.KeyValue{attribute.Int(AttrAttempt, i+1)}
-		l[i] = attrList{kvs: kvs, enc: newAttrBlock(kvs)}
+		l[i] = attrList{kvs: kvs, enc: otlptrace.NewAttrBlock(kvs)}
 	}
 	return l
 }()

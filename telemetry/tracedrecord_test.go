@@ -25,7 +25,7 @@ type capturingExporter struct {
 	calls   []int // each export's span count
 }
 
-func (e *capturingExporter) export(ctx context.Context, spans []RecordSpan) error {
+func (e *capturingExporter) Export(ctx context.Context, spans []RecordSpan) error {
 	if e.release != nil {
 		select {
 		case <-e.release:
@@ -43,7 +43,7 @@ func (e *capturingExporter) export(ctx context.Context, spans []RecordSpan) erro
 	return nil
 }
 
-func (*capturingExporter) shutdown(context.Context) error { return nil }
+func (*capturingExporter) Shutdown(context.Context) error { return nil }
 
 func (e *capturingExporter) captured() []RecordSpan {
 	e.mu.Lock()

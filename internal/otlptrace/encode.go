@@ -1,4 +1,4 @@
-package telemetry
+package otlptrace
 
 import (
 	"math"
@@ -92,8 +92,7 @@ const (
 // (the process's resource) with a ScopeSpans per run of spans of the same scope. Every
 // message's length is computed before it is written, so nothing is copied back, and once the
 // buffer and the size table have grown to a batch's needs an encoding allocates nothing.
-// It is not safe for concurrent use: the export goroutine owns Setup's. It is exported for the
-// bench module's comparison of encoders, and for anyone with RecordSpans to send.
+// It is not safe for concurrent use: the export goroutine owns Setup's.
 type TraceEncoder struct {
 	resource  []byte // the Resource message, encoded once
 	schemaURL string // the resource's
@@ -146,7 +145,7 @@ func NewTraceEncoder(res *resource.Resource) *TraceEncoder {
 
 // Encode returns the ExportTraceServiceRequest of spans, in the encoder's buffer: valid until
 // the next call.
-func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
+func (e *TraceEncoder) Encode(spans []Span) []byte {
 	e.sizes, e.values, e.next, e.dirty = e.sizes[:0], e.values[:0], 0, false
 	for i := range spans {
 		e.sizes = append(e.sizes, e.spanSize(&spans[i]))
@@ -176,7 +175,7 @@ func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
 		b = appendTag(b, fScopeSpansScope, protowire.BytesType)
 		b = appendUvarint(b, uint64(scopeSize(sc)))
 		if sc == nil {
-			b = appendString(b, fScopeName, InstrumentationName)
+			b = appendString(b, fScopeName, RecordsScope)
 		} else {
 			b = appendString(b, fScopeName, sc.Name)
 			b = appendString(b, fScopeVersion, sc.Version)
@@ -198,7 +197,7 @@ func (e *TraceEncoder) Encode(spans []RecordSpan) []byte {
 }
 
 // scopeRun returns the end of the run of spans of spans[i]'s scope, and its ScopeSpans' size.
-func (e *TraceEncoder) scopeRun(spans []RecordSpan, i int) (int, int) {
+func (e *TraceEncoder) scopeRun(spans []Span, i int) (int, int) {
 	sc := spans[i].Scope
 	size := tagSize(fScopeSpansScope) + protowire.SizeBytes(scopeSize(sc))
 	if sc != nil {
@@ -226,13 +225,13 @@ func sameScope(a, b *instrumentation.Scope) bool {
 // their own (the records' is nil), so its attribute set's copy costs nothing on the hot path.
 func scopeSize(sc *instrumentation.Scope) int {
 	if sc == nil {
-		return stringSize(fScopeName, InstrumentationName)
+		return stringSize(fScopeName, RecordsScope)
 	}
 	return stringSize(fScopeName, sc.Name) + stringSize(fScopeVersion, sc.Version) +
 		attrsSize(fScopeAttributes, sc.Attributes.ToSlice())
 }
 
-func (e *TraceEncoder) spanSize(s *RecordSpan) int {
+func (e *TraceEncoder) spanSize(s *Span) int {
 	n := idSize(fSpanTraceID, 16) + idSize(fSpanSpanID, 8) + stringSize(fSpanTraceState, s.TraceState)
 	if s.ParentSpanID.IsValid() {
 		n += idSize(fSpanParentSpanID, 8)
@@ -254,7 +253,7 @@ func (e *TraceEncoder) spanSize(s *RecordSpan) int {
 	return n + tagSize(fSpanFlags) + protowire.SizeFixed32()
 }
 
-func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
+func (e *TraceEncoder) appendSpan(b []byte, s *Span) []byte {
 	b = appendID(b, fSpanTraceID, s.TraceID[:])
 	b = appendID(b, fSpanSpanID, s.SpanID[:])
 	b = appendString(b, fSpanTraceState, s.TraceState)
@@ -267,7 +266,7 @@ func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 	b = protowire.AppendFixed64(b, uint64(max(0, s.Start)))
 	b = appendTag(b, fSpanEnd, protowire.Fixed64Type)
 	b = protowire.AppendFixed64(b, uint64(max(0, s.End)))
-	if enc := s.encoded; enc != nil && enc.n <= len(s.Attributes) {
+	if enc := s.Encoded; enc != nil && enc.n <= len(s.Attributes) {
 		b = append(b, enc.b...)
 		b = e.appendAttrs(b, s.Attributes[enc.n:])
 	} else {
@@ -279,7 +278,7 @@ func (e *TraceEncoder) appendSpan(b []byte, s *RecordSpan) []byte {
 		b = appendTag(b, fSpanEvents, protowire.BytesType)
 		b = appendUvarint(b, uint64(eventSize(ev)))
 		b = appendTag(b, fEventTime, protowire.Fixed64Type)
-		b = protowire.AppendFixed64(b, uint64(max(0, unixNanos(ev.Time))))
+		b = protowire.AppendFixed64(b, uint64(max(0, ev.Time.UnixNano())))
 		b = appendString(b, fEventName, ev.Name)
 		b = appendAttrs(b, fEventAttributes, ev.Attributes)
 		b = appendVarint(b, fEventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
@@ -330,7 +329,7 @@ func statusCode(c codes.Code) uint64 {
 	return 0
 }
 
-func statusSize(s *RecordSpan) int {
+func statusSize(s *Span) int {
 	return stringSize(fStatusMessage, s.StatusMessage) + varintSize(fStatusCode, statusCode(s.Status))
 }
 
@@ -339,15 +338,15 @@ func eventSize(ev *sdktrace.Event) int {
 		attrsSize(fEventAttributes, ev.Attributes) + varintSize(fEventDroppedAttributes, uint64(clampUint32(ev.DroppedAttributeCount)))
 }
 
-func linkSize(l *RecordLink) int {
+func linkSize(l *Link) int {
 	return idSize(fLinkTraceID, 16) + idSize(fLinkSpanID, 8) + stringSize(fLinkTraceState, l.TraceState) +
 		attrsSize(fLinkAttributes, l.Attributes) + tagSize(fLinkFlags) + protowire.SizeFixed32()
 }
 
-// spanAttrsSize is the size of s's attributes: those already encoded (s.encoded) as they are,
+// spanAttrsSize is the size of s's attributes: those already encoded (s.Encoded) as they are,
 // the rest through attrsSize.
-func (e *TraceEncoder) spanAttrsSize(s *RecordSpan) int {
-	if enc := s.encoded; enc != nil && enc.n <= len(s.Attributes) {
+func (e *TraceEncoder) spanAttrsSize(s *Span) int {
+	if enc := s.Encoded; enc != nil && enc.n <= len(s.Attributes) {
 		return len(enc.b) + e.attrsSize(s.Attributes[enc.n:])
 	}
 	return e.attrsSize(s.Attributes)

@@ -1,4 +1,4 @@
-package telemetry
+package otlptrace
 
 import (
 	"bytes"
@@ -35,12 +35,12 @@ import (
 // The OTLP trace protocols and the defaults of the exporter, as the SDK's OTLP trace
 // exporters (otlptracegrpc, otlptracehttp) have them.
 const (
-	otlpProtocolGRPC = "grpc"
-	otlpProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
+	ProtocolHTTP = "http/protobuf"
 
 	defaultOTLPTimeout   = 10 * time.Second
-	defaultOTLPGRPCHost  = "localhost:4317"
-	defaultOTLPHTTPHost  = "localhost:4318"
+	DefaultGRPCHost      = "localhost:4317"
+	DefaultHTTPHost      = "localhost:4318"
 	defaultOTLPTracePath = "/v1/traces"
 
 	otlpTraceExportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -55,8 +55,8 @@ const (
 	retryMaxElapsed      = time.Minute
 )
 
-// otlpTraceConfig is the OTLP trace exporter's configuration.
-type otlpTraceConfig struct {
+// Config is the OTLP trace exporter's configuration.
+type Config struct {
 	protocol string
 	// grpcTarget is the gRPC dial target; httpHost and httpPath the HTTP endpoint.
 	grpcTarget         string
@@ -69,14 +69,14 @@ type otlpTraceConfig struct {
 	retryInitial       time.Duration // the first wait before a retry (tests shorten it)
 }
 
-// otlpTraceConfigFromEnv reads the OTEL_EXPORTER_OTLP_* variables and their _TRACES_
+// ConfigFromEnv reads the OTEL_EXPORTER_OTLP_* variables and their _TRACES_
 // variants by the rules of the SDK's exporters (their internal otlpconfig.getOptionsFromEnv):
 // the generic variable, then the signal's, each overriding what came before, in the order
 // endpoint (whose scheme says secure or not), certificates, insecure, headers, compression,
 // protocol, timeout. The protocol is gRPC when none is set: kafkatrail's default, where the
 // specification's is http/protobuf (see otlpOverGRPC).
-func otlpTraceConfigFromEnv(getenv func(string) string, readFile func(string) ([]byte, error)) (otlpTraceConfig, error) {
-	c := otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: defaultOTLPGRPCHost, httpHost: defaultOTLPHTTPHost,
+func ConfigFromEnv(getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+	c := Config{protocol: ProtocolGRPC, grpcTarget: DefaultGRPCHost, httpHost: DefaultHTTPHost,
 		httpPath: defaultOTLPTracePath, timeout: defaultOTLPTimeout, retryInitial: retryInitialInterval}
 	get := func(key string) (string, bool) {
 		v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + key))
@@ -175,7 +175,7 @@ func otlpTraceConfigFromEnv(getenv func(string) string, readFile func(string) ([
 	for _, key := range []string{"PROTOCOL", "TRACES_PROTOCOL"} {
 		if v, ok := get(key); ok {
 			switch v {
-			case otlpProtocolGRPC, otlpProtocolHTTP:
+			case ProtocolGRPC, ProtocolHTTP:
 				c.protocol = v
 			default:
 				return c, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_%s: unsupported OTLP protocol %q (grpc or http/protobuf)", key, v)
@@ -229,10 +229,10 @@ func validHeaderKey(k string) bool {
 	return true
 }
 
-// otlpTraceExporter sends batches of spans as OTLP ExportTraceServiceRequests, encoded by a
+// Exporter sends batches of spans as OTLP ExportTraceServiceRequests, encoded by a
 // TraceEncoder, over gRPC or HTTP. Only the export goroutine calls export.
-type otlpTraceExporter struct {
-	cfg otlpTraceConfig
+type Exporter struct {
+	cfg Config
 	enc *TraceEncoder
 	gz  *gzip.Writer
 	zbf bytes.Buffer // the compressed request, reused
@@ -248,15 +248,15 @@ type otlpTraceExporter struct {
 	closeOnce sync.Once
 }
 
-// newOTLPTraceExporter builds the exporter for cfg; spans are res's. A gRPC connection is
+// NewExporter builds the exporter for cfg; spans are res's. A gRPC connection is
 // made lazily, at the first export, as the SDK's is.
-func newOTLPTraceExporter(cfg otlpTraceConfig, res *resource.Resource) (*otlpTraceExporter, error) {
-	e := &otlpTraceExporter{cfg: cfg, enc: NewTraceEncoder(res)}
-	if cfg.gzip && cfg.protocol == otlpProtocolHTTP {
+func NewExporter(cfg Config, res *resource.Resource) (*Exporter, error) {
+	e := &Exporter{cfg: cfg, enc: NewTraceEncoder(res)}
+	if cfg.gzip && cfg.protocol == ProtocolHTTP {
 		e.gz = gzip.NewWriter(io.Discard)
 	}
 	switch cfg.protocol {
-	case otlpProtocolGRPC:
+	case ProtocolGRPC:
 		creds := insecure.NewCredentials()
 		if !cfg.insecure {
 			tc := cfg.tls
@@ -273,7 +273,7 @@ func newOTLPTraceExporter(cfg otlpTraceConfig, res *resource.Resource) (*otlpTra
 		if len(cfg.headers) > 0 {
 			e.md = metadata.New(cfg.headers)
 		}
-	case otlpProtocolHTTP:
+	case ProtocolHTTP:
 		scheme := "https"
 		if cfg.insecure {
 			scheme = "http"
@@ -288,9 +288,17 @@ func newOTLPTraceExporter(cfg otlpTraceConfig, res *resource.Resource) (*otlpTra
 	return e, nil
 }
 
-// export sends spans in one request, retrying as the SDK's exporters do, within ctx and the
+// Endpoint is where the exporter sends, for the log.
+func (e *Exporter) Endpoint() string {
+	if e.client != nil {
+		return e.url
+	}
+	return e.cfg.grpcTarget
+}
+
+// Export sends spans in one request, retrying as the SDK's exporters do, within ctx and the
 // exporter's timeout. A partial success is reported through otel.Handle and is no error.
-func (e *otlpTraceExporter) export(ctx context.Context, spans []RecordSpan) error {
+func (e *Exporter) Export(ctx context.Context, spans []Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -350,7 +358,7 @@ func (rawCodec) Name() string { return "proto" }
 
 // sendGRPC makes one Export call. The codes the SDK's gRPC exporter retries are retried;
 // RESOURCE_EXHAUSTED only when the server says when (RetryInfo).
-func (e *otlpTraceExporter) sendGRPC(ctx context.Context, body []byte) (retry bool, throttle time.Duration, err error) {
+func (e *Exporter) sendGRPC(ctx context.Context, body []byte) (retry bool, throttle time.Duration, err error) {
 	if e.md != nil {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
@@ -386,7 +394,7 @@ func retryDelay(st *status.Status) time.Duration {
 
 // sendHTTP makes one POST. 429, 502, 503 and 504 are retried (after Retry-After, when the
 // server sends one), as the SDK's HTTP exporter does.
-func (e *otlpTraceExporter) sendHTTP(ctx context.Context, body []byte) (retry bool, throttle time.Duration, err error) {
+func (e *Exporter) sendHTTP(ctx context.Context, body []byte) (retry bool, throttle time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
 		return false, 0, err
@@ -425,7 +433,7 @@ func (e *otlpTraceExporter) sendHTTP(ctx context.Context, body []byte) (retry bo
 
 // partialSuccess reports an ExportTraceServiceResponse's partial_success, when it says
 // spans were rejected or carries a message.
-func (e *otlpTraceExporter) partialSuccess(resp []byte) {
+func (e *Exporter) partialSuccess(resp []byte) {
 	rejected, msg, ok := decodePartialSuccess(resp)
 	if ok && (rejected > 0 || msg != "") {
 		if msg == "" {
@@ -489,8 +497,8 @@ func decodePartialSuccess(b []byte) (rejected int64, msg string, ok bool) {
 	return rejected, msg, ok
 }
 
-// shutdown closes the connection; ctx is not needed: nothing is buffered here.
-func (e *otlpTraceExporter) shutdown(context.Context) error {
+// Shutdown closes the connection; ctx is not needed: nothing is buffered here.
+func (e *Exporter) Shutdown(context.Context) error {
 	var err error
 	e.closeOnce.Do(func() {
 		if e.conn != nil {
@@ -503,11 +511,11 @@ func (e *otlpTraceExporter) shutdown(context.Context) error {
 	return err
 }
 
-// otlpTraceExporterFromEnv builds the OTLP exporter the environment describes.
-func otlpTraceExporterFromEnv(res *resource.Resource) (*otlpTraceExporter, error) {
-	cfg, err := otlpTraceConfigFromEnv(os.Getenv, os.ReadFile)
+// ExporterFromEnv builds the OTLP exporter the environment describes.
+func ExporterFromEnv(res *resource.Resource) (*Exporter, error) {
+	cfg, err := ConfigFromEnv(os.Getenv, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}
-	return newOTLPTraceExporter(cfg, res)
+	return NewExporter(cfg, res)
 }

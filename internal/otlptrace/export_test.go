@@ -1,14 +1,18 @@
-package telemetry
+package otlptrace
 
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protowire"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,8 +28,6 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/kafkatrail/kafkatrail/producer"
 )
 
 // TestOTLPTraceConfigFromEnv: the variables mean what they mean to the SDK's exporters
@@ -34,24 +36,24 @@ func TestOTLPTraceConfigFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
-		want otlpTraceConfig
+		want Config
 		err  bool
 	}{
-		{name: "defaults", want: otlpTraceConfig{protocol: "grpc", grpcTarget: "localhost:4317", httpHost: "localhost:4318",
+		{name: "defaults", want: Config{protocol: "grpc", grpcTarget: "localhost:4317", httpHost: "localhost:4318",
 			httpPath: "/v1/traces", timeout: 10 * time.Second}},
 		{name: "base endpoint over http", env: map[string]string{"ENDPOINT": "http://collector:4317/base", "PROTOCOL": "http/protobuf"},
-			want: otlpTraceConfig{protocol: "http/protobuf", grpcTarget: "collector:4317", httpHost: "collector:4317",
+			want: Config{protocol: "http/protobuf", grpcTarget: "collector:4317", httpHost: "collector:4317",
 				httpPath: "/base/v1/traces", insecure: true, timeout: 10 * time.Second}},
 		{name: "the signal's endpoint as it is", env: map[string]string{"ENDPOINT": "http://a:1", "TRACES_ENDPOINT": "https://b:2/custom"},
-			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "b:2", httpHost: "b:2", httpPath: "/custom", timeout: 10 * time.Second}},
+			want: Config{protocol: "grpc", grpcTarget: "b:2", httpHost: "b:2", httpPath: "/custom", timeout: 10 * time.Second}},
 		{name: "a signal endpoint without path is the root", env: map[string]string{"TRACES_ENDPOINT": "http://b:2"},
-			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "b:2", httpHost: "b:2", httpPath: "/", insecure: true, timeout: 10 * time.Second}},
+			want: Config{protocol: "grpc", grpcTarget: "b:2", httpHost: "b:2", httpPath: "/", insecure: true, timeout: 10 * time.Second}},
 		{name: "insecure overrides the scheme", env: map[string]string{"ENDPOINT": "https://a:1", "TRACES_INSECURE": "TRUE"},
-			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "a:1", httpHost: "a:1", httpPath: "/v1/traces", insecure: true, timeout: 10 * time.Second}},
+			want: Config{protocol: "grpc", grpcTarget: "a:1", httpHost: "a:1", httpPath: "/v1/traces", insecure: true, timeout: 10 * time.Second}},
 		{name: "headers, gzip, timeout; the signal's win", env: map[string]string{
 			"HEADERS": "a=1", "TRACES_HEADERS": "api-key=se%20cret, x=y ,bad", "COMPRESSION": "none", "TRACES_COMPRESSION": "gzip",
 			"TIMEOUT": "2000", "TRACES_TIMEOUT": "1500", "PROTOCOL": "http/protobuf", "TRACES_PROTOCOL": "grpc"},
-			want: otlpTraceConfig{protocol: "grpc", grpcTarget: "localhost:4317", httpHost: "localhost:4318", httpPath: "/v1/traces",
+			want: Config{protocol: "grpc", grpcTarget: "localhost:4317", httpHost: "localhost:4318", httpPath: "/v1/traces",
 				headers: map[string]string{"api-key": "se cret", "x": "y"}, gzip: true, timeout: 1500 * time.Millisecond}},
 		{name: "http/json is not supported", env: map[string]string{"TRACES_PROTOCOL": "http/json"}, err: true},
 	} {
@@ -60,7 +62,7 @@ func TestOTLPTraceConfigFromEnv(t *testing.T) {
 			prev := otel.GetErrorHandler()
 			otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) // the malformed header is reported
 			defer otel.SetErrorHandler(prev)
-			got, err := otlpTraceConfigFromEnv(getenv, os.ReadFile)
+			got, err := ConfigFromEnv(getenv, os.ReadFile)
 			if tc.err {
 				if err == nil {
 					t.Fatal("want an error")
@@ -138,16 +140,16 @@ func TestOTLPExporterGRPC(t *testing.T) {
 	defer srv.Stop()
 	addr := l.Addr().String()
 	errs := handled(t)
-	cfg := otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: addr, insecure: true, gzip: true,
+	cfg := Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true, gzip: true,
 		headers: map[string]string{"api-key": "secret"}, timeout: 10 * time.Second, retryInitial: time.Millisecond}
 	res := resource.NewSchemaless()
-	exp, err := newOTLPTraceExporter(cfg, res)
+	exp, err := NewExporter(cfg, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer exp.shutdown(context.Background())
-	spans := benchRecordSpans(3)
-	if err := exp.export(context.Background(), spans); err != nil {
+	defer exp.Shutdown(context.Background())
+	spans := testRecordSpans(3)
+	if err := exp.Export(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
 	svc.mu.Lock()
@@ -165,10 +167,10 @@ func TestOTLPExporterGRPC(t *testing.T) {
 	if !proto.Equal(svc.reqs[0], want) {
 		t.Errorf("received request differs from the encoded spans")
 	}
-	if n := len(svc.reqs[0].ResourceSpans[0].ScopeSpans[0].Spans); n != 21 {
-		t.Errorf("%d spans received, want 21", n)
+	if n := len(svc.reqs[0].ResourceSpans[0].ScopeSpans[0].Spans); n != len(spans) {
+		t.Errorf("%d spans received, want %d", n, len(spans))
 	}
-	if e := errs(); len(e) != 1 || !containsString([]string{e[0].Error()}, "OTLP partial success: too old (2 spans rejected)") {
+	if e := errs(); len(e) != 1 || e[0].Error() != "OTLP partial success: too old (2 spans rejected)" {
 		t.Errorf("reported %v, want the partial success", e)
 	}
 }
@@ -203,13 +205,13 @@ func (c *compressionSeen) get() string {
 func TestOTLPExporterGRPCDoesNotRetryPermanentErrors(t *testing.T) {
 	svc := &recordingTraceService{failures: 5, code: codes.InvalidArgument}
 	addr := serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
-	exp, err := newOTLPTraceExporter(otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: addr, insecure: true,
+	exp, err := NewExporter(Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true,
 		timeout: 10 * time.Second, retryInitial: time.Millisecond}, resource.Empty())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer exp.shutdown(context.Background())
-	if err := exp.export(context.Background(), benchRecordSpans(1)); status.Code(err) != codes.InvalidArgument {
+	defer exp.Shutdown(context.Background())
+	if err := exp.Export(context.Background(), testRecordSpans(1)); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("error %v, want InvalidArgument", err)
 	}
 	svc.mu.Lock()
@@ -265,19 +267,19 @@ func TestOTLPExporterHTTP(t *testing.T) {
 		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL + "/base", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
 			"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=secret"}[k]
 	}
-	cfg, err := otlpTraceConfigFromEnv(getenv, os.ReadFile)
+	cfg, err := ConfigFromEnv(getenv, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.retryInitial = time.Millisecond
 	res := resource.NewSchemaless()
-	exp, err := newOTLPTraceExporter(cfg, res)
+	exp, err := NewExporter(cfg, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer exp.shutdown(context.Background())
-	spans := benchRecordSpans(2)
-	if err := exp.export(context.Background(), spans); err != nil {
+	defer exp.Shutdown(context.Background())
+	spans := testRecordSpans(2)
+	if err := exp.Export(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 2 {
@@ -291,7 +293,7 @@ func TestOTLPExporterHTTP(t *testing.T) {
 	}
 
 	status400.Store(true)
-	err = exp.export(context.Background(), spans)
+	err = exp.Export(context.Background(), spans)
 	if err == nil || calls.Load() != 3 {
 		t.Fatalf("error %v after %d calls: want a 400 to fail at once", err, calls.Load())
 	}
@@ -302,14 +304,14 @@ func TestOTLPExporterHTTP(t *testing.T) {
 func TestOTLPExporterRetriesWithinTheDeadline(t *testing.T) {
 	svc := &recordingTraceService{failures: 1 << 30, code: codes.Unavailable}
 	addr := serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
-	exp, err := newOTLPTraceExporter(otlpTraceConfig{protocol: otlpProtocolGRPC, grpcTarget: addr, insecure: true,
+	exp, err := NewExporter(Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true,
 		timeout: 300 * time.Millisecond, retryInitial: 10 * time.Millisecond}, resource.Empty())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer exp.shutdown(context.Background())
+	defer exp.Shutdown(context.Background())
 	start := time.Now()
-	err = exp.export(context.Background(), benchRecordSpans(1))
+	err = exp.Export(context.Background(), testRecordSpans(1))
 	if err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want the export to fail", err)
 	}
@@ -323,73 +325,75 @@ func TestOTLPExporterRetriesWithinTheDeadline(t *testing.T) {
 	}
 }
 
-// TestSetupExportsTracesOverHTTP: with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and
-// gzip, a traced record's spans and the connection's reach an OTLP/HTTP receiver by Shutdown.
-func TestSetupExportsTracesOverHTTP(t *testing.T) {
-	clearOTelEnv(t)
-	var mu sync.Mutex
-	var names []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body io.Reader = r.Body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
-		}
-		b, err := io.ReadAll(body)
-		var req colltrace.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(b, &req)
-		}
-		if err != nil || r.URL.Path != "/v1/traces" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					names = append(names, s.Name)
-				}
-			}
-		}
-		mu.Unlock()
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_METRICS_EXPORTER", "none")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
-	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
+// TestDecodePartialSuccess reads the response's partial_success as the generated types write it.
+func TestDecodePartialSuccess(t *testing.T) {
+	b, err := proto.Marshal(&colltrace.ExportTraceServiceResponse{PartialSuccess: &colltrace.ExportTracePartialSuccess{
+		RejectedSpans: 7, ErrorMessage: "too old"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newKfake(t, "orders")
-	cfg := producer.DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	p, err := producer.New(cfg, prov.ProducerOption())
+	b = protowire.AppendTag(b, 99, protowire.VarintType) // a field from a newer version
+	b = protowire.AppendVarint(b, 1)
+	if n, msg, ok := decodePartialSuccess(b); !ok || n != 7 || msg != "too old" {
+		t.Fatalf("got %d %q %v, want 7 \"too old\" true", n, msg, ok)
+	}
+	if _, _, ok := decodePartialSuccess(nil); ok {
+		t.Fatal("an empty response has no partial success")
+	}
+}
+
+// testSpans returns n records' spans as the producer makes them (a send span and two stages,
+// a shared encoded block on one), for the exporter's tests.
+func testRecordSpans(n int) []Span {
+	base := time.Now().UnixNano()
+	topic := []attribute.KeyValue{attribute.String("messaging.system", "kafka"), attribute.String("messaging.destination.name", "orders")}
+	block := NewAttrBlock(topic)
+	var out []Span
+	for r := range n {
+		var tid trace.TraceID
+		tid[0], tid[15] = byte(r+1), 1
+		send := trace.SpanID{1, byte(r + 1)}
+		at := base + int64(r)*1000
+		out = append(out,
+			Span{TraceID: tid, SpanID: trace.SpanID{2, byte(r + 1)}, ParentSpanID: send, Flags: trace.FlagsSampled,
+				Name: "append", Kind: trace.SpanKindInternal, Start: at, End: at + 100},
+			Span{TraceID: tid, SpanID: trace.SpanID{3, byte(r + 1)}, ParentSpanID: send, Flags: trace.FlagsSampled,
+				Name: "callback", Kind: trace.SpanKindInternal, Start: at + 100, End: at + 200,
+				Attributes: []attribute.KeyValue{attribute.Int("kafkatrail.attempt", 1)}},
+			Span{TraceID: tid, SpanID: send, Flags: trace.FlagsSampled, Name: "send orders", Kind: trace.SpanKindProducer,
+				Start: at, End: at + 200, Attributes: append(slices.Clip(topic), attribute.Int64("messaging.kafka.offset", int64(r))), Encoded: block})
+	}
+	return out
+}
+
+// decodeRequest decodes an encoded request with the generated OTLP types.
+func decodeRequest(t testing.TB, b []byte) *colltrace.ExportTraceServiceRequest {
+	t.Helper()
+	var req colltrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(b, &req); err != nil {
+		t.Fatalf("the request does not decode: %v", err)
+	}
+	return &req
+}
+
+// serveGRPC serves a gRPC server with the services register adds on a new 127.0.0.1 port until
+// the test ends, and returns its address.
+func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newOutcome()
-	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
-	o.wait(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := prov.Shutdown(ctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, want := range []string{"send orders", SpanAppend, SpanDoSend, SpanCallback, SpanConnect} {
-		if !containsString(names, want) {
-			t.Errorf("span %q not exported; got %v", want, names)
-		}
-	}
+	srv := grpc.NewServer()
+	register(srv)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return l.Addr().String()
 }

@@ -1,12 +1,11 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,20 +152,17 @@ func withMetricHealth(exp sdkmetric.Exporter, h *exportHealth) sdkmetric.Exporte
 // protocol the user chose unless OTEL_METRICS_PRODUCERS names producers (only autoexport's
 // registry knows them). An exporter of its own lets exportHealth see every export's outcome;
 // autoexport's reader hands only the failures to otel.Handle.
-func ownOTLPMetrics() (protocol string, ok bool) {
-	if otlpOverGRPC("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
+func ownOTLPMetrics(env Env) (protocol string, ok bool) {
+	if env.otlpOverGRPC(env.MetricsExporter, env.MetricsProtocol) {
 		return otlptrace.ProtocolGRPC, true
 	}
-	if exporter := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER")); exporter != "" && exporter != "otlp" {
+	if exporter := env.MetricsExporter; exporter != "" && exporter != "otlp" {
 		return "", false
 	}
-	if os.Getenv(metricsProducersEnv) != "" {
+	if env.MetricsProducers != "" {
 		return "", false
 	}
-	protocol = os.Getenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
+	protocol = cmp.Or(env.MetricsProtocol, env.Protocol)
 	switch protocol {
 	case otlptrace.ProtocolGRPC, otlptrace.ProtocolHTTP:
 		return protocol, true
@@ -185,11 +181,9 @@ func newOTLPMetricExporter(ctx context.Context, protocol string) (sdkmetric.Expo
 
 // otlpMetricsEndpoint is where the OTLP metric exporter sends, for the log: the variable as
 // the user gave it, else the protocol's default.
-func otlpMetricsEndpoint(protocol string) string {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
-			return v
-		}
+func otlpMetricsEndpoint(env Env, protocol string) string {
+	if v := cmp.Or(env.MetricsEndpoint, env.Endpoint); v != "" {
+		return v
 	}
 	if protocol == otlptrace.ProtocolHTTP {
 		return otlptrace.DefaultHTTPHost

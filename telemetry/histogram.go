@@ -3,8 +3,6 @@ package telemetry
 import (
 	"context"
 	"math"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +41,7 @@ type Histograms struct {
 func NewHistograms() *Histograms {
 	return &Histograms{
 		scope:    instrumentation.Scope{Name: InstrumentationName},
-		exemplar: exemplarFilterFromEnv(),
+		exemplar: exemplarsTraceBased, // Setup applies OTEL_METRICS_EXEMPLAR_FILTER
 		now:      time.Now,
 	}
 }
@@ -56,15 +54,19 @@ const (
 	exemplarsAlwaysOff
 )
 
-// exemplarFilterFromEnv reads OTEL_METRICS_EXEMPLAR_FILTER as the SDK does.
-func exemplarFilterFromEnv() exemplarFilter {
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_METRICS_EXEMPLAR_FILTER"))) {
+// setExemplarFilter applies OTEL_METRICS_EXEMPLAR_FILTER's value as the SDK reads it, before
+// anything is recorded.
+func (h *Histograms) setExemplarFilter(name string) {
+	f := exemplarsTraceBased
+	switch name {
 	case "always_on":
-		return exemplarsAlwaysOn
+		f = exemplarsAlwaysOn
 	case "always_off":
-		return exemplarsAlwaysOff
+		f = exemplarsAlwaysOff
 	}
-	return exemplarsTraceBased
+	h.mu.Lock()
+	h.exemplar = f
+	h.mu.Unlock()
 }
 
 // durationHistogram is one instrument: a name, bucket boundaries and a series per attribute set.

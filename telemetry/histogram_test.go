@@ -120,6 +120,21 @@ func bound(bounds []float64, i int) any {
 	return "+Inf"
 }
 
+// TestSetupAppliesTheExemplarFilter: OTEL_METRICS_EXEMPLAR_FILTER reaches the Histograms
+// Setup is given.
+func TestSetupAppliesTheExemplarFilter(t *testing.T) {
+	hist := NewHistograms()
+	p, err := Setup(context.Background(), Config{Histograms: hist,
+		Env: &Env{TracesExporter: "none", MetricsExporter: "none", ExemplarFilter: "always_off"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	if hist.exemplar != exemplarsAlwaysOff {
+		t.Fatalf("exemplar filter %v, want always_off", hist.exemplar)
+	}
+}
+
 // TestHistogramsExemplarFilter: always_off keeps no exemplar even in a sampled context;
 // always_on keeps one without a span.
 func TestHistogramsExemplarFilter(t *testing.T) {
@@ -135,8 +150,8 @@ func TestHistogramsExemplarFilter(t *testing.T) {
 		{"trace_based", trace.SpanContext{}, 0},
 	} {
 		t.Run(tc.filter, func(t *testing.T) {
-			t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", tc.filter)
 			hist := NewHistograms()
+			hist.setExemplarFilter(tc.filter)
 			reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			defer mp.Shutdown(context.Background())

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,29 +88,21 @@ type exportOptions struct {
 	delay, timeout time.Duration
 }
 
-// exportOptionsFromEnv reads OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
-// OTEL_BSP_EXPORT_TIMEOUT (milliseconds), falling back to the SDK's defaults for a variable
-// that is unset or not a positive integer, as the SDK does.
-func exportOptionsFromEnv() exportOptions {
-	o := exportOptions{delay: defaultExportDelay, timeout: defaultExportTimeout}
-	if n := envPositive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"); n > 0 {
-		o.batch = n
+// exportOptionsOf takes OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
+// OTEL_BSP_EXPORT_TIMEOUT from env, falling back to the defaults for a variable unset or not
+// a positive integer, as the SDK's batch span processor does.
+func exportOptionsOf(env Env) exportOptions {
+	o := exportOptions{batch: 0, delay: defaultExportDelay, timeout: defaultExportTimeout}
+	if env.BSPMaxExportBatchSize > 0 {
+		o.batch = env.BSPMaxExportBatchSize
 	}
-	if n := envPositive("OTEL_BSP_SCHEDULE_DELAY"); n > 0 {
-		o.delay = time.Duration(n) * time.Millisecond
+	if env.BSPScheduleDelay > 0 {
+		o.delay = env.BSPScheduleDelay
 	}
-	if n := envPositive("OTEL_BSP_EXPORT_TIMEOUT"); n > 0 {
-		o.timeout = time.Duration(n) * time.Millisecond
+	if env.BSPExportTimeout > 0 {
+		o.timeout = env.BSPExportTimeout
 	}
 	return o
-}
-
-func envPositive(key string) int {
-	n, err := strconv.Atoi(os.Getenv(key))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return n
 }
 
 // spanExporter is where an exportProcessor's batches go: the OTLP exporter (internal/otlptrace), or

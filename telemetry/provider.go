@@ -91,6 +91,8 @@ type Config struct {
 	// Histograms aggregates the latency histograms recorded once per record (see Histograms);
 	// nil means Setup makes one. Give it when ExtraMetricReader must be built first.
 	Histograms *Histograms
+	// Env is the OpenTelemetry environment (ReadEnv); nil means Setup reads the process's.
+	Env *Env
 }
 
 // Ratio returns a pointer to r, for Config.SampleRatio.
@@ -141,11 +143,15 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if p.shutdownT <= 0 {
 		p.shutdownT = DefaultShutdownTimeout
 	}
+	env := ReadEnv(os.Getenv)
+	if cfg.Env != nil {
+		env = *cfg.Env
+	}
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	sampler, tracing, err := samplerFromConfig(cfg.SampleRatio)
+	sampler, tracing, err := samplerFromConfig(cfg.SampleRatio, env)
 	if err != nil {
 		return nil, err
 	}
@@ -158,13 +164,14 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if hist == nil {
 		hist = NewHistograms()
 	}
-	reader, err := newMetricReader(ctx, hist, cfg.ErrorLogger)
+	hist.setExemplarFilter(env.ExemplarFilter)
+	reader, err := newMetricReader(ctx, hist, cfg.ErrorLogger, env)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
 	p.mp = metricnoop.NewMeterProvider()
 	var readers []sdkmetric.Option
-	if !autoexport.IsNoneMetricReader(reader) {
+	if reader != nil && !autoexport.IsNoneMetricReader(reader) {
 		readers = append(readers, sdkmetric.WithReader(reader))
 	}
 	if cfg.ExtraMetricReader != nil {
@@ -183,7 +190,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 
 	p.tp = tracenoop.NewTracerProvider()
 	if tracing {
-		exp, err := newSpanExporter(ctx, res)
+		exp, err := newSpanExporter(ctx, res, env)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("telemetry: traces exporter: %w", err), p.shutdownNow())
 		}
@@ -196,12 +203,12 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 			exp = withSpanHealth(exp, newExportHealth(cfg.ErrorLogger, "traces", endpoint))
 			size := cfg.SpanQueueSize
 			if size <= 0 {
-				size = envPositive("OTEL_BSP_MAX_QUEUE_SIZE")
+				size = env.BSPMaxQueueSize
 			}
 			if size <= 0 {
 				size = DefaultSpanQueueSize
 			}
-			p.spans = newExportProcessor(exp, size, exportOptionsFromEnv(), dropped)
+			p.spans = newExportProcessor(exp, size, exportOptionsOf(env), dropped)
 			opts = append(opts, sdktrace.WithSpanProcessor(p.spans))
 		}
 		if cfg.ExtraSpanProcessor != nil {
@@ -264,21 +271,15 @@ func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	return res, nil
 }
 
-// otlpOverGRPC reports whether the signal's exporter is OTLP with no protocol chosen: the
-// specification's default is http/protobuf, which autoexport follows, but kafkatrail's is gRPC.
-func otlpOverGRPC(exporterEnv, protocolEnv string) bool {
-	exporter := strings.TrimSpace(os.Getenv(exporterEnv))
-	return (exporter == "" || exporter == "otlp") &&
-		os.Getenv(protocolEnv) == "" && os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL") == ""
-}
-
 // newSpanExporter builds the exporter OTEL_TRACES_EXPORTER asks for: kafkatrail's own OTLP
 // exporter (internal/otlptrace) for otlp, the default; autoexport's for the others (console), or
 // nil for none.
-func newSpanExporter(ctx context.Context, res *resource.Resource) (spanExporter, error) {
-	switch strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")) {
+func newSpanExporter(ctx context.Context, res *resource.Resource, env Env) (spanExporter, error) {
+	switch env.TracesExporter {
 	case "", "otlp":
-		return otlptrace.ExporterFromEnv(res)
+		return otlptrace.ExporterFromEnv(res, env.lookup)
+	case "none":
+		return nil, nil
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
@@ -290,15 +291,19 @@ func newSpanExporter(ctx context.Context, res *resource.Resource) (spanExporter,
 	return sdkExporter{exp: exp, res: res}, nil
 }
 
-// newMetricReader builds the reader OTEL_METRICS_EXPORTER asks for, with hist as a producer.
+// newMetricReader builds the reader OTEL_METRICS_EXPORTER asks for, with hist as a producer
+// (nil for none).
 // An OTLP exporter built here reports its exports' health on log (see ownOTLPMetrics).
-func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger) (sdkmetric.Reader, error) {
-	if protocol, ok := ownOTLPMetrics(); ok {
+func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, env Env) (sdkmetric.Reader, error) {
+	if env.MetricsExporter == "none" {
+		return nil, nil
+	}
+	if protocol, ok := ownOTLPMetrics(env); ok {
 		exp, err := newOTLPMetricExporter(ctx, protocol)
 		if err != nil {
 			return nil, err
 		}
-		exp = withMetricHealth(exp, newExportHealth(log, "metrics", otlpMetricsEndpoint(protocol)))
+		exp = withMetricHealth(exp, newExportHealth(log, "metrics", otlpMetricsEndpoint(env, protocol)))
 		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist)), nil
 	}
 	// autoexport takes its readers' producers from a process-wide registry, by the names in
@@ -307,7 +312,8 @@ func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger) (s
 	autoexportMu.Lock()
 	defer autoexportMu.Unlock()
 	autoexportHist.Store(hist)
-	if list := os.Getenv(metricsProducersEnv); list != "" &&
+	// autoexport reads OTEL_METRICS_PRODUCERS from the process environment itself.
+	if list := env.MetricsProducers; list != "" &&
 		!slices.Contains(strings.Split(list, ","), autoexportProducer) {
 		if err := os.Setenv(metricsProducersEnv, list+","+autoexportProducer); err != nil {
 			return nil, err

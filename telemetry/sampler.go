@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -19,7 +17,7 @@ import (
 // always_off, so the observer skips even the decision). Precedence: an explicit ratio
 // (the agent's --trace-sample-ratio), then OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
 // then parent-based DefaultSampleRatio.
-func samplerFromConfig(ratio *float64) (sdktrace.Sampler, bool, error) {
+func samplerFromConfig(ratio *float64, env Env) (sdktrace.Sampler, bool, error) {
 	if ratio != nil {
 		if *ratio < 0 || *ratio > 1 {
 			return nil, false, fmt.Errorf("trace sample ratio %v: must be between 0 and 1", *ratio)
@@ -27,11 +25,11 @@ func samplerFromConfig(ratio *float64) (sdktrace.Sampler, bool, error) {
 		// Still on at 0: a line whose trace context is sampled is traced (parent-based).
 		return newParentRatio(*ratio), true, nil
 	}
-	name := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")))
+	name := env.Sampler
 	if name == "" {
 		return newParentRatio(DefaultSampleRatio), true, nil
 	}
-	arg := strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER_ARG"))
+	arg := env.SamplerArg
 	argRatio := func() (float64, error) {
 		if arg == "" {
 			return 1, nil // the specification's default for the ratio samplers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -220,7 +221,8 @@ func TestOTLPProtocolChoice(t *testing.T) {
 		t.Setenv("OTEL_TRACES_EXPORTER", tc.exporter)
 		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tc.signalProto)
 		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.proto)
-		if got := otlpOverGRPC("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); got != tc.grpc {
+		env := ReadEnv(os.Getenv)
+		if got := env.otlpOverGRPC(env.TracesExporter, env.TracesProtocol); got != tc.grpc {
 			t.Errorf("%+v: our gRPC default %v, want %v", tc, got, tc.grpc)
 		}
 	}
@@ -248,7 +250,7 @@ func TestSamplerConfiguration(t *testing.T) {
 	} {
 		t.Setenv("OTEL_TRACES_SAMPLER", tc.env)
 		t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
-		s, tracing, err := samplerFromConfig(tc.ratio)
+		s, tracing, err := samplerFromConfig(tc.ratio, ReadEnv(os.Getenv))
 		if tc.bad {
 			if err == nil {
 				t.Errorf("%+v: no error", tc)

@@ -85,7 +85,9 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 
 	// The per-record latency histograms: the status page's /metrics and the exporters read them.
 	hist := telemetry.NewHistograms()
-	page, err := newStatusPage(cfg, log, environ, hist) // nil without --http
+	// The OTEL_* variables, read here once for the status page, telemetry and the exit.
+	otelEnv := telemetry.ReadEnv(func(k string) string { return lookupEnv(environ, k) })
+	page, err := newStatusPage(cfg, log, otelEnv, hist) // nil without --http
 	if err != nil {
 		fmt.Fprintf(stderr, "agent: --http: %v\n", err)
 		return exitUsage
@@ -97,7 +99,7 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 			_ = page.Shutdown(ctx)
 		}()
 	}
-	tel, err := setupTelemetry(cfg, log, page, hist)
+	tel, err := setupTelemetry(cfg, log, page, hist, otelEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent: telemetry: %v\n", err)
 		return exitUsage
@@ -106,7 +108,7 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	log = slog.New(tel.Logger(log.Handler()))
 	defer func() {
 		// After the producer closed: the last records' spans and metrics go out, in bounded time.
-		timeout := telemetryFlushTimeout(os.Getenv)
+		timeout := telemetryFlushTimeout(otelEnv.OTLPEndpoints())
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		if err := tel.Shutdown(ctx); err != nil {
@@ -263,7 +265,7 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 
 // newStatusPage listens on --http (nil when it is empty): the page's span processor and
 // metric reader must be in place before telemetry is set up.
-func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string, hist *telemetry.Histograms) (*statuspage.Server, error) {
+func newStatusPage(cfg agent.Config, log *slog.Logger, otelEnv telemetry.Env, hist *telemetry.Histograms) (*statuspage.Server, error) {
 	if cfg.HTTP == "" {
 		return nil, nil
 	}
@@ -274,17 +276,7 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, environ []string, hist *t
 	if pc, err := cfg.ProducerConfig(); err == nil {
 		info.Brokers = pc.BootstrapServers
 	}
-	switch sampler := lookupEnv(environ, "OTEL_TRACES_SAMPLER"); {
-	case cfg.TraceSampleRatio >= 0:
-		info.Sampling = fmt.Sprintf("%.4g%% of records (--trace-sample-ratio)", 100*cfg.TraceSampleRatio)
-	case sampler != "":
-		info.Sampling = "OTEL_TRACES_SAMPLER=" + sampler
-		if arg := lookupEnv(environ, "OTEL_TRACES_SAMPLER_ARG"); arg != "" {
-			info.Sampling += " " + arg
-		}
-	default:
-		info.Sampling = fmt.Sprintf("%.4g%% of records (the default)", 100*telemetry.DefaultSampleRatio)
-	}
+	info.Sampling = otelEnv.SamplingDescription(sampleRatio(cfg))
 	if cfg.TraceSlowerThan != "" {
 		info.Sampling += ", and every record slower than " + cfg.TraceSlowerThan + " (--trace-slower-than)"
 	}
@@ -309,8 +301,9 @@ func lookupEnv(environ []string, name string) string {
 
 // setupTelemetry configures tracing and metrics from the OTEL_* environment, with
 // --trace-sample-ratio when given, and feeds the status page when there is one.
-func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server, hist *telemetry.Histograms) (*telemetry.Provider, error) {
+func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server, hist *telemetry.Histograms, otelEnv telemetry.Env) (*telemetry.Provider, error) {
 	tc := telemetry.Config{
+		Env:            &otelEnv,
 		Histograms:     hist,
 		ServiceVersion: version.Version(),
 		TraceHeader:    cfg.TraceHeader,
@@ -323,15 +316,21 @@ func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server,
 	if pc, err := cfg.ProducerConfig(); err == nil {
 		tc.ClientID = pc.ClientID
 	}
-	if cfg.TraceSampleRatio >= 0 {
-		tc.SampleRatio = telemetry.Ratio(cfg.TraceSampleRatio)
-	}
+	tc.SampleRatio = sampleRatio(cfg)
 	tc.SlowerThan, _ = cfg.SlowerThan() // validated with the rest of the configuration
 	if page != nil {
 		tc.ExtraSpanProcessor = page.SpanProcessor()
 		tc.ExtraMetricReader = page.MetricReader()
 	}
 	return telemetry.Setup(context.Background(), tc)
+}
+
+// sampleRatio is --trace-sample-ratio, nil when not given (-1).
+func sampleRatio(cfg agent.Config) *float64 {
+	if cfg.TraceSampleRatio >= 0 {
+		return telemetry.Ratio(cfg.TraceSampleRatio)
+	}
+	return nil
 }
 
 func isTerminal(f *os.File) bool {

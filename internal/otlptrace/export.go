@@ -512,8 +512,8 @@ func (e *Exporter) Shutdown(context.Context) error {
 }
 
 // ExporterFromEnv builds the OTLP exporter the environment describes.
-func ExporterFromEnv(res *resource.Resource) (*Exporter, error) {
-	cfg, err := ConfigFromEnv(os.Getenv, os.ReadFile)
+func ExporterFromEnv(res *resource.Resource, getenv func(string) string) (*Exporter, error) {
+	cfg, err := ConfigFromEnv(getenv, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}

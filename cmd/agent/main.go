@@ -126,6 +126,13 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	}
 	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
 	defer stop()
+	procsCtx, stopProcs := context.WithCancel(context.Background())
+	procsDone := make(chan struct{})
+	go func() {
+		defer close(procsDone)
+		governProcs(procsCtx, environ)
+	}()
+	defer func() { stopProcs(); <-procsDone }()
 	if page != nil {
 		page.Start(ctx, statuspage.AgentSources(a, tel.Observer()))
 		log.Info("status page", "url", "http://"+page.Addr()+"/")

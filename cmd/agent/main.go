@@ -46,7 +46,16 @@ func main() {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	stop := startProfile()
+	// A process-wide policy, like GOGC: main's, not run's, which tests call in-process.
+	procsCtx, stopProcs := context.WithCancel(context.Background())
+	procsDone := make(chan struct{})
+	go func() {
+		defer close(procsDone)
+		governProcs(procsCtx, os.Environ())
+	}()
 	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+	stopProcs()
+	<-procsDone
 	stop()
 	os.Exit(code)
 }
@@ -126,13 +135,6 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	}
 	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
 	defer stop()
-	procsCtx, stopProcs := context.WithCancel(context.Background())
-	procsDone := make(chan struct{})
-	go func() {
-		defer close(procsDone)
-		governProcs(procsCtx, environ)
-	}()
-	defer func() { stopProcs(); <-procsDone }()
 	if page != nil {
 		page.Start(ctx, statuspage.AgentSources(a, tel.Observer()))
 		log.Info("status page", "url", "http://"+page.Addr()+"/")

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 

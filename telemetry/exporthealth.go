@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 )
 
 // exportHealth follows one signal's exports (traces or metrics) and says in the log when they

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"encoding/binary"
-	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -19,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"github.com/kafkatrail/kafkatrail/network"
 	"github.com/kafkatrail/kafkatrail/producer"
 )

@@ -3,8 +3,6 @@ package telemetry
 import (
 	"bytes"
 	"context"
-	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
-	"github.com/klauspost/compress/gzip"
 	"io"
 	"math"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/attribute"
@@ -29,6 +28,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 

@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -9,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 )
 
 // attrList is an attribute list with its encoding, when it has one.

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"log/slog"
 	"os"
 	"slices"
@@ -34,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/kafkatrail/kafkatrail/internal/otlptrace"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 

@@ -153,9 +153,19 @@ func startTailer(t *testing.T, cfg Config, r *recorder) *running {
 // startTailerWith starts a Tailer whose lines go to h.
 func startTailerWith(t *testing.T, cfg Config, h FileHandler) *running {
 	t.Helper()
+	return startTailerPrepared(t, cfg, h, nil)
+}
+
+// startTailerPrepared is startTailerWith, calling prepare (when set) on the Tailer before Run
+// starts: where a test sets its hooks.
+func startTailerPrepared(t *testing.T, cfg Config, h FileHandler, prepare func(*Tailer)) *running {
+	t.Helper()
 	tl, err := NewTailer(cfg, h, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(tl)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rt := &running{Tailer: tl, cancel: cancel, done: make(chan error, 1)}

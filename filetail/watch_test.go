@@ -1,7 +1,6 @@
 package filetail
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -306,19 +305,8 @@ func TestTailerIdleFileWaitsLongerWhenWatched(t *testing.T) {
 			cfg.RescanInterval = time.Hour // the wait's bound once watched: far beyond this test
 			cfg.DisableWatch = !watch
 			r := &recorder{}
-			tl, err := NewTailer(cfg, eachLine(r.handle), testLogger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
 			waits := &idleWaits{}
-			tl.idleWaitHook = waits.add
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- tl.Run(ctx) }()
-			defer func() {
-				cancel()
-				<-done
-			}()
+			startTailerPrepared(t, cfg, eachLine(r.handle), func(tl *Tailer) { tl.idleWaitHook = waits.add })
 			waitFor(t, "the first line", func() bool { return r.count() == 1 })
 			if watch {
 				// Data puts the wait back to PollInterval; from there it doubles again.
@@ -363,19 +351,8 @@ func TestTailerRestsFromEventsOnlyWhenTheyComeOften(t *testing.T) {
 	cfg := testConfig(state, path)
 	cfg.RescanInterval = time.Hour
 	r := &recorder{}
-	tl, err := NewTailer(cfg, eachLine(r.handle), testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rests atomic.Int64
-	tl.watchRestHook = func() { rests.Add(1) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tl.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	startTailerPrepared(t, cfg, eachLine(r.handle), func(tl *Tailer) { tl.watchRestHook = func() { rests.Add(1) } })
 	lines := 0
 	for range 5 {
 		time.Sleep(2 * watchQuiet) // the writer's pace, not a wait for the tailer

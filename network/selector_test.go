@@ -51,6 +51,17 @@ func newTestSelector(t *testing.T, cfg Config) *Selector {
 	return s
 }
 
+// connectedSelector is a test selector connected to addr as node 1.
+func connectedSelector(t *testing.T, cfg Config, addr string) *Selector {
+	t.Helper()
+	s := newTestSelector(t, cfg)
+	if err := s.Connect(1, addr); err != nil {
+		t.Fatal(err)
+	}
+	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	return s
+}
+
 // pollSelector polls until cond holds on the accumulated results.
 func pollSelector(t *testing.T, s *Selector, what string, cond func(PollResult) bool) PollResult {
 	t.Helper()
@@ -122,11 +133,7 @@ func TestSelectorSendReceive(t *testing.T) {
 // it at once, whatever its timeout, and the channel is ready for the next frame meanwhile.
 func TestSelectorWritesItselfWhenTheSocketTakesTheFrame(t *testing.T) {
 	addr := echoServer(t)
-	s := newTestSelector(t, Config{})
-	if err := s.Connect(1, addr); err != nil {
-		t.Fatal(err)
-	}
-	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	s := connectedSelector(t, Config{}, addr)
 	before := time.Now()
 	if err := s.Send(1, frameOf("hello")); err != nil {
 		t.Fatal(err)
@@ -177,11 +184,7 @@ func TestSelectorHandsTheRestOfAShortWriteToTheWriter(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(conn, int64(len(frame))))
 		got <- b
 	}()
-	s := newTestSelector(t, Config{MaxReceiveBytes: size + 1})
-	if err := s.Connect(1, ln.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
-	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	s := connectedSelector(t, Config{MaxReceiveBytes: size + 1}, ln.Addr().String())
 	if err := s.Send(1, frame); err != nil {
 		t.Fatal(err)
 	}
@@ -208,11 +211,7 @@ func TestSelectorHandsTheRestOfAShortWriteToTheWriter(t *testing.T) {
 // closed before the next Poll is not reported, as the events of a closed connection are not.
 func TestSelectorDropsDirectWritesOfAClosedConnection(t *testing.T) {
 	addr := echoServer(t)
-	s := newTestSelector(t, Config{})
-	if err := s.Connect(1, addr); err != nil {
-		t.Fatal(err)
-	}
-	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	s := connectedSelector(t, Config{}, addr)
 	if err := s.Send(1, frameOf("hello")); err != nil {
 		t.Fatal(err)
 	}
@@ -227,11 +226,7 @@ func TestSelectorDropsDirectWritesOfAClosedConnection(t *testing.T) {
 
 func TestSelectorDropsEventsOfClosedConnection(t *testing.T) {
 	addr := echoServer(t)
-	s := newTestSelector(t, Config{})
-	if err := s.Connect(1, addr); err != nil {
-		t.Fatal(err)
-	}
-	pollSelector(t, s, "connected", func(r PollResult) bool { return len(r.Connected) == 1 })
+	s := connectedSelector(t, Config{}, addr)
 	old := s.channels[1].ch
 	s.Close(1)
 	if err := s.Connect(1, addr); err != nil {

@@ -157,17 +157,11 @@ func TestRingKeepsErrors(t *testing.T) {
 	}
 }
 
-// TestRingWithTheProducerObserver: a record traced by the real observer through a producer (an
-// in-process kfake broker) arrives in the ring with its six stages tiling the send span.
-func TestRingWithTheProducerObserver(t *testing.T) {
-	r := NewRing(8)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.ProviderSampler(sdktrace.AlwaysSample())), sdktrace.WithSpanProcessor(r))
-	mp := sdkmetric.NewMeterProvider()
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
-	obs, err := telemetry.NewProducerObserver(tp, mp, telemetry.ObserverConfig{Sampler: sdktrace.AlwaysSample()})
-	if err != nil {
-		t.Fatal(err)
-	}
+// sendThroughKfake sends n records to "orders" on an in-process kfake broker through a producer
+// observed by obs, one at a time, and closes the producer: the spans are made after the
+// callback, and Close waits for them.
+func sendThroughKfake(t *testing.T, obs *telemetry.ProducerObserver, n int) {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	if err != nil {
 		t.Fatal(err)
@@ -179,17 +173,33 @@ func TestRingWithTheProducerObserver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")},
-		func(_ producer.RecordMetadata, err error) { done <- err })
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for range n {
+		done := make(chan error, 1)
+		_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")},
+			func(_ producer.RecordMetadata, err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.Close(ctx); err != nil { // the spans are made after the callback: Close waits for them
+	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRingWithTheProducerObserver: a record traced by the real observer through a producer (an
+// in-process kfake broker) arrives in the ring with its six stages tiling the send span.
+func TestRingWithTheProducerObserver(t *testing.T) {
+	r := NewRing(8)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.ProviderSampler(sdktrace.AlwaysSample())), sdktrace.WithSpanProcessor(r))
+	mp := sdkmetric.NewMeterProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	obs, err := telemetry.NewProducerObserver(tp, mp, telemetry.ObserverConfig{Sampler: sdktrace.AlwaysSample()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendThroughKfake(t, obs, 1)
 	got, _ := r.Traces(0)
 	if len(got) != 1 {
 		t.Fatalf("%d traces, want 1", len(got))
@@ -304,30 +314,7 @@ func TestRingTakesTracedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cfg := producer.DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	p, err := producer.New(cfg, producer.WithObserver(obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		done := make(chan error, 1)
-		_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")},
-			func(_ producer.RecordMetadata, err error) { done <- err })
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sendThroughKfake(t, obs, 2)
 	want, _ := eager.Traces(0)
 	got, total := lazy.Traces(0)
 	if total != 2 || len(want) != 2 || len(want[0].Stages) != 6 {

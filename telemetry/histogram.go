@@ -54,19 +54,18 @@ const (
 	exemplarsAlwaysOff
 )
 
-// setExemplarFilter applies OTEL_METRICS_EXEMPLAR_FILTER's value as the SDK reads it, before
-// anything is recorded.
+// setExemplarFilter applies OTEL_METRICS_EXEMPLAR_FILTER's value as the SDK reads it. Setup
+// calls it before it makes the observer, so before anything is recorded: the recording reads
+// the filter without a lock.
 func (h *Histograms) setExemplarFilter(name string) {
-	f := exemplarsTraceBased
 	switch name {
 	case "always_on":
-		f = exemplarsAlwaysOn
+		h.exemplar = exemplarsAlwaysOn
 	case "always_off":
-		f = exemplarsAlwaysOff
+		h.exemplar = exemplarsAlwaysOff
+	default:
+		h.exemplar = exemplarsTraceBased
 	}
-	h.mu.Lock()
-	h.exemplar = f
-	h.mu.Unlock()
 }
 
 // durationHistogram is one instrument: a name, bucket boundaries and a series per attribute set.

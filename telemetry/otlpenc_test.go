@@ -3,17 +3,13 @@ package telemetry
 import (
 	"bytes"
 	"context"
-	"io"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/attribute"
@@ -355,76 +351,5 @@ func TestRecordSpansEncodedBlocks(t *testing.T) {
 	normalize(w, false)
 	if !proto.Equal(g, w) {
 		t.Fatalf("encoded request differs from the SDK's:\n got %v\nwant %v", g, w)
-	}
-}
-
-// TestSetupExportsTracesOverHTTP: with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and
-// gzip, a traced record's spans and the connection's reach an OTLP/HTTP receiver by Shutdown.
-func TestSetupExportsTracesOverHTTP(t *testing.T) {
-	clearOTelEnv(t)
-	var mu sync.Mutex
-	var names []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body io.Reader = r.Body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
-		}
-		b, err := io.ReadAll(body)
-		var req colltrace.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(b, &req)
-		}
-		if err != nil || r.URL.Path != "/v1/traces" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					names = append(names, s.Name)
-				}
-			}
-		}
-		mu.Unlock()
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_METRICS_EXPORTER", "none")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
-	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newKfake(t, "orders")
-	cfg := producer.DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	p, err := producer.New(cfg, prov.ProducerOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newOutcome()
-	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
-	o.wait(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := prov.Shutdown(ctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, want := range []string{"send orders", SpanAppend, SpanDoSend, SpanCallback, SpanConnect} {
-		if !containsString(names, want) {
-			t.Errorf("span %q not exported; got %v", want, names)
-		}
 	}
 }

@@ -2,18 +2,23 @@ package telemetry
 
 import (
 	"context"
+	"io"
 	"log/slog"
-	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -31,30 +36,8 @@ type fakeCollector struct {
 func startCollector(t *testing.T) *fakeCollector {
 	t.Helper()
 	c := &fakeCollector{metrics: map[string]bool{}}
-	c.addr = serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, c) })
+	c.addr = testkit.ServeGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, c) })
 	return c
-}
-
-// serveGRPC serves a gRPC server with the services register adds on a new 127.0.0.1 port until
-// the test ends, and returns its address.
-func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	register(srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return l.Addr().String()
 }
 
 func (c *fakeCollector) Export(_ context.Context, req *colltrace.ExportTraceServiceRequest) (*colltrace.ExportTraceServiceResponse, error) {
@@ -116,28 +99,7 @@ func TestSetupExportsOverOTLPgRPCByDefault(t *testing.T) {
 	srvMetrics := startMetricsOnly(t, coll)
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://"+srvMetrics)
 
-	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newKfake(t, "orders")
-	cfg := producer.DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	p, err := producer.New(cfg, prov.ProducerOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newOutcome()
-	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
-	o.wait(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := prov.Shutdown(ctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
+	sendOneTracedAndShutdown(t)
 
 	coll.mu.Lock()
 	defer coll.mu.Unlock()
@@ -158,7 +120,7 @@ func TestSetupExportsOverOTLPgRPCByDefault(t *testing.T) {
 
 func startMetricsOnly(t *testing.T, c *fakeCollector) string {
 	t.Helper()
-	return serveGRPC(t, func(srv *grpc.Server) { collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c}) })
+	return testkit.ServeGRPC(t, func(srv *grpc.Server) { collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c}) })
 }
 
 // TestShutdownIsBoundedWhenTheBackendIsDown: an exporter pointed at nothing must not hold the
@@ -260,5 +222,84 @@ func TestSamplerConfiguration(t *testing.T) {
 		if err != nil || tracing != tc.tracing || !strings.Contains(s.Description(), tc.desc) {
 			t.Errorf("%+v: sampler %v, tracing %v, error %v", tc, s.Description(), tracing, err)
 		}
+	}
+}
+
+// TestSetupExportsTracesOverHTTP: with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and
+// gzip, a traced record's spans and the connection's reach an OTLP/HTTP receiver by Shutdown.
+func TestSetupExportsTracesOverHTTP(t *testing.T) {
+	clearOTelEnv(t)
+	var mu sync.Mutex
+	var names []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		var req colltrace.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &req)
+		}
+		if err != nil || r.URL.Path != "/v1/traces" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					names = append(names, s.Name)
+				}
+			}
+		}
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+	sendOneTracedAndShutdown(t)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"send orders", SpanAppend, SpanDoSend, SpanCallback, SpanConnect} {
+		if !containsString(names, want) {
+			t.Errorf("span %q not exported; got %v", want, names)
+		}
+	}
+}
+
+// sendOneTracedAndShutdown sets telemetry up from the environment with every record traced,
+// sends one record through a producer to an in-process kfake broker, closes the producer and
+// shuts telemetry down: what Setup exported is then at its receivers.
+func sendOneTracedAndShutdown(t *testing.T) {
+	t.Helper()
+	prov, err := Setup(context.Background(), Config{SampleRatio: Ratio(1), ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newKfake(t, "orders")
+	cfg := producer.DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := producer.New(cfg, prov.ProducerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutcome()
+	_ = p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, o.callback)
+	o.wait(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
 	}
 }

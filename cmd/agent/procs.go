@@ -10,8 +10,8 @@ import (
 // A log agent spends most of its life nearly idle: a burst of lines every so often. With
 // several Ps, Go's scheduler answers each goroutine woken in a burst (the file's follower, the
 // sender, a connection's reader) by waking a second thread that spins looking for work and
-// parks again, and each wake and park is a context switch: at 5,000 lines/s in 10 bursts a
-// second that is about a fifth of the agent's CPU, which one P does not pay. So while the
+// parks again, and each wake and park is a context switch, which one P does not pay
+// (docs/benchmarks.md's steady-rate section measures the agent this way). So while the
 // agent uses little CPU it runs on one P, and it goes back to the runtime's default as soon as
 // it is busy: procsGovernor decides, from the process's CPU time each second. A GOMAXPROCS
 // the user set is left alone.

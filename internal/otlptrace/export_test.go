@@ -28,6 +28,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // TestOTLPTraceConfigFromEnv: the variables mean what they mean to the SDK's exporters
@@ -204,7 +206,7 @@ func (c *compressionSeen) get() string {
 // TestOTLPExporterGRPCDoesNotRetryPermanentErrors: INVALID_ARGUMENT fails at once.
 func TestOTLPExporterGRPCDoesNotRetryPermanentErrors(t *testing.T) {
 	svc := &recordingTraceService{failures: 5, code: codes.InvalidArgument}
-	addr := serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
+	addr := testkit.ServeGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
 	exp, err := NewExporter(Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true,
 		timeout: 10 * time.Second, retryInitial: time.Millisecond}, resource.Empty())
 	if err != nil {
@@ -303,7 +305,7 @@ func TestOTLPExporterHTTP(t *testing.T) {
 // the export fail by its deadline, not retry past it.
 func TestOTLPExporterRetriesWithinTheDeadline(t *testing.T) {
 	svc := &recordingTraceService{failures: 1 << 30, code: codes.Unavailable}
-	addr := serveGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
+	addr := testkit.ServeGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
 	exp, err := NewExporter(Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true,
 		timeout: 300 * time.Millisecond, retryInitial: 10 * time.Millisecond}, resource.Empty())
 	if err != nil {
@@ -374,26 +376,4 @@ func decodeRequest(t testing.TB, b []byte) *colltrace.ExportTraceServiceRequest 
 		t.Fatalf("the request does not decode: %v", err)
 	}
 	return &req
-}
-
-// serveGRPC serves a gRPC server with the services register adds on a new 127.0.0.1 port until
-// the test ends, and returns its address.
-func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	register(srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return l.Addr().String()
 }

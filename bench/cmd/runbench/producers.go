@@ -203,13 +203,12 @@ func (b *bench) producerRun(tool string, c cell, rep int, data string) Run {
 		defer f.Close()
 	}
 	if tool == "agent" && c.Defaults {
-		sink, port, err := b.startSink()
+		stop, err := b.exportToSink(cmd)
 		if err != nil {
 			r.Error = err.Error()
 			return r
 		}
-		defer sink.stop(5 * time.Second)
-		cmd.Env = sinkEnv(port)
+		defer stop()
 	}
 	p, ok := b.runToEnd(&r, tool, cmd)
 	if !ok {

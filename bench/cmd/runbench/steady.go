@@ -102,15 +102,14 @@ func (b *bench) steadyRun(tool string, rate, rep int) Run {
 	}
 	switch tool {
 	case "agent":
-		sink, port, err := b.startSink()
+		cmd := exec.Command(b.p.agent, "--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", file,
+			"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"), "--log-level", "warn")
+		stop, err := b.exportToSink(cmd)
 		if err != nil {
 			r.Error = err.Error()
 			return r
 		}
-		defer sink.stop(5 * time.Second)
-		cmd := exec.Command(b.p.agent, "--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", file,
-			"--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"), "--log-level", "warn")
-		cmd.Env = sinkEnv(port)
+		defer stop()
 		if !start("agent", cmd) {
 			return r
 		}

@@ -117,13 +117,12 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 		cmd = exec.Command(b.p.agent, withProps(args, props)...)
 		cmd.Env = agentEnv()
 		if tool == "agent-otel" || tool == "agent-defaults" {
-			sink, port, err := b.startSink()
+			stop, err := b.exportToSink(cmd)
 			if err != nil {
 				r.Error = err.Error()
 				return r
 			}
-			defer sink.stop(5 * time.Second)
-			cmd.Env = sinkEnv(port)
+			defer stop()
 		}
 		prof = filepath.Join(b.p.work, "cpu-"+r.Topic+".prof")
 		cmd.Env = append(cmd.Env, "KAFKATRAIL_CPUPROFILE="+prof)

@@ -111,6 +111,16 @@ func (b *bench) startSink() (*proc, int, error) {
 
 // sinkEnv is the agent's environment exporting traces (as the agent's defaults sample them)
 // and metrics over OTLP/gRPC to an otlpsink on port.
+// exportToSink starts an otlpsink and points cmd's telemetry at it (sinkEnv); stop stops it.
+func (b *bench) exportToSink(cmd *exec.Cmd) (stop func(), err error) {
+	sink, port, err := b.startSink()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = sinkEnv(port)
+	return func() { sink.stop(5 * time.Second) }, nil
+}
+
 func sinkEnv(port int) []string {
 	return append(cleanEnv(),
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:"+strconv.Itoa(port),

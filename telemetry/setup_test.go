@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kafkatrail/kafkatrail/internal/testkit"
+	"github.com/kafkatrail/kafkatrail/internal/grpctest"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -36,7 +36,7 @@ type fakeCollector struct {
 func startCollector(t *testing.T) *fakeCollector {
 	t.Helper()
 	c := &fakeCollector{metrics: map[string]bool{}}
-	c.addr = testkit.ServeGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, c) })
+	c.addr = grpctest.Serve(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, c) })
 	return c
 }
 
@@ -120,7 +120,7 @@ func TestSetupExportsOverOTLPgRPCByDefault(t *testing.T) {
 
 func startMetricsOnly(t *testing.T, c *fakeCollector) string {
 	t.Helper()
-	return testkit.ServeGRPC(t, func(srv *grpc.Server) { collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c}) })
+	return grpctest.Serve(t, func(srv *grpc.Server) { collmetrics.RegisterMetricsServiceServer(srv, metricsExporter{c: c}) })
 }
 
 // TestShutdownIsBoundedWhenTheBackendIsDown: an exporter pointed at nothing must not hold the

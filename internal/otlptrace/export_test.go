@@ -29,7 +29,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kafkatrail/kafkatrail/internal/testkit"
+	"github.com/kafkatrail/kafkatrail/internal/grpctest"
 )
 
 // TestOTLPTraceConfigFromEnv: the variables mean what they mean to the SDK's exporters
@@ -206,7 +206,7 @@ func (c *compressionSeen) get() string {
 // TestOTLPExporterGRPCDoesNotRetryPermanentErrors: INVALID_ARGUMENT fails at once.
 func TestOTLPExporterGRPCDoesNotRetryPermanentErrors(t *testing.T) {
 	svc := &recordingTraceService{failures: 5, code: codes.InvalidArgument}
-	addr := testkit.ServeGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
+	addr := grpctest.Serve(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
 	exp, err := NewExporter(Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true,
 		timeout: 10 * time.Second, retryInitial: time.Millisecond}, resource.Empty())
 	if err != nil {
@@ -305,7 +305,7 @@ func TestOTLPExporterHTTP(t *testing.T) {
 // the export fail by its deadline, not retry past it.
 func TestOTLPExporterRetriesWithinTheDeadline(t *testing.T) {
 	svc := &recordingTraceService{failures: 1 << 30, code: codes.Unavailable}
-	addr := testkit.ServeGRPC(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
+	addr := grpctest.Serve(t, func(srv *grpc.Server) { colltrace.RegisterTraceServiceServer(srv, svc) })
 	exp, err := NewExporter(Config{protocol: ProtocolGRPC, grpcTarget: addr, insecure: true,
 		timeout: 300 * time.Millisecond, retryInitial: 10 * time.Millisecond}, resource.Empty())
 	if err != nil {

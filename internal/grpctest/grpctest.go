@@ -1,4 +1,6 @@
-package testkit
+// Package grpctest serves gRPC services on 127.0.0.1 for the main module's tests. It is apart
+// from testkit, which the other modules' tests import too, so that they need no gRPC.
+package grpctest
 
 import (
 	"net"
@@ -7,9 +9,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ServeGRPC serves a gRPC server with the services register adds on a new 127.0.0.1 port until
+// Serve serves a gRPC server with the services register adds on a new 127.0.0.1 port until
 // the test ends, and returns its address.
-func ServeGRPC(t testing.TB, register func(*grpc.Server)) string {
+func Serve(t testing.TB, register func(*grpc.Server)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

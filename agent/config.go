@@ -77,6 +77,7 @@ type Config struct {
 
 	TraceSampleRatio float64 `koanf:"trace-sample-ratio" doc:"share of records traced, 0 to 1 (a line's own sampled trace context is always followed); -1: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 0.01"`
 	TraceSlowerThan  string  `koanf:"trace-slower-than" doc:"also trace every record whose Send-to-acknowledgement latency exceeds this duration (e.g. 250ms), whatever the sampling said; p99: follow the moving p99; empty: off. At most 1000 such traces a second"`
+	TraceBatchStages string  `koanf:"trace-batch-stages" doc:"where a batch's stages (drain, doSend, completedSend, completedReceive) are exported: per-record (in every traced record's trace) or per-batch (once per batch attempt, in the trace of its first traced record; the others link to it: about half the bytes a traced record at high sampling ratios)"`
 
 	LogLevel  string `koanf:"log-level" doc:"debug, info, warn or error"`
 	LogFormat string `koanf:"log-format" doc:"text or json; default: text on a terminal, json otherwise"`
@@ -120,6 +121,12 @@ func (c *Config) MaxInFlightBytesFor(pc producer.Config, partitions int) int64 {
 	return min(max(want, DefaultMinInFlightBytes), pc.BufferMemory)
 }
 
+// Values of trace-batch-stages.
+const (
+	TraceStagesPerRecord = "per-record"
+	TraceStagesPerBatch  = "per-batch"
+)
+
 // SlowerThan parses trace-slower-than: 0 when off, telemetry.SlowerThanP99 for p99, else a
 // positive duration.
 func (c *Config) SlowerThan() (time.Duration, error) {
@@ -152,6 +159,7 @@ func DefaultConfig() Config {
 		TraceHeader:        "traceparent",
 		MaxTopics:          100, // routing: a bad field cannot create thousands of topics
 		TraceSampleRatio:   -1,
+		TraceBatchStages:   TraceStagesPerRecord,
 		StateTopic:         "kafkatrail-state",
 		CommitInterval:     time.Second,
 		CommitMaxLines:     100000,
@@ -254,6 +262,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.SlowerThan(); err != nil {
 		bad("trace-slower-than", "%v", err)
+	}
+	switch c.TraceBatchStages {
+	case TraceStagesPerRecord, TraceStagesPerBatch:
+	default:
+		bad("trace-batch-stages", "must be %s or %s, got %q", TraceStagesPerRecord, TraceStagesPerBatch, c.TraceBatchStages)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,11 +29,17 @@ func (discardProcessor) ForceFlush(context.Context) error                { retur
 func (discardProcessor) OnEndRecordSpans([]RecordSpan) {}
 
 // encodeExporter encodes each batch as the OTLP exporter does and sends it nowhere: with it the
-// export costs what it costs, minus the transport.
-type encodeExporter struct{ enc *otlptrace.TraceEncoder }
+// export costs what it costs, minus the transport. bytes, when set, counts what would be sent.
+type encodeExporter struct {
+	enc   *otlptrace.TraceEncoder
+	bytes *atomic.Int64
+}
 
 func (e encodeExporter) Export(_ context.Context, spans []RecordSpan) error {
-	e.enc.Encode(spans)
+	b := e.enc.Encode(spans)
+	if e.bytes != nil {
+		e.bytes.Add(int64(len(b)))
+	}
 	return nil
 }
 
@@ -52,13 +59,22 @@ func BenchmarkSendTracing(b *testing.B) {
 		name    string
 		observe bool
 		sampler sdktrace.Sampler
+		// batchSize, when set, is batch.size instead of 1 MiB (batches then go as they fill:
+		// about 130 records of 100 bytes at 16 KiB); batchStages is ObserverConfig.BatchStages.
+		batchSize   int
+		batchStages bool
 	}{
-		{"none", false, nil},
-		{"off", true, nil},
-		{"1%", true, newParentRatio(0.01)}, // what Setup builds
-		{"100%", true, sdktrace.AlwaysSample()},
-		{"1%+export", true, newParentRatio(0.01)},
-		{"100%+export", true, sdktrace.AlwaysSample()},
+		{name: "none"},
+		{name: "off", observe: true},
+		{name: "1%", observe: true, sampler: newParentRatio(0.01)}, // what Setup builds
+		{name: "100%", observe: true, sampler: sdktrace.AlwaysSample()},
+		{name: "1%+export", observe: true, sampler: newParentRatio(0.01)},
+		{name: "100%+export", observe: true, sampler: sdktrace.AlwaysSample()},
+		// The two forms of a batch's stages, with batches of a realistic size.
+		{name: "1%+export/16KiB/stages-per-record", observe: true, sampler: newParentRatio(0.01), batchSize: 16384},
+		{name: "1%+export/16KiB/stages-per-batch", observe: true, sampler: newParentRatio(0.01), batchSize: 16384, batchStages: true},
+		{name: "100%+export/16KiB/stages-per-record", observe: true, sampler: sdktrace.AlwaysSample(), batchSize: 16384},
+		{name: "100%+export/16KiB/stages-per-batch", observe: true, sampler: sdktrace.AlwaysSample(), batchSize: 16384, batchStages: true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := newKfake(b, "bench")
@@ -66,8 +82,12 @@ func BenchmarkSendTracing(b *testing.B) {
 			cfg.BootstrapServers = c.ListenAddrs()
 			cfg.LingerMs = 1000     // batches go at each Flush, not while the loop appends
 			cfg.BatchSize = 1 << 20 // and never fill up in between
+			if bc.batchSize > 0 {
+				cfg.BatchSize = bc.batchSize
+			}
 			var opts []producer.Option
 			var exported *exportProcessor
+			var wire atomic.Int64 // the export requests' bytes
 			if bc.observe {
 				hist := NewHistograms() // as Setup builds it
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))))
@@ -77,10 +97,10 @@ func BenchmarkSendTracing(b *testing.B) {
 					s = sdktrace.NeverSample()
 				}
 				var sink sdktrace.SpanProcessor = discardProcessor{}
-				if strings.HasSuffix(bc.name, "+export") {
+				if strings.Contains(bc.name, "+export") {
 					// What Setup builds, with a limit a window's spans stay under (each window is
 					// exported before the next begins): every span is exported.
-					ep := newExportProcessor(encodeExporter{otlptrace.NewTraceEncoder(resource.Default())}, 1<<16, exportOptions{batch: 2048, delay: defaultExportDelay, timeout: defaultExportTimeout}, nil)
+					ep := newExportProcessor(encodeExporter{otlptrace.NewTraceEncoder(resource.Default()), &wire}, 1<<16, exportOptions{batch: 2048, delay: defaultExportDelay, timeout: defaultExportTimeout}, nil)
 					defer func() {
 						_ = ep.Shutdown(context.Background())
 						if ep.Dropped() > 0 {
@@ -92,7 +112,7 @@ func BenchmarkSendTracing(b *testing.B) {
 				}
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(ProviderSampler(s)), sdktrace.WithSpanProcessor(sink))
 				defer tp.Shutdown(context.Background())
-				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: sink, Histograms: hist})
+				obs, err := NewProducerObserver(tp, mp, ObserverConfig{Sampler: bc.sampler, SpanProcessor: sink, Histograms: hist, BatchStages: bc.batchStages})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -119,6 +139,13 @@ func BenchmarkSendTracing(b *testing.B) {
 				b.Fatal(err)
 			}
 
+			if exported != nil {
+				if err := exported.ForceFlush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				wire.Store(0) // the warm-up's
+			}
+
 			const window = 1000
 			b.ReportAllocs()
 			cpu := processCPU()
@@ -142,6 +169,9 @@ func BenchmarkSendTracing(b *testing.B) {
 			// The process's CPU, every goroutine's (kfake's too, the same in every case): what
 			// the elapsed time hides when the export goroutine runs beside the sender.
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			if exported != nil {
+				b.ReportMetric(float64(wire.Load())/float64(b.N), "otlp-B/op")
+			}
 			if failed != nil {
 				b.Fatal(failed)
 			}

@@ -148,7 +148,12 @@ const (
 	AttrDeadLetterDestination = "kafkatrail.dead_letter.destination"
 	AttrTraceReason           = "kafkatrail.trace.reason"    // on send spans: sampled (at Send) | slow (at the callback)
 	AttrTraceThreshold        = "kafkatrail.trace.threshold" // on slow records' send spans: the latency threshold, s
+	AttrTraceLink             = "kafkatrail.trace.link"      // on a send span's links: what the linked span is (batch)
 )
+
+// TraceLinkBatch is AttrTraceLink on a send span's link to its batch's doSend in another
+// record's trace (ObserverConfig.BatchStages).
+const TraceLinkBatch = "batch"
 
 // Values of AttrTraceReason: why a record's trace was kept.
 const (

@@ -46,6 +46,12 @@ type ProducerObserver struct {
 	clusterID atomic.Pointer[attribute.KeyValue]
 	// lastRequest is the last doSend attribute list made (requestAttrs).
 	lastRequest atomic.Pointer[requestAttrs]
+	// batchStages: a batch's stages go in the trace of its first traced record only
+	// (ObserverConfig.BatchStages); lastBatch is the last batch seen with it (batchOwnerOf).
+	batchStages    bool
+	lastBatchMu    sync.Mutex
+	lastBatch      batchKey
+	lastBatchOwner batchOwner
 	// spanless is the last context StartSend found without a span in it. A producer is mostly
 	// handed one context over and over (the agent's run context), and looking for a span in it
 	// walks its whole chain of parents every time (~30 ns a record, at any sampling ratio);
@@ -93,6 +99,14 @@ type ObserverConfig struct {
 	// with sdkmetric.WithProducer(Histograms) export them. Setup arranges both. Without it,
 	// they are mp's instruments like every other.
 	Histograms *Histograms
+	// BatchStages exports a batch's stages (drain, doSend, completedSend, completedReceive)
+	// once per batch attempt, in the trace of the batch's first traced record to complete; the
+	// send span of every other traced record of the batch links to that trace's doSend spans
+	// (kafkatrail.trace.link=batch), and its own trace has read, append and callback. Off,
+	// every traced record's trace has all its stages. It applies to what the span processors
+	// that take TracedRecords export (Setup's OTLP exporter); the status page's waterfall
+	// always has every stage.
+	BatchStages bool
 }
 
 // NewProducerObserver returns an observer that records spans with tp and metrics with mp.
@@ -103,6 +117,8 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 		header:   cfg.TraceHeader,
 		clientID: cfg.ClientID,
 		pools:    map[*accumulator.BufferPool]struct{}{},
+
+		batchStages: cfg.BatchStages,
 	}
 	if pr, ok := cfg.Sampler.(parentRatio); ok {
 		o.ratio = &pr

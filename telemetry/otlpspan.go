@@ -89,7 +89,7 @@ func (s *recordSink) onEndTracedRecord(r *TracedRecord) {
 		return
 	}
 	ps := recordSpansPool.Get().(*[]RecordSpan)
-	spans := r.appendSpans((*ps)[:0], nil) // no arena: the processors may keep the attribute lists
+	spans := r.appendSpans((*ps)[:0], nil, false) // no arena: the processors may keep the attribute lists
 	s.OnEndRecordSpans(spans)
 	clear(spans)
 	*ps = spans[:0]

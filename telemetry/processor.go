@@ -205,7 +205,7 @@ func (p *exportProcessor) export() {
 			if len(made) > 0 && len(made)+records[i].spans > p.batch {
 				made = p.exportMade(made)
 			}
-			made = records[i].appendSpans(made, arena)
+			made = records[i].appendSpans(made, arena, true)
 		}
 		p.made = p.exportMade(made)
 	}

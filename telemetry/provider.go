@@ -62,6 +62,8 @@ type Config struct {
 	// (see ObserverConfig.SlowerThan; SlowerThanP99 follows the moving p99). Zero: off. It keeps
 	// tracing on even when the sampler alone would trace nothing (always_off).
 	SlowerThan time.Duration
+	// BatchStages exports a batch's stages once per batch attempt (ObserverConfig.BatchStages).
+	BatchStages bool
 	// TraceHeader is the record header a traced record's context is written to; empty means
 	// DefaultTraceHeader.
 	TraceHeader string
@@ -224,7 +226,8 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if !tracing {
 		sampler = nil
 	}
-	ocfg := ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan}
+	ocfg := ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan,
+		BatchStages: cfg.BatchStages}
 	if p.sdkMP != nil {
 		ocfg.Histograms = hist
 	}

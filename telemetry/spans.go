@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -174,7 +175,34 @@ type TracedRecord struct {
 	nAttempts int
 	first     [2]attemptStamp
 	more      []attemptStamp
-	spans     int // how many spans appendSpans makes
+	// stageBase is the span id of the record's first stage; stage i's is stageBase+i, so a
+	// record of the same batch attempt can link to them (batchOwner) without a table of ids.
+	stageBase uint64
+	// owner, when set, is the record of the same batch whose trace carries the batch's stages
+	// (ObserverConfig.BatchStages): this record's export leaves them out and links to them.
+	owner batchOwner
+	spans int // how many spans the export makes (appendSpans with linked)
+}
+
+// batchOwner is the traced record whose trace carries its batch's stages (drain, doSend,
+// completedSend, completedReceive of every attempt, and the drain after the last) when the
+// observer emits them once per batch attempt: the first traced record of the batch to
+// complete. Every other traced record of the batch links its send span to the owner's doSend
+// spans, one link an attempt.
+type batchOwner struct {
+	sc trace.SpanContext // the owner's send span's; invalid: no owner (this record is its own)
+	// firstDrain is the span id of the owner's first drain stage; attempt i's doSend is
+	// firstDrain+4i+1 (layout's order).
+	firstDrain uint64
+}
+
+// batchKey tells one batch's completion from another's: batches are pooled, so the same
+// pointer comes back, but never with the same last request.
+type batchKey struct {
+	b           *accumulator.ProducerBatch
+	attempts    int
+	node, corr  int32
+	lastDrained int64
 }
 
 // attemptStamp is one attempt of a record's batch, as its stage spans need it.
@@ -207,7 +235,7 @@ func (t *recordTrace) complete(r *TracedRecord, b *accumulator.ProducerBatch, ta
 		kind: t.kind, links: t.links, extra: t.extra,
 		start: nanos(t.start), written: nanos(t.written), appended: nanos(t.appended),
 		callbacksStart: nanos(callbacksStart), callbackEnd: nanos(callbackEnd),
-		partition: md.Partition, offset: md.Offset, err: err}
+		partition: md.Partition, offset: md.Offset, err: err, stageBase: newStageBase()}
 	r.spans = 3 // append, callback, send
 	if r.written != 0 {
 		r.spans++ // read
@@ -226,17 +254,57 @@ func (t *recordTrace) complete(r *TracedRecord, b *accumulator.ProducerBatch, ta
 			received: nanos(a.Received), err: a.Err,
 			req: requestKey{attempt: i + 1, node: a.Node, correlation: a.CorrelationID, records: a.Records, bytes: a.Bytes, version: a.APIVersion}}
 	}
-	r.spans += 4 * len(hist)
+	batchSpans := 4 * len(hist)
 	r.batchDrained = nanos(b.Drained)
 	// b.Attempts counts re-enqueues: as many as the history means the last attempt was
 	// retried, so the record was queued (or in flight again) when it completed.
 	if r.requeued = len(hist) == 0 || b.Attempts >= len(hist); r.requeued {
-		r.spans++ // a drain
+		batchSpans++ // a drain
 		if r.batchDrained > r.lastDrain() {
-			r.spans++ // and the completedReceive of the request in flight
+			batchSpans++ // and the completedReceive of the request in flight
+		}
+	}
+	r.spans += batchSpans
+	if t.o.batchStages && len(hist) > 0 {
+		last := &hist[len(hist)-1]
+		key := batchKey{b: b, attempts: len(hist), node: last.Node, corr: last.CorrelationID, lastDrained: r.batchDrained}
+		if owner, ok := t.o.batchOwnerOf(key, r); ok {
+			r.owner = owner
+			r.spans -= batchSpans
 		}
 	}
 }
+
+// batchOwnerOf returns the owner of the stages of batch key when a traced record of the batch
+// completed before r; else r becomes their owner and it returns false. A batch's records
+// complete one after the other (BatchDone), so the last batch seen is the only one to keep.
+func (o *ProducerObserver) batchOwnerOf(key batchKey, r *TracedRecord) (batchOwner, bool) {
+	o.lastBatchMu.Lock()
+	defer o.lastBatchMu.Unlock()
+	if o.lastBatch == key {
+		return o.lastBatchOwner, true
+	}
+	first := uint64(1) // the append
+	if r.written != 0 {
+		first++ // the read before it
+	}
+	o.lastBatch, o.lastBatchOwner = key, batchOwner{sc: r.sc, firstDrain: r.stageBase + first}
+	return batchOwner{}, false
+}
+
+// newStageBase returns the span id of a record's first stage: the ids of the stages after it
+// follow it, none of them zero.
+func newStageBase() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 && id < math.MaxUint64-stageIDRoom {
+			return id
+		}
+	}
+}
+
+// stageIDRoom is how many ids newStageBase leaves after a base: four stages an attempt, far
+// more than the attempts delivery.timeout.ms allows.
+const stageIDRoom = 1 << 24
 
 // lastDrain is the last attempt's drain, 0 without one.
 func (r *TracedRecord) lastDrain() int64 {
@@ -267,9 +335,12 @@ func (r *TracedRecord) lastDrain() int64 {
 // <= received; a stage that would still end before it starts (a wall clock stepped between
 // two readings) is clamped to zero length rather than overlap its neighbour.
 //
+// With linked, the batch's stages are left out (another record's trace has them: r.owner):
+// the callback then starts where the batch's stages ended, after a gap.
+//
 // The doSend attribute lists come from arena when it is set (the export goroutine's), else
 // from the observer's shared one.
-func (r *TracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64) {
+func (r *TracedRecord) layout(stages []stage, arena *spanArena, linked bool) ([]stage, int64) {
 	tr := tiler{at: r.start, stages: stages}
 	if r.written != 0 {
 		// The one stage outside the send span: the line waited before Send was called.
@@ -282,7 +353,9 @@ func (r *TracedRecord) layout(stages []stage, arena *spanArena) ([]stage, int64)
 		appended = r.callbacksStart
 	}
 	tr = tr.child(SpanAppend, appended, nil, attrList{})
-	if r.pa != nil {
+	if linked {
+		tr.at = max(tr.at, r.callbacksStart)
+	} else if r.pa != nil {
 		for i := range r.nAttempts {
 			at := r.attempt(i)
 			attempt := attemptAttrs(i + 1)
@@ -341,10 +414,13 @@ func (r *TracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.Ke
 // appendSpans appends the record's spans to spans, finished: the stages, then the send span.
 // Their attribute lists that are not shared ones go in arena, when it is set (the export
 // goroutine's, reused once the spans are encoded); with a nil arena every record's lists are
-// its own, for processors that keep them.
-func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []RecordSpan {
+// its own, for processors that keep them. With export, a record whose batch's stages another
+// record's trace carries (r.owner) leaves them out and links to that record's doSend spans:
+// the form the export sends; without, every record has all its stages (the page's waterfall).
+func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena, export bool) []RecordSpan {
+	linked := export && r.owner.sc.IsValid()
 	var buf [12]stage
-	stages, end := r.layout(buf[:0], arena)
+	stages, end := r.layout(buf[:0], arena, linked)
 	var kvs []attribute.KeyValue // the record's own lists, without an arena
 	if arena != nil {
 		kvs = arena.kvs
@@ -354,9 +430,11 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []Recor
 	if ts := r.sc.TraceState(); ts.Len() > 0 {
 		state = ts.String()
 	}
-	for _, s := range stages {
+	for i, s := range stages {
+		var id trace.SpanID
+		binary.BigEndian.PutUint64(id[:], r.stageBase+uint64(i))
 		rs := RecordSpan{
-			TraceID: traceID, SpanID: newSpanID(), ParentSpanID: sendID, Flags: flags, TraceState: state,
+			TraceID: traceID, SpanID: id, ParentSpanID: sendID, Flags: flags, TraceState: state,
 			Name: s.name, Kind: trace.SpanKindInternal, Start: s.start, End: s.end,
 			Attributes: s.attrs.kvs, Encoded: s.attrs.enc,
 		}
@@ -374,9 +452,15 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []Recor
 		kvs = make([]attribute.KeyValue, 0, len(r.ta.spanAttrs)+r.extra.count()+maxEndAttrs)
 	}
 	kvs = r.appendEndAttrs(r.o.appendSendAttrs(kvs, r.ta, &r.extra))
+	var links []RecordLink
+	if linked {
+		links = r.appendOwnerLinks(arena)
+	} else {
+		links = recordLinks(nil, r.links)
+	}
 	send := RecordSpan{
 		TraceID: traceID, SpanID: sendID, ParentSpanID: r.parent.SpanID(), ParentRemote: r.parent.IsRemote(),
-		Flags: flags, TraceState: state, Name: r.ta.sendName, Kind: r.kind, Links: recordLinks(r.links),
+		Flags: flags, TraceState: state, Name: r.ta.sendName, Kind: r.kind, Links: links,
 		Start: r.start, End: end, Attributes: kvs[from:len(kvs):len(kvs)], Encoded: r.ta.spanEnc,
 	}
 	if r.err != nil {
@@ -388,10 +472,41 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena) []Recor
 	return append(spans, send)
 }
 
+// appendOwnerLinks returns the links of a record whose batch's stages are in its owner's
+// trace: its own (its creation context), then one to the owner's doSend of each attempt, in
+// arena's links when it is set.
+func (r *TracedRecord) appendOwnerLinks(arena *spanArena) []RecordLink {
+	var links []RecordLink
+	if arena != nil {
+		links = arena.links
+	}
+	from := len(links)
+	links = recordLinks(links, r.links)
+	o := r.owner.sc
+	var state string
+	if ts := o.TraceState(); ts.Len() > 0 {
+		state = ts.String()
+	}
+	for i := range r.nAttempts {
+		l := RecordLink{TraceID: o.TraceID(), Flags: o.TraceFlags(), TraceState: state, Attributes: batchLinkAttrs}
+		binary.BigEndian.PutUint64(l.SpanID[:], r.owner.firstDrain+4*uint64(i)+1)
+		links = append(links, l)
+	}
+	if arena != nil {
+		arena.links = links
+	}
+	return links[from:len(links):len(links)]
+}
+
+// batchLinkAttrs mark a link from a record's send span to the doSend of its batch in another
+// record's trace.
+var batchLinkAttrs = []attribute.KeyValue{attribute.String(AttrTraceLink, TraceLinkBatch)}
+
 // spanArena is where the export goroutine makes records' spans: their attribute lists in kvs,
 // reused from export to export, and the doSend list of the last request seen.
 type spanArena struct {
-	kvs []attribute.KeyValue
+	links []RecordLink
+	kvs   []attribute.KeyValue
 	// req is the list of request reqKey, made shared (encoded once) when a second record of
 	// the request follows the first, as at high sampling ratios; a record alone in its request
 	// (the common case at 1 %) gets its list in kvs, and nothing is allocated for it.
@@ -419,13 +534,15 @@ func (a *spanArena) requestAttrs(key requestKey) attrList {
 func (a *spanArena) reset() {
 	clear(a.kvs)
 	a.kvs = a.kvs[:0]
+	clear(a.links)
+	a.links = a.links[:0]
 	a.reqSet, a.req = false, attrList{}
 }
 
 // Spans appends the record's spans to dst, finished: its stages, then its send span. Their
 // attribute lists are their own (or shared ones, never written): they may be kept. Safe for
 // concurrent use, on any goroutine.
-func (r *TracedRecord) Spans(dst []RecordSpan) []RecordSpan { return r.appendSpans(dst, nil) }
+func (r *TracedRecord) Spans(dst []RecordSpan) []RecordSpan { return r.appendSpans(dst, nil, false) }
 
 // maxEndAttrs is how many attributes appendEndAttrs adds at most.
 const maxEndAttrs = 6
@@ -434,7 +551,7 @@ const maxEndAttrs = 6
 // at Send, and ends that.
 func (t *recordTrace) endWithTracer(r *TracedRecord) {
 	var buf [12]stage
-	stages, end := r.layout(buf[:0], nil)
+	stages, end := r.layout(buf[:0], nil, false)
 	startStages(t.o.tracer, t.ctx, stages)
 	var attrs [maxEndAttrs]attribute.KeyValue
 	t.span.SetAttributes(r.appendEndAttrs(attrs[:0])...)
@@ -448,20 +565,17 @@ func (t *recordTrace) endWithTracer(r *TracedRecord) {
 // spans: they copy what they keep, so one slice serves record after record.
 var recordSpansPool = sync.Pool{New: func() any { s := make([]RecordSpan, 0, 8); return &s }}
 
-// recordLinks converts the send span's links (its creation context, when the record carries
-// one) for a RecordSpan.
-func recordLinks(links []trace.Link) []RecordLink {
-	if len(links) == 0 {
-		return nil
-	}
-	out := make([]RecordLink, len(links))
-	for i, l := range links {
+// recordLinks appends the send span's links (its creation context, when the record carries
+// one), converted for a RecordSpan, to out.
+func recordLinks(out []RecordLink, links []trace.Link) []RecordLink {
+	for _, l := range links {
 		sc := l.SpanContext
-		out[i] = RecordLink{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: sc.TraceFlags(),
+		rl := RecordLink{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: sc.TraceFlags(),
 			Remote: sc.IsRemote(), Attributes: l.Attributes}
 		if ts := sc.TraceState(); ts.Len() > 0 {
-			out[i].TraceState = ts.String()
+			rl.TraceState = ts.String()
 		}
+		out = append(out, rl)
 	}
 	return out
 }

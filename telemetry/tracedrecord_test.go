@@ -17,7 +17,7 @@ import (
 )
 
 // capturingExporter keeps deep copies of the spans it is given: the processor reuses their
-// attribute lists once an export returns. release, when set, holds every export until closed.
+// attribute lists and links once an export returns. release, when set, holds every export until closed.
 type capturingExporter struct {
 	release chan struct{}
 	mu      sync.Mutex
@@ -37,7 +37,7 @@ func (e *capturingExporter) Export(ctx context.Context, spans []RecordSpan) erro
 	defer e.mu.Unlock()
 	e.calls = append(e.calls, len(spans))
 	for _, s := range spans {
-		s.Attributes = slices.Clone(s.Attributes)
+		s.Attributes, s.Links = slices.Clone(s.Attributes), slices.Clone(s.Links)
 		e.spans = append(e.spans, s)
 	}
 	return nil
@@ -202,5 +202,124 @@ func TestTracedRecordsExportedABatchAtATime(t *testing.T) {
 	defer exp.mu.Unlock()
 	if !slices.Equal(exp.calls, []int{7, 7, 7, 7, 7}) {
 		t.Fatalf("exports of %v spans, want 5 of 7: one record each", exp.calls)
+	}
+}
+
+// TestBatchStagesExportedOncePerBatchAttempt: with BatchStages, the records of a batch retried
+// once export its stages once: the first record to complete has all eleven of its spans
+// (append, two attempts of four stages, the callback, the send span), each other record its
+// append, callback and send span, which links to the first record's two doSend spans, one per
+// request, by their ids in its trace; their callback starts where the batch's stages ended. The
+// sender goroutine's processors (the page's form) still get every stage of every record.
+func TestBatchStagesExportedOncePerBatchAttempt(t *testing.T) {
+	exp := &capturingExporter{}
+	ep := newExportProcessor(exp, 1<<12, exportOptions{batch: 1 << 11, delay: time.Hour, timeout: time.Minute}, nil)
+	defer ep.Shutdown(context.Background())
+	h := newHarnessWith(t, sdktrace.AlwaysSample(), ObserverConfig{BatchStages: true})
+	h.obs.sink = newRecordSink(nil, fanOutProcessor{ep, h.spans})
+
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, func(cfg *producer.Config) { cfg.LingerMs = 300 })
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("warm")}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	var faults atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		faults.Add(1)
+		return produceError(r, kerr.NotLeaderForPartition.Code), nil, true // once: not kept
+	})
+	outcomes := make([]*outcome, 3)
+	for i := range outcomes {
+		outcomes[i] = newOutcome()
+		if err := p.Send(context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}, outcomes[i].callback); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range outcomes {
+		o.wait(t)
+		if o.err != nil {
+			t.Fatalf("record %d: %v", i, o.err)
+		}
+		if o.md.Offset != outcomes[0].md.Offset+int64(i) {
+			t.Fatalf("record %d at offset %d, record 0 at %d: not one batch", i, o.md.Offset, outcomes[0].md.Offset)
+		}
+	}
+	if faults.Load() != 1 {
+		t.Fatalf("%d produce requests refused, want 1", faults.Load())
+	}
+	if err := p.Flush(context.Background()); err != nil { // the batch completed: its traces too
+		t.Fatal(err)
+	}
+	if err := ep.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	byTrace := map[[16]byte][]RecordSpan{}
+	var order [][16]byte // traces in export order: the owner's first
+	for _, s := range exp.captured() {
+		if _, ok := byTrace[s.TraceID]; !ok {
+			order = append(order, s.TraceID)
+		}
+		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+	}
+	if len(order) != 4 {
+		t.Fatalf("spans of %d traces exported, want 4 (the warm-up record and the batch's three)", len(order))
+	}
+	names := func(spans []RecordSpan) (out []string) {
+		for _, s := range spans {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	owner := byTrace[order[1]]
+	wantOwner := []string{SpanAppend, SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive,
+		SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive, SpanCallback, "send orders"}
+	if got := names(owner); !slices.Equal(got, wantOwner) {
+		t.Fatalf("the first record's spans: %v, want %v", got, wantOwner)
+	}
+	doSends := map[[8]byte]RecordSpan{}
+	for _, s := range owner {
+		if s.Name == SpanDoSend {
+			doSends[s.SpanID] = s
+		}
+	}
+	for _, tid := range order[2:] {
+		spans := byTrace[tid]
+		if got, want := names(spans), []string{SpanAppend, SpanCallback, "send orders"}; !slices.Equal(got, want) {
+			t.Fatalf("a later record's spans: %v, want %v", got, want)
+		}
+		send, callback := spans[2], spans[1]
+		if len(send.Links) != 2 {
+			t.Fatalf("send span links %+v, want two: the owner's doSend of each attempt", send.Links)
+		}
+		for i, l := range send.Links {
+			d, ok := doSends[l.SpanID]
+			if !ok || l.TraceID != order[1] || l.Flags != owner[0].Flags {
+				t.Fatalf("link %d to %s/%s: not a doSend of the first record's trace %x", i, l.TraceID, l.SpanID, order[1])
+			}
+			if d.SpanID != owner[2+4*i].SpanID {
+				t.Fatalf("link %d goes to the doSend of another attempt", i)
+			}
+			if len(l.Attributes) != 1 || l.Attributes[0] != attribute.String(AttrTraceLink, TraceLinkBatch) {
+				t.Fatalf("link %d attributes %v", i, l.Attributes)
+			}
+		}
+		if lastReceive := owner[8]; callback.Start < lastReceive.End {
+			t.Fatalf("callback starts at %d, before the batch's last completedReceive ended (%d)", callback.Start, lastReceive.End)
+		}
+		if callback.End > send.End || spans[0].Start != send.Start {
+			t.Fatalf("stages outside their send span: %+v in %+v", spans[:2], send)
+		}
+	}
+	// The spans made on the sender goroutine, for processors that take them: every record has
+	// every stage.
+	full := map[[16]byte]int{}
+	for _, s := range h.spans.Ended() {
+		full[s.SpanContext().TraceID()]++
+	}
+	for _, tid := range order[1:] {
+		if full[tid] != len(wantOwner) {
+			t.Fatalf("trace %x: %d spans for the sender goroutine's processors, want %d", tid, full[tid], len(wantOwner))
+		}
 	}
 }

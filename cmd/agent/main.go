@@ -289,6 +289,9 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, otelEnv telemetry.Env, hi
 	if cfg.TraceSlowerThan != "" {
 		info.Sampling += ", and every record slower than " + cfg.TraceSlowerThan + " (--trace-slower-than)"
 	}
+	if cfg.TraceBatchStages == agent.TraceStagesPerBatch {
+		info.Sampling += "; a batch's stages exported once per batch attempt (--trace-batch-stages per-batch)"
+	}
 	page, err := statuspage.New(statuspage.Config{Addr: cfg.HTTP, Info: info, Log: log.With("component", "statuspage"), MetricProducer: hist})
 	if err != nil {
 		return nil, err
@@ -327,6 +330,7 @@ func setupTelemetry(cfg agent.Config, log *slog.Logger, page *statuspage.Server,
 	}
 	tc.SampleRatio = sampleRatio(cfg)
 	tc.SlowerThan, _ = cfg.SlowerThan() // validated with the rest of the configuration
+	tc.BatchStages = cfg.TraceBatchStages == agent.TraceStagesPerBatch
 	if page != nil {
 		tc.ExtraSpanProcessor = page.SpanProcessor()
 		tc.ExtraMetricReader = page.MetricReader()

@@ -203,6 +203,89 @@ func TestAgentSlowTracesInJaeger(t *testing.T) {
 	}
 }
 
+// TestAgentBatchStagesInJaeger runs the agent with --trace-batch-stages per-batch, every record
+// sampled: Jaeger must have a record's trace whose send span has only its read, append and
+// callback stages and links (FOLLOWS_FROM) to a doSend in another trace, and that trace must
+// have the six stages, the doSend among them.
+func TestAgentBatchStagesInJaeger(t *testing.T) {
+	const service = "kafkatrail-agent-batch-stages"
+	topic, jaegerURL := runTracingAgent(t, "agent (batch stages)", "e2e-batch-stages", service,
+		[]string{"--trace-batch-stages", "per-batch"}, map[string]string{"OTEL_TRACES_SAMPLER": "always_on"},
+		300, func(i int) string { return fmt.Sprintf("e2e batch stages line %d", i) })
+
+	ctx := context.Background()
+	op := "send " + topic
+	err := poll(ctx, 30*time.Second, 300*time.Millisecond, func() (bool, error) {
+		var r jaegerTraces
+		q := url.Values{"service": {service}, "operation": {op}, "limit": {"50"}, "lookback": {"1h"}}
+		if err := getJSON(ctx, jaegerURL, "/api/traces", q, &r); err != nil {
+			return false, err
+		}
+		var last []string
+		for _, tr := range r.Data {
+			linked, problem := checkLinkedSendTrace(tr, op)
+			if problem == "" {
+				var owner jaegerTraces
+				if err := getJSON(ctx, jaegerURL, "/api/traces/"+linked.TraceID, nil, &owner); err != nil {
+					return false, err
+				}
+				problem = "the linked trace " + linked.TraceID + " is not in Jaeger"
+				if len(owner.Data) == 1 {
+					problem = checkSendTrace(owner.Data[0], op)
+					if problem == "" && !slices.ContainsFunc(owner.Data[0].Spans, func(s jaegerSpan) bool {
+						return s.SpanID == linked.SpanID && s.OperationName == "doSend"
+					}) {
+						problem = "the linked span " + linked.SpanID + " is not a doSend of trace " + linked.TraceID
+					}
+				}
+				if problem == "" {
+					t.Logf("trace %s: read, append and callback, linked to doSend %s of trace %s, which has the six stages",
+						tr.TraceID, linked.SpanID, linked.TraceID)
+					return true, nil
+				}
+			}
+			last = append(last, tr.TraceID+": "+problem)
+		}
+		return false, fmt.Errorf("%d traces, none linked to its batch's stages:\n  %s", len(r.Data), strings.Join(last, "\n  "))
+	})
+	if err != nil {
+		t.Fatalf("Jaeger (%s): %v", jaegerURL, err)
+	}
+}
+
+// jaegerRef is a span reference: a trace and a span in it.
+type jaegerRef struct{ TraceID, SpanID string }
+
+// checkLinkedSendTrace returns the span that the send span op of tr links to (FOLLOWS_FROM, in
+// another trace) when op's children are exactly read, append and callback; else what is wrong.
+func checkLinkedSendTrace(tr jaegerTrace, op string) (jaegerRef, string) {
+	var send *jaegerSpan
+	for i := range tr.Spans {
+		if tr.Spans[i].OperationName == op {
+			send = &tr.Spans[i]
+		}
+	}
+	if send == nil {
+		return jaegerRef{}, fmt.Sprintf("no %q span", op)
+	}
+	var kids []string
+	for _, s := range tr.Spans {
+		if s.parent() == send.SpanID {
+			kids = append(kids, s.OperationName)
+		}
+	}
+	slices.Sort(kids)
+	if want := []string{"append", "callback", "read"}; !slices.Equal(kids, want) {
+		return jaegerRef{}, fmt.Sprintf("children %v, want %v", kids, want)
+	}
+	for _, r := range send.References {
+		if r.RefType == "FOLLOWS_FROM" && r.TraceID != tr.TraceID {
+			return jaegerRef{r.TraceID, r.SpanID}, ""
+		}
+	}
+	return jaegerRef{}, "no link to another trace"
+}
+
 // runTracingAgent runs the agent on lines lines from stdin (line(i) is line i, without its
 // newline) to a new topic named after topicPrefix, which it returns with Jaeger's query URL, its traces exported over OTLP/gRPC to jaegerOTLP as service and its metrics
 // off, with args added to its flags and env to its environment (a key in env wins), and fails

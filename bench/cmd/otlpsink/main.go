@@ -30,6 +30,7 @@ import (
 type counts struct {
 	TraceRequests  atomic.Int64
 	Spans          atomic.Int64
+	TraceBytes     atomic.Int64 // the trace requests' encoded size (uncompressed)
 	MetricRequests atomic.Int64
 	DataPoints     atomic.Int64
 	LogRecords     atomic.Int64
@@ -68,6 +69,9 @@ func (k countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	n.Add(items)
+	if n == &k.c.Spans {
+		k.c.TraceBytes.Add(int64(len(buf.ReadOnlyData())))
+	}
 	return nil
 }
 
@@ -165,6 +169,7 @@ func main() {
 	out := map[string]int64{
 		"trace_requests":  c.TraceRequests.Load(),
 		"spans":           c.Spans.Load(),
+		"trace_bytes":     c.TraceBytes.Load(),
 		"metric_requests": c.MetricRequests.Load(),
 		"metrics":         c.DataPoints.Load(),
 		"log_records":     c.LogRecords.Load(),

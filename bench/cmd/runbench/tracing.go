@@ -22,15 +22,21 @@ import (
 // "sampled 1 %" row's.
 //
 // "1 % + slower than p99" adds --trace-slower-than p99 (issue 8): every record slower than the
-// moving p99 is traced too, about another 1 % of the records.
-// The 100 % mode is last: tracing() keeps it at the end of every repetition.
+// moving p99 is traced too, about another 1 % of the records. The "stages per batch" modes add
+// --trace-batch-stages per-batch: a batch's stages exported once per batch attempt.
+// The 100 % modes are last: tracing() keeps them at the end of every repetition.
 var tracingModes = []struct {
-	name       string
-	ratio      float64
-	slowerThan string
-	noMetrics  bool
-}{{"telemetry off", 0, "", true}, {"metrics only", 0, "", false}, {"sampled 1 %", 0.01, "", false},
-	{"1 % + slower than p99", 0.01, "p99", false}, {"sampled 100 %", 1, "", false}}
+	name        string
+	ratio       float64
+	slowerThan  string
+	noMetrics   bool
+	batchStages bool
+}{{"telemetry off", 0, "", true, false}, {"metrics only", 0, "", false, false}, {"sampled 1 %", 0.01, "", false, false},
+	{"1 % + slower than p99", 0.01, "p99", false, false}, {"1 %, stages per batch", 0.01, "", false, true},
+	{"sampled 100 %", 1, "", false, false}, {"100 %, stages per batch", 1, "", false, true}}
+
+// slowModes is how many modes at the end of tracingModes are the 100 % ones.
+const slowModes = 2
 
 // tracingBase is the mode the others are measured against.
 const tracingBase = "telemetry off"
@@ -56,17 +62,19 @@ func (b *bench) tracing() error {
 		// with its tools, and ends with the 100 % run: the run after the warm-up and the one
 		// after a 100 % run (20 s of spans, then its topic's deletion) are the slow ones, and no
 		// mode should always be the one that pays.
-		fast := len(tracingModes) - 1 // the last mode is the 100 % one
+		fast := len(tracingModes) - slowModes
 		for k := range tracingModes {
 			m := tracingModes[k]
 			if k < fast {
 				m = tracingModes[(k+rep-1)%fast]
+			} else {
+				m = tracingModes[fast+(k-fast+rep-1)%slowModes] // which 100 % run goes first alternates
 			}
 			if b.ctx.Err() != nil {
 				return errStopped
 			}
 			i++
-			r := b.tracingRun(m.name, m.ratio, m.slowerThan, m.noMetrics, c, rep, data)
+			r := b.tracingRun(m.name, m.ratio, m.slowerThan, m.noMetrics, m.batchStages, c, rep, data)
 			b.record(r)
 			logf("[%d/%d] tracing rep %d %-13s %s spans=%v", i, total, rep, m.name, r.brief(), r.Extra["spans_exported"])
 			b.pause()
@@ -132,7 +140,7 @@ func sinkEnv(port int) []string {
 	)
 }
 
-func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, noMetrics bool, c cell, rep int, data string) Run {
+func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, noMetrics, batchStages bool, c cell, rep int, data string) Run {
 	r := Run{Section: "tracing", Tool: "agent", Cell: mode, Rep: rep, Records: int64(b.prm.TracingRecords),
 		Bytes: int64(b.prm.TracingRecords) * int64(c.Size), Extra: map[string]any{}}
 	sink, port, err := b.startSink()
@@ -166,6 +174,9 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, noMetr
 	if slowerThan != "" {
 		args = append(args, "--trace-slower-than", slowerThan)
 	}
+	if batchStages {
+		args = append(args, "--trace-batch-stages", "per-batch")
+	}
 	cmd, err := stdinCommand(data, b.p.agent, args...)
 	if err != nil {
 		r.Error = err.Error()
@@ -196,6 +207,7 @@ func (b *bench) tracingRun(mode string, ratio float64, slowerThan string, noMetr
 		_ = json.Unmarshal(sc.Bytes(), &counts)
 	}
 	r.Extra["spans_exported"] = counts["spans"]
+	r.Extra["trace_bytes"] = counts["trace_bytes"]
 	r.Extra["metric_exports"] = counts["metric_requests"]
 	r.Extra["sink_cpu_s"] = sink.usage.CPUSec()
 	r.OK = r.Error == ""

@@ -655,7 +655,8 @@ func renderMarkdown(r *Report) string {
 			w("This agent build has no `--trace-sample-ratio` flag: sampling set with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` and `OTEL_TRACES_SAMPLER_ARG`. ")
 		}
 		w("*Telemetry off* is `OTEL_TRACES_EXPORTER=none` and `OTEL_METRICS_EXPORTER=none`: no pipeline at all, so the agent installs no observer; it is the base of the ratios, and *sampled 1 %%* is the agent's default telemetry. *Metrics only* is `OTEL_TRACES_EXPORTER=none`. Metrics and spans go over OTLP/gRPC to `otlpsink` on 127.0.0.1, a receiver that only counts (its CPU is not the agent's), so the sampled runs pay the real cost of making, batching and exporting spans. `1 %% + slower than p99` adds `--trace-slower-than p99`: records slower than the moving p99 of the end-to-end latency are traced too (about another 1 %%).\n\n")
-		w("| mode | records/s | relative to off | CPU s | CPU µs/record | CPU / off | peak RSS MiB | spans exported | OTLP bytes a traced record | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		w("*OTLP bytes* are the trace export requests' size as the receiver got them (uncompressed), a span and a traced record; the latter only for the head-sampled modes below 100 %%, where the queue keeps every span and the traced records are the ratio's share.\n\n")
+		w("| mode | records/s | relative to off | CPU s | CPU µs/record | CPU / off | peak RSS MiB | spans exported | OTLP bytes a span | a traced record | runs ok |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		off := r.summary("tracing", "agent", tracingBase)
 		for _, c := range cells {
 			s := r.summary("tracing", "agent", c)
@@ -663,7 +664,7 @@ func renderMarkdown(r *Report) string {
 				continue
 			}
 			if s.OK == 0 {
-				w("| %s | failed | | | | | | | | 0/%d |\n", c, s.Runs)
+				w("| %s | failed | | | | | | | | | 0/%d |\n", c, s.Runs)
 				continue
 			}
 			rel, cpuRel := "", ""
@@ -673,12 +674,17 @@ func renderMarkdown(r *Report) string {
 					cpuRel = fmt.Sprintf("%.3f", s.CPUMicrosPerRec/off.CPUMicrosPerRec)
 				}
 			}
-			perTraced := ""
-			if n := tracedRecords(c, s, p.TracingRecords); n > 0 && s.TraceBytes != nil {
-				perTraced = fnum(*s.TraceBytes / n)
+			perSpan, perTraced := "", ""
+			if s.TraceBytes != nil && s.Spans != nil && *s.Spans > 0 {
+				perSpan = fmt.Sprintf("%.0f", *s.TraceBytes / *s.Spans)
+				for _, m := range tracingModes {
+					if m.name == c && m.ratio > 0 && m.ratio < 1 && m.slowerThan == "" {
+						perTraced = fmt.Sprintf("%.0f", *s.TraceBytes/(m.ratio*float64(p.TracingRecords)))
+					}
+				}
 			}
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", c, fnum(s.RecordsPerSec), rel, fnum(s.CPUSec), fnum(s.CPUMicrosPerRec),
-				cpuRel, fnum(s.MaxRSSMiB), optNum(s.Spans), perTraced, s.OK, s.Runs)
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", c, fnum(s.RecordsPerSec), rel, fnum(s.CPUSec), fnum(s.CPUMicrosPerRec),
+				cpuRel, fnum(s.MaxRSSMiB), optNum(s.Spans), perSpan, perTraced, s.OK, s.Runs)
 		}
 		w("\n")
 		r.writeCPUSplit(w, cells, p.TracingRecords)

@@ -94,6 +94,15 @@ func renderDoc() string {
 	p("the record carries in its `%s` header when there is one (the line's), read back from the batch.\n", DefaultTraceHeader)
 	p("It has no `%s` (the key is not kept). The cost: one clock read per record at append, the attempts kept per batch.\n\n", AttrMessagingKafkaKey)
 
+	p("### A batch's stages once per batch\n\n")
+	p("`--trace-batch-stages per-batch` exports `%s`, `%s`, `%s` and `%s`, which\n", SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive)
+	p("belong to a batch attempt, once: in the trace of the batch's first traced record to complete. Every other\n")
+	p("traced record of the batch has `%s`, `%s` and `%s` as children of its `send` span, and the\n", SpanRead, SpanAppend, SpanCallback)
+	p("`send` span links to that trace's `%s` of each attempt, the link carrying\n", SpanDoSend)
+	p("`%s=%s`. This is the conventions' batch pattern turned around (a batch span\n", AttrTraceLink, TraceLinkBatch)
+	p("linking to its messages' contexts): here a record's span links to the batch's, since each record keeps\n")
+	p("a trace of its own. The default, `per-record`, gives every traced record all its stages.\n\n")
+
 	p("## Spans\n\n")
 	p("| span | kind | conventions | what |\n|---|---|---|---|\n")
 	p("| `%s{topic}` | PRODUCER, or CLIENT (see above) | Kafka \"Send span (producer)\" / \"(client)\" | one record's send, `Send` called to its callback returned |\n", SpanSendPrefix)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/producer"
 	"github.com/kafkatrail/kafkatrail/telemetry"
@@ -25,8 +26,7 @@ type Agent struct {
 	prod *producer.Producer
 	pc   producer.Config // prod's configuration
 
-	builders sync.Pool // *recordBuilder, one per concurrent sender of lines
-	routing  *routing  // --topic template and --header; nil: a plain topic, no --header
+	line *pipeline // how lines become records
 
 	stats Stats
 
@@ -56,7 +56,7 @@ type Stats struct {
 	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
 	LongLines filetail.LongLineCounts
 	// Encoding counts the lines --format and --timestamp-field fell back on.
-	Encoding    EncodingStats
+	Encoding    linerecord.EncodingStats
 	_           [cacheLine]byte // read side above, delivery side below
 	LinesAcked  atomic.Int64
 	LinesFailed atomic.Int64 // given up: lost (stdin), or left for the next start (a file's)
@@ -139,20 +139,18 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	}
 	ra := newReadAhead(cfg.EffectiveMaxInFlightBytes(pc))
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
-	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra, routing: newRouting(&cfg),
+	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra,
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
+	if a.line, err = newPipeline(cfg.LineConfig(), &a.stats.Encoding); err != nil {
+		_ = prod.Close(context.Background())
+		return nil, err // Validate has said so already
+	}
 	a.redo = newRedelivery(a)
 	if err := a.redo.dlf.repair(); err != nil {
 		// The first dead letter tries again, and stops sending if the file still cannot be written.
 		log.Warn("dead-letter file: cannot check its end", "file", a.redo.dlf.path, "error", err)
 	}
 	a.stopRedo = func() {}
-	a.builders.New = func() any {
-		b := newRecordBuilder(&a.cfg)
-		b.enc.stats = &a.stats.Encoding
-		b.routing = a.routing
-		return b
-	}
 	return a, nil
 }
 
@@ -178,7 +176,7 @@ func (a *Agent) FileStats() []filetail.FileStats {
 func (a *Agent) Connect(ctx context.Context) error {
 	var err error
 	switch {
-	case !isTemplate(a.cfg.Topic):
+	case !linerecord.IsTemplate(a.cfg.Topic):
 		_, err = a.prod.PartitionsFor(ctx, a.cfg.Topic)
 	case a.cfg.FallbackTopic != "":
 		_, err = a.prod.PartitionsFor(ctx, a.cfg.FallbackTopic)
@@ -224,7 +222,7 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 }
 
 // templated reports a --topic template: a line's topic comes from the line.
-func (a *Agent) templated() bool { return a.routing != nil && a.routing.topic != nil }
+func (a *Agent) templated() bool { return a.line.rules.Templated() }
 
 // lineAcked is the end of a line Kafka acknowledged, sent once or again.
 func (a *Agent) lineAcked(src *lineOrigin, md producer.RecordMetadata) {
@@ -266,9 +264,9 @@ func (a *Agent) lineGivenUp(src *lineOrigin, end, budget int64, err error) {
 // broker slow or down for longer than that) is offered again until it fits or ctx ends: for a
 // log shipper that is backpressure, not a failure. Callbacks ignore that error for this reason.
 func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, tag int64, budget *readAhead, cb producer.Callback) error {
-	b := a.builders.Get().(*recordBuilder)
-	defer a.builders.Put(b)
-	rec := b.buildLine(line, path)
+	b := a.line.builder()
+	defer a.line.put(b)
+	rec, unrouted := b.Build(line, path)
 	rec.Tag = tag
 	a.maybeWarnTimestamp(b, line, path)
 	if budget != nil {
@@ -278,19 +276,15 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 	}
 	a.stats.LinesRead.Add(1)
 	a.stats.BytesRead.Add(int64(len(line.Data)))
-	if b.routing != nil {
-		if err := b.rs.err; err != nil {
-			// No topic for this line and no fallback: it fails alone, as a line Kafka refused.
-			cb(unroutedMetadata(rec), err)
-			return nil
-		}
-		if tc := b.rs.counts; tc != nil {
-			tc.sent.Add(1)
-		}
+	if unrouted != nil {
+		// No topic for this line and no fallback: it fails alone, as a line Kafka refused.
+		cb(linerecord.UnroutedMetadata(rec), unrouted)
+		return nil
 	}
-	if tp := b.lineTrace; tp != nil && a.tel != nil {
+	b.CountSent()
+	if tp := b.LineTrace(); tp != nil && a.tel != nil {
 		// The line's own trace continues: its context is the parent of the record's send span,
-		// and, in the record's trace header (recordBuilder.build), the record's creation context.
+		// and, in the record's trace header (linerecord.Builder.Build), the record's creation context.
 		ctx = telemetry.ContextWithLineTrace(ctx, tp)
 	}
 	return a.sendRecord(ctx, rec, cb)
@@ -359,7 +353,7 @@ func (a *Agent) shutdown() error {
 		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
 		"lines_failed", a.stats.LinesFailed.Load(), "lines_dead_lettered", a.stats.LinesDeadLettered.Load(),
 		"lines_resent", a.stats.LinesResent.Load())
-	a.stats.Encoding.maybeLog(a.log, &a.cfg)
+	logEncoding(&a.stats.Encoding, a.log, &a.cfg)
 	if err != nil {
 		return fmt.Errorf("shutdown: not every line was acknowledged within %v (shutdown-timeout): %w",
 			a.cfg.ShutdownTimeout, err)

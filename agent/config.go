@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
@@ -40,7 +40,7 @@ type Config struct {
 	Key      string `koanf:"key" doc:"record key as a template like --topic's, such as {k8s.namespace.name}/{k8s.pod.name}/{k8s.container.name} to keep each container's lines in order on one partition; a line that lacks a part gets no key"`
 	KeyRegex string `koanf:"key-regex" doc:"record key from the first capture group of this regular expression"`
 
-	// Routing and headers (agent/route.go, agent/template.go).
+	// Routing and headers (linerecord/route.go, linerecord/template.go).
 	ParseRegex    string   `koanf:"parse-regex" doc:"regular expression matched against each line; its named groups, (?P<name>...), are {name} in --topic and --header templates"`
 	FallbackTopic string   `koanf:"fallback-topic" doc:"with a --topic template: topic of the lines it cannot route (a part missing from the line, an illegal topic name, a topic beyond --max-topics); empty: such a line fails alone, counted"`
 	MaxTopics     int      `koanf:"max-topics" doc:"with a --topic template: the most distinct topics it may route lines to, at most 10000 (the fallback topic not counted); the lines of any further topic go to --fallback-topic, or fail"`
@@ -170,7 +170,7 @@ func DefaultConfig() Config {
 		MaxBytesPerSecond: 0,
 
 		// Encodings and timestamps.
-		Format:          FormatRaw,
+		Format:          linerecord.FormatRaw,
 		TimestampLayout: "rfc3339",
 
 		// Multiline events (off unless a preset or a pattern is set).
@@ -192,12 +192,23 @@ func defaultStateDir() string {
 }
 
 // ConfigError names the configuration key that is wrong.
-type ConfigError struct {
-	Key    string
-	Reason string
-}
+type ConfigError = linerecord.ConfigError
 
-func (e *ConfigError) Error() string { return e.Key + ": " + e.Reason }
+// LineConfig is the configuration of how lines become records (one input's, the implicit one
+// of flags and the environment).
+func (c *Config) LineConfig() linerecord.Config {
+	lc := linerecord.Config{
+		Topic: c.Topic, FallbackTopic: c.FallbackTopic, MaxTopics: c.MaxTopics, ParseRegex: c.ParseRegex,
+		Key: c.Key, KeyField: c.KeyField, KeyRegex: c.KeyRegex,
+		Header: c.Header, HeaderPath: c.HeaderPath, HeaderHost: c.HeaderHost, TraceHeader: c.TraceHeader,
+		HostName: c.EffectiveHostName(),
+		Format:   c.Format, TimestampField: c.TimestampField, TimestampLayout: c.TimestampLayout,
+	}
+	if pc, err := c.ProducerConfig(); err == nil {
+		lc.MaxRequestSize = pc.MaxRequestSize
+	}
+	return lc
+}
 
 // Validate checks the agent's own keys and the producer properties; every error names its key.
 func (c *Config) Validate() error {
@@ -208,7 +219,13 @@ func (c *Config) Validate() error {
 	if c.Topic == "" {
 		bad("topic", "required")
 	}
-	c.validateRouting(bad)
+	lc := c.LineConfig()
+	lc.Validate(bad) // the topic or template, the key, the headers, the format
+	if c.ExactlyOnce && linerecord.IsTemplate(c.Topic) && c.FallbackTopic == "" {
+		// A line that cannot be routed fails, which aborts its transaction; after a restart
+		// the same line fails again: the run could never get past it.
+		bad("fallback-topic", "required with --exactly-once and a --topic template: a line the template cannot route would abort its transaction, and again after every restart")
+	}
 	if len(c.Brokers) == 0 && c.Producer["bootstrap.servers"] == "" {
 		bad("brokers", "required (or producer bootstrap.servers)")
 	}
@@ -220,16 +237,6 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLineBytes < 0 {
 		bad("max-line-bytes", "must not be negative, got %d", c.MaxLineBytes)
-	}
-	if n := btoi(c.KeyField != "") + btoi(c.KeyRegex != "") + btoi(c.Key != ""); n > 1 {
-		bad("key", "set one of key, key-field and key-regex, not %d", n)
-	}
-	if c.KeyRegex != "" {
-		if re, err := regexp.Compile(c.KeyRegex); err != nil {
-			bad("key-regex", "%v", err)
-		} else if re.NumSubexp() < 1 {
-			bad("key-regex", "needs a capture group: the key is the first group's match")
-		}
 	}
 	if c.MaxInFlightBytes < 0 {
 		bad("max-in-flight-bytes", "must not be negative, got %d", c.MaxInFlightBytes)
@@ -247,7 +254,7 @@ func (c *Config) Validate() error {
 		bad("dead-letter-max-bytes", "must be positive, got %d", c.DeadLetterMaxBytes)
 	}
 	if t := c.DeadLetterTopic; t != "" {
-		if p := topicNameProblem(t); p != "" {
+		if p := linerecord.TopicNameProblem(t); p != "" {
 			bad("dead-letter-topic", "%q is not a legal Kafka topic name: %s", t, p)
 		} else if t == c.Topic || t == c.FallbackTopic {
 			bad("dead-letter-topic", "%q is a topic lines are sent to: a line it refuses could not be dead-lettered there", t)
@@ -309,7 +316,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateRateLimit(bad)
-	c.validateEncoding(bad)
 	if _, err := c.ProducerConfig(); err != nil {
 		errs = append(errs, err)
 	}

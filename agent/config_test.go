@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,6 +154,10 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"http bad port", func(c *Config) { c.HTTP = "127.0.0.1:http" }, "http"},
 		{"checkpoint-interval", func(c *Config) { c.CheckpointInterval = 0 }, "checkpoint-interval"},
 		{"trace-slower-than", func(c *Config) { c.TraceSlowerThan = "fast" }, "trace-slower-than"},
+		{"trace-batch-stages", func(c *Config) { c.TraceBatchStages = "per-line" }, "trace-batch-stages"},
+		{"container-format", func(c *Config) { c.ContainerFormat = "crio" }, "container-format"},
+		{"exactly-once template without fallback", func(c *Config) { c.Topic, c.ExactlyOnce, c.Tail = "logs-{a}", true, []string{"/x"} }, "fallback-topic"},
+		{"the line settings too", func(c *Config) { c.Format = "xml" }, "format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -255,5 +260,32 @@ func TestCheckpointIntervalReachesTheTailer(t *testing.T) {
 	cfg.CheckpointInterval = 200 * time.Millisecond
 	if got := (&Agent{cfg: cfg}).tailerConfig().CheckpointInterval; got != 200*time.Millisecond {
 		t.Fatalf("checkpoint interval %v, want 200ms", got)
+	}
+}
+
+// --header is one header per flag (a value may hold commas); the file takes a list and
+// KAFKATRAIL_HEADER a comma-separated list.
+func TestLoadHeaders(t *testing.T) {
+	c, err := load(t, []string{"--brokers", "127.0.0.1:9092", "--topic", "logs-{service}", "--header", "tags=a,b", "--header", "svc={service}", "--max-topics", "7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.Header) != "[tags=a,b svc={service}]" || c.MaxTopics != 7 {
+		t.Errorf("headers %q, max-topics %d", c.Header, c.MaxTopics)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, "brokers: [127.0.0.1:9092]\ntopic: t\nheader: [\"env=prod\", \"svc={service}\"]\nfallback-topic: other\n")
+	c, err = load(t, []string{"--config", file}, nil)
+	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.FallbackTopic != "other" {
+		t.Errorf("from the file: %q, %q, %v", c.Header, c.FallbackTopic, err)
+	}
+	c, err = load(t, nil, []string{"KAFKATRAIL_BROKERS=127.0.0.1:9092", "KAFKATRAIL_TOPIC=t", "KAFKATRAIL_HEADER=env=prod,svc={service}", "KAFKATRAIL_PARSE_REGEX=(?P<x>a)"})
+	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.ParseRegex != "(?P<x>a)" {
+		t.Errorf("from the environment: %q, %q, %v", c.Header, c.ParseRegex, err)
+	}
+	if d := DefaultConfig(); d.MaxTopics != 100 || d.FallbackTopic != "" {
+		t.Errorf("defaults: max-topics %d, fallback-topic %q", d.MaxTopics, d.FallbackTopic)
 	}
 }

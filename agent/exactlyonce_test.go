@@ -70,6 +70,19 @@ func TestExactlyOnceConfig(t *testing.T) {
 	}
 }
 
+// --host-name is what the default transactional id is made from (in a pod the system's host
+// name is the pod's); lines carry it too (linerecord's TestHostNameKey).
+func TestTransactionalIDFromHostName(t *testing.T) {
+	c := DefaultConfig()
+	c.ExactlyOnce, c.HostName, c.Tail = true, "node-7", []string{"/x/*.log"}
+	if id := c.EffectiveTransactionalID(); !strings.HasPrefix(id, "kafkatrail-node-7-") {
+		t.Errorf("transactional id %q: want it made from the host name", id)
+	}
+	if h := c.LineConfig().HostName; h != "node-7" {
+		t.Errorf("lines carry host %q, want node-7", h)
+	}
+}
+
 func TestExactlyOnceTransactionalID(t *testing.T) {
 	c := DefaultConfig()
 	c.ExactlyOnce = true

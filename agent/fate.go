@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -54,7 +55,7 @@ const (
 // reason to stop the agent.
 func classify(err error, templated bool) (fate, string) {
 	var tooLarge *producer.RecordTooLargeError
-	var unrouted *routeError
+	var unrouted *linerecord.RouteError
 	var expired *producer.DeliveryTimeoutError
 	var noMetadata *producer.MetadataTimeoutError
 	switch {
@@ -114,7 +115,7 @@ func isStopError(err error) bool {
 func errorName(err error) string {
 	var ke *kerr.Error
 	var tooLarge *producer.RecordTooLargeError
-	var unrouted *routeError
+	var unrouted *linerecord.RouteError
 	var expired *producer.DeliveryTimeoutError
 	switch {
 	case errors.As(err, &ke):

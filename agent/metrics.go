@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
 
@@ -210,7 +211,7 @@ func (r *metricsReporter) reportEncodingAndSASL(am *telemetry.AgentMetrics) {
 			*last = now
 		}
 	}
-	if c := &r.a.cfg; c.Format != FormatRaw || c.TimestampField != "" {
+	if c := &r.a.cfg; c.Format != linerecord.FormatRaw || c.TimestampField != "" {
 		enc := &r.a.stats.Encoding
 		delta(&r.fallbacks[0], enc.TimestampFallbacks.Load(), func(n int64) { am.EncodingFallback("timestamp", n) })
 		delta(&r.fallbacks[1], enc.MergeFallbacks.Load(), func(n int64) { am.EncodingFallback("json_merge", n) })

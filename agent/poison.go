@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -310,7 +311,7 @@ func (c *txnCommitter) savePending() {
 // partition to the transaction).
 func refusedBeforeTransaction(err error) bool {
 	var tooLarge *producer.RecordTooLargeError
-	var unrouted *routeError
+	var unrouted *linerecord.RouteError
 	var noMetadata *producer.MetadataTimeoutError
 	return errors.As(err, &tooLarge) || errors.As(err, &unrouted) || errors.As(err, &noMetadata)
 }
@@ -414,9 +415,9 @@ func (a *Agent) enterTransaction(l *redoLine) (leave func(), ok bool) {
 // record that was to be sent), and takes its bytes from the read-ahead budget until it is kept.
 // kept is false when the record is not the one refused (another size): the line is then sent.
 func (a *Agent) deadLetterPending(ctx context.Context, src *lineOrigin, line filetail.Line, p pendingDeadLetter) (kept bool, err error) {
-	b := a.builders.Get().(*recordBuilder)
-	defer a.builders.Put(b)
-	rec := b.buildLine(line, src.file.Path)
+	b := a.line.builder()
+	defer a.line.put(b)
+	rec, _ := b.Build(line, src.file.Path) // a line refused by a broker was routed then
 	if len(rec.Value) != p.ValueBytes {
 		return false, nil
 	}

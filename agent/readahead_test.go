@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -166,5 +169,48 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// TestReadAheadBalancedWithEnvelope: the read-ahead budget takes and gives back the same bytes
+// when the record's value is larger than the line (an envelope): after every line is
+// acknowledged nothing is held, and the budget was never passed. It took the line's length
+// and gave back the value's, so the budget drifted below zero and stopped bounding anything.
+func TestReadAheadBalancedWithEnvelope(t *testing.T) {
+	lineData := []byte(`{"n":"012345678901234567890123456789012345678"}` + "\n") // 50 bytes with the newline
+	for _, tc := range []struct {
+		name, format string
+		exactlyOnce  bool
+	}{
+		{"json", linerecord.FormatJSON, false},
+		{"json-merge", linerecord.FormatJSONMerge, false},
+		{"json exactly-once", linerecord.FormatJSON, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const lines = 1000
+			a, _, _ := newFileAgent(t, 3, bytes.Repeat(lineData, lines), func(cfg *Config) {
+				cfg.MaxInFlightBytes, cfg.Format, cfg.ExactlyOnce = 2000, tc.format, tc.exactlyOnce
+				cfg.CommitInterval = 100 * time.Millisecond
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.RunTail(ctx) }()
+			var peak, low int64
+			waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool {
+				u := a.readAhead.used.Load()
+				peak, low = max(peak, u), min(low, u)
+				return fs.LinesAcked == lines
+			})
+			cancel()
+			if err := <-done; !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("RunTail: %v", err)
+			}
+			if u := a.readAhead.used.Load(); u != 0 || low < 0 {
+				t.Errorf("read-ahead holds %d bytes after every line was acknowledged (lowest %d), want 0", u, low)
+			}
+			if peak > 2000 {
+				t.Errorf("%d bytes held at once, budget 2000", peak)
+			}
+		})
 	}
 }

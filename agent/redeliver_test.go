@@ -21,6 +21,7 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -78,7 +79,7 @@ func TestClassify(t *testing.T) {
 		{kerr.CorruptMessage, false, fateDeadLetter, DeadLetterInvalidRecord},
 		{kerr.InvalidTimestamp, false, fateDeadLetter, DeadLetterInvalidTimestamp},
 		{kerr.PolicyViolation, false, fateDeadLetter, DeadLetterPolicyViolation},
-		{&routeError{reason: UnroutedMissing}, true, fateDeadLetter, DeadLetterUnroutable},
+		{&linerecord.RouteError{}, true, fateDeadLetter, DeadLetterUnroutable},
 		{&producer.MetadataTimeoutError{Topic: "logs-x", Cause: kerr.UnknownTopicOrPartition}, true, fateDeadLetter, DeadLetterUnknownTopic},
 		// Stops: the configuration or the cluster, never the line.
 		{&producer.MetadataTimeoutError{Topic: "logs", Cause: kerr.UnknownTopicOrPartition}, false, fateStop, ""},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
@@ -61,7 +62,7 @@ func (a *Agent) RunTail(ctx context.Context) error {
 // reached yet is asked again each second. It returns the function that stops it and waits.
 func (a *Agent) sizeReadAhead(ctx context.Context) (stop func()) {
 	topic := a.cfg.Topic
-	if isTemplate(topic) {
+	if linerecord.IsTemplate(topic) {
 		topic = a.cfg.FallbackTopic
 	}
 	if a.cfg.MaxInFlightBytes > 0 || topic == "" {

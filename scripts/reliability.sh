@@ -50,7 +50,7 @@ t_suite=$((SECONDS - t0))
 # Each fuzz target for a bounded time; a failure leaves its input in the package's testdata/fuzz.
 fuzz=$work/fuzz.md
 printf '| fuzz target | time | executions | result |\n|---|---:|---:|---|\n' >"$fuzz"
-for target in network:FuzzReadFrame:30000 network:FuzzDecodeResponse:10000 consumer:FuzzDecodeBatches:10000 agent:FuzzLoad:200 agent:FuzzProducerConfigSet:5000 agent:FuzzAppendJSONString:20000 agent:FuzzEncode:10000 filetail:FuzzSplitter:20000 filetail:FuzzCRIDecode:20000 agent:FuzzTemplate:5000 agent:FuzzLineFields:10000; do
+for target in network:FuzzReadFrame:30000 network:FuzzDecodeResponse:10000 consumer:FuzzDecodeBatches:10000 agent:FuzzLoad:200 agent:FuzzProducerConfigSet:5000 linerecord:FuzzAppendJSONString:20000 linerecord:FuzzEncode:10000 filetail:FuzzSplitter:20000 filetail:FuzzCRIDecode:20000 linerecord:FuzzTemplate:5000 linerecord:FuzzLineFields:10000; do
   IFS=: read -r pkg name count <<<"$target"
   count=$((count * scale))
   echo "reliability ($mode): fuzzing $name for $count executions" >&2

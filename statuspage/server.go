@@ -135,7 +135,7 @@ type Counters struct {
 	BytesRead   int64 `json:"bytes_read"`
 	LinesAcked  int64 `json:"lines_acked"`
 	LinesFailed int64 `json:"lines_failed"`
-	// Lines that --format and --timestamp-field fell back on (agent.EncodingStats).
+	// Lines that --format and --timestamp-field fell back on (linerecord.EncodingStats).
 	TimestampFallbacks int64 `json:"timestamp_fallbacks,omitempty"`
 	MergeFallbacks     int64 `json:"merge_fallbacks,omitempty"`
 	MessagesCut        int64 `json:"messages_cut,omitempty"`

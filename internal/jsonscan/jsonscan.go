@@ -1,6 +1,6 @@
 // Package jsonscan scans JSON in place, accepting exactly what encoding/json's scanner accepts
 // (the agent's FuzzLineFields compares them), and unquotes its strings as encoding/json does:
-// the agent's view of a JSON line (agent/fields.go) and the docker json-file decoder
+// the agent's view of a JSON line (linerecord/fields.go) and the docker json-file decoder
 // (filetail/container.go) share it. Each scanning function takes b[i] as the first byte of what
 // it scans and returns the index just past it, or -1 when b is not valid there.
 package jsonscan

@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"encoding/json"
@@ -50,7 +50,7 @@ func TestLineFieldsPaths(t *testing.T) {
 
 // A key field given as a dotted path takes the nested value.
 func TestRecordKeyFromNestedField(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.Topic, cfg.KeyField = "t", "user.id"
 	b := newRecordBuilder(&cfg)
 	if r := b.build([]byte(`{"user":{"id":"u-42"},"msg":"x"}`), ""); string(r.Key) != "u-42" {

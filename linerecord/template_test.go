@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"errors"
@@ -110,10 +110,6 @@ func TestValidateRouting(t *testing.T) {
 		{"unclosed", func(c *Config) { c.Topic = "logs-{service" }, "topic", "unclosed"},
 		{"fallback template", func(c *Config) { c.Topic, c.FallbackTopic = "logs-{a}", "other-{b}" }, "fallback-topic", "plain topic name"},
 		{"fallback illegal", func(c *Config) { c.Topic, c.FallbackTopic = "logs-{a}", "oth er" }, "fallback-topic", "not a legal"},
-		{"exactly-once template without fallback", func(c *Config) { c.Topic, c.ExactlyOnce, c.Tail = "logs-{a}", true, []string{"/x"} }, "fallback-topic", "required with --exactly-once"},
-		{"exactly-once template with fallback", func(c *Config) {
-			c.Topic, c.ExactlyOnce, c.Tail, c.FallbackTopic = "logs-{a}", true, []string{"/x"}, "other"
-		}, "", ""},
 		{"max-topics zero", func(c *Config) { c.MaxTopics = 0 }, "max-topics", "from 1 to 10000"},
 		{"max-topics too many", func(c *Config) { c.MaxTopics = 10001 }, "max-topics", "from 1 to 10000"},
 		{"bad regex", func(c *Config) { c.ParseRegex = "(?P<a>" }, "parse-regex", "missing closing )"},
@@ -124,10 +120,10 @@ func TestValidateRouting(t *testing.T) {
 		{"header ok", func(c *Config) { c.Header = []string{"env=prod", "svc={service}", "empty="} }, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.Topic, cfg.Brokers = "logs", []string{"127.0.0.1:9092"}
+			cfg := defaultConfig()
+			cfg.Topic = "logs"
 			c.mutate(&cfg)
-			err := cfg.Validate()
+			err := cfg.check()
 			if c.key == "" {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
@@ -142,17 +138,16 @@ func TestValidateRouting(t *testing.T) {
 	}
 }
 
-// routedBuilder is a recordBuilder as the agent builds it for cfg.
-func routedBuilder(t testing.TB, mutate func(*Config)) *recordBuilder {
+// routedBuilder is a Builder as the agent builds it for cfg.
+func routedBuilder(t testing.TB, mutate func(*Config)) *Builder {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Topic, cfg.Brokers = "t", []string{"127.0.0.1:9092"}
+	cfg := defaultConfig()
+	cfg.Topic = "t"
 	mutate(&cfg)
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.check(); err != nil {
 		t.Fatal(err)
 	}
 	b := newRecordBuilder(&cfg)
-	b.routing = newRouting(&cfg)
 	b.host = []byte("myhost")
 	return b
 }
@@ -203,9 +198,9 @@ func TestRouteLines(t *testing.T) {
 			for i, line := range c.lines {
 				r := b.build([]byte(line), "/var/log/app.log")
 				if want, ok := strings.CutPrefix(c.want[i], "!"); ok {
-					var re *routeError
+					var re *RouteError
 					if !errors.As(b.rs.err, &re) || re.reason != want {
-						t.Fatalf("line %d: error %v, want a routeError for %s", i, b.rs.err, want)
+						t.Fatalf("line %d: error %v, want a RouteError for %s", i, b.rs.err, want)
 					}
 					if !strings.Contains(re.Error(), "logs-{service}") || !strings.Contains(re.Error(), "--fallback-topic") {
 						t.Errorf("error %q does not name the template and the way out", re)
@@ -274,7 +269,7 @@ func TestHeaderTemplates(t *testing.T) {
 // goes to the builder's buffer and the topic string is the router's. A JSON field costs nothing
 // either (lineFields scans the line in place), for the topic, a header and the key alike.
 func TestRouteAllocatesNothingPerLine(t *testing.T) {
-	allocs := func(b *recordBuilder, line string) float64 {
+	allocs := func(b *Builder, line string) float64 {
 		l := []byte(line)
 		b.build(l, "/var/log/nginx/access.log") // the topic becomes known
 		return testing.AllocsPerRun(1000, func() { b.build(l, "/var/log/nginx/access.log") })
@@ -322,33 +317,6 @@ func BenchmarkRecordBuilder(b *testing.B) {
 				rb.build(l, "/var/log/nginx/access.log")
 			}
 		})
-	}
-}
-
-// --header is one header per flag (a value may hold commas); the file takes a list and
-// KAFKATRAIL_HEADER a comma-separated list.
-func TestLoadHeaders(t *testing.T) {
-	c, err := load(t, []string{"--brokers", "127.0.0.1:9092", "--topic", "logs-{service}", "--header", "tags=a,b", "--header", "svc={service}", "--max-topics", "7"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(c.Header) != "[tags=a,b svc={service}]" || c.MaxTopics != 7 {
-		t.Errorf("headers %q, max-topics %d", c.Header, c.MaxTopics)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	file := writeFile(t, "brokers: [127.0.0.1:9092]\ntopic: t\nheader: [\"env=prod\", \"svc={service}\"]\nfallback-topic: other\n")
-	c, err = load(t, []string{"--config", file}, nil)
-	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.FallbackTopic != "other" {
-		t.Errorf("from the file: %q, %q, %v", c.Header, c.FallbackTopic, err)
-	}
-	c, err = load(t, nil, []string{"KAFKATRAIL_BROKERS=127.0.0.1:9092", "KAFKATRAIL_TOPIC=t", "KAFKATRAIL_HEADER=env=prod,svc={service}", "KAFKATRAIL_PARSE_REGEX=(?P<x>a)"})
-	if err != nil || fmt.Sprint(c.Header) != "[env=prod svc={service}]" || c.ParseRegex != "(?P<x>a)" {
-		t.Errorf("from the environment: %q, %q, %v", c.Header, c.ParseRegex, err)
-	}
-	if d := DefaultConfig(); d.MaxTopics != 100 || d.FallbackTopic != "" {
-		t.Errorf("defaults: max-topics %d, fallback-topic %q", d.MaxTopics, d.FallbackTopic)
 	}
 }
 

@@ -1,10 +1,8 @@
-package agent
+package linerecord
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +15,12 @@ var readTime = time.Date(2026, 12, 1, 16, 9, 20, 123456789, time.UTC)
 
 // testBuilder is a record builder of cfg (with mutate applied) whose host is "web-1" and whose
 // clock stands at readTime.
-func testBuilder(t testing.TB, mutate func(*Config)) *recordBuilder {
+func testBuilder(t testing.TB, mutate func(*Config)) *Builder {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Topic, cfg.Brokers = "t", []string{"127.0.0.1:9092"}
+	cfg := defaultConfig()
+	cfg.Topic = "t"
 	mutate(&cfg)
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.check(); err != nil {
 		t.Fatal(err)
 	}
 	b := newRecordBuilder(&cfg)
@@ -277,17 +275,17 @@ func TestEncodingConfig(t *testing.T) {
 		{func(c *Config) { c.TimestampLayout = "UNIX_MS" }, ""},
 		{func(c *Config) { c.TimestampLayout = "2006-01-02 15:04:05" }, ""},
 	} {
-		cfg := DefaultConfig()
-		cfg.Topic, cfg.Brokers = "t", []string{"127.0.0.1:9092"}
+		cfg := defaultConfig()
+		cfg.Topic = "t"
 		tc.mutate(&cfg)
-		err := cfg.Validate()
+		err := cfg.check()
 		if tc.wantKey == "" {
 			if err != nil {
 				t.Errorf("%+v: %v", cfg.TimestampLayout, err)
 			}
 			continue
 		}
-		if _, ok := keyErrors(err)[tc.wantKey]; !ok {
+		if ce, ok := err.(*ConfigError); !ok || ce.Key != tc.wantKey {
 			t.Errorf("format %q layout %q field %q: %v, want an error for %s", cfg.Format, cfg.TimestampLayout, cfg.TimestampField, err, tc.wantKey)
 		}
 	}
@@ -359,57 +357,14 @@ func BenchmarkEncode(b *testing.B) {
 		{"json-merge/timestamp-field", func(c *Config) { c.Format, c.TimestampField = FormatJSONMerge, "ts" }, obj},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.Topic, cfg.Brokers = "t", []string{"127.0.0.1:9092"}
+			cfg := defaultConfig()
+			cfg.Topic = "t"
 			tc.mutate(&cfg)
 			rb := newRecordBuilder(&cfg)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.l.Data)))
 			for b.Loop() {
 				rb.buildLine(tc.l, "/var/log/shop/app.log")
-			}
-		})
-	}
-}
-
-// TestReadAheadBalancedWithEnvelope: the read-ahead budget takes and gives back the same bytes
-// when the record's value is larger than the line (an envelope): after every line is
-// acknowledged nothing is held, and the budget was never passed. It took the line's length
-// and gave back the value's, so the budget drifted below zero and stopped bounding anything.
-func TestReadAheadBalancedWithEnvelope(t *testing.T) {
-	lineData := []byte(`{"n":"012345678901234567890123456789012345678"}` + "\n") // 50 bytes with the newline
-	for _, tc := range []struct {
-		name, format string
-		exactlyOnce  bool
-	}{
-		{"json", FormatJSON, false},
-		{"json-merge", FormatJSONMerge, false},
-		{"json exactly-once", FormatJSON, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			const lines = 1000
-			a, _, _ := newFileAgent(t, 3, bytes.Repeat(lineData, lines), func(cfg *Config) {
-				cfg.MaxInFlightBytes, cfg.Format, cfg.ExactlyOnce = 2000, tc.format, tc.exactlyOnce
-				cfg.CommitInterval = 100 * time.Millisecond
-			})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- a.RunTail(ctx) }()
-			var peak, low int64
-			waitForFile(t, a, 30*time.Second, func(fs filetail.FileStats) bool {
-				u := a.readAhead.used.Load()
-				peak, low = max(peak, u), min(low, u)
-				return fs.LinesAcked == lines
-			})
-			cancel()
-			if err := <-done; !errors.Is(err, ErrInterrupted) {
-				t.Fatalf("RunTail: %v", err)
-			}
-			if u := a.readAhead.used.Load(); u != 0 || low < 0 {
-				t.Errorf("read-ahead holds %d bytes after every line was acknowledged (lowest %d), want 0", u, low)
-			}
-			if peak > 2000 {
-				t.Errorf("%d bytes held at once, budget 2000", peak)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 )
 
 // routing is the compiled --topic template, --header templates and --parse-regex, shared by
-// every recordBuilder of an agent. nil when the topic is a plain name and no --header is set:
+// every Builder of an agent. nil when the topic is a plain name and no --header is set:
 // then a line costs nothing more than before templates existed.
 type routing struct {
 	re      *regexp.Regexp // --parse-regex; nil: unset
@@ -34,21 +34,6 @@ type headerTemplate struct {
 // isTemplate reports whether a --topic value is a template: braces cannot be in a topic name,
 // so a value without them is a plain name.
 func isTemplate(topic string) bool { return strings.ContainsAny(topic, "{}") }
-
-// validateRouting checks --topic as a template or a name, --fallback-topic, --max-topics,
-// --parse-regex and every --header; bad reports each error under its key.
-func (c *Config) validateRouting(bad func(key, format string, args ...any)) {
-	_, errs := compileRouting(c)
-	for _, err := range errs {
-		bad(err.Key, "%s", err.Reason)
-	}
-}
-
-// newRouting compiles c's templates (validated already), nil when there are none.
-func newRouting(c *Config) *routing {
-	rt, _ := compileRouting(c)
-	return rt
-}
 
 // compileRouting compiles the routing configuration, or says what is wrong with it. It runs at
 // start (Validate and New each call it), never per line.
@@ -104,11 +89,6 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 			}
 		}
 		rt.topic = t
-		if c.ExactlyOnce && c.FallbackTopic == "" {
-			// A line that cannot be routed fails, which aborts its transaction; after a
-			// restart the same line fails again: the run could never get past it.
-			bad("fallback-topic", "required with --exactly-once and a --topic template: a line the template cannot route would abort its transaction, and again after every restart")
-		}
 	}
 	if c.Key != "" {
 		t, err := parseTemplate("key", c.Key, rt.re)
@@ -151,7 +131,7 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 // new one every line.
 const maxMaxTopics = 10000
 
-// routeState is a recordBuilder's routing state for the line it built last.
+// routeState is a Builder's routing state for the line it built last.
 type routeState struct {
 	src    lineSource
 	buf    []byte   // expanded topic name, then header values
@@ -163,7 +143,7 @@ type routeState struct {
 // route sets r's topic from the topic template and its key from the --key template, and appends
 // the --header headers of line (read from path) to hdrs. A header whose template lacks a value
 // in this line is omitted; a key that does is nil.
-func (b *recordBuilder) route(r *producer.Record, line []byte, path string, hdrs []producer.Header) []producer.Header {
+func (b *Builder) route(r *producer.Record, line []byte, path string, hdrs []producer.Header) []producer.Header {
 	rt, s := b.routing, &b.rs
 	s.src.reset(line, path, &b.fields)
 	s.src.host, s.src.re = b.host, rt.re
@@ -233,7 +213,7 @@ const (
 )
 
 // topicRouter bounds and counts the topics a template routes lines to. It is shared by every
-// recordBuilder: the map of known topics is copied on write (a new topic is rare and there are
+// Builder: the map of known topics is copied on write (a new topic is rare and there are
 // at most max-topics of them), so routing a line to a known topic takes no lock.
 type topicRouter struct {
 	fallback  *topicCounts // nil: a line that cannot be routed fails
@@ -274,7 +254,7 @@ func (r *topicRouter) counts(topic string) *topicCounts { return (*r.topics.Load
 
 // route returns the topic for a line whose template t expanded to name (missing: the name of
 // the part the line lacks). A line that gets no topic of its own goes to the fallback topic,
-// or, without one, gets a *routeError; either way it is counted under its reason.
+// or, without one, gets a *RouteError; either way it is counted under its reason.
 func (r *topicRouter) route(t *template, name []byte, missing string) (*topicCounts, error) {
 	var reason int
 	var detail string
@@ -297,7 +277,7 @@ func (r *topicRouter) route(t *template, name []byte, missing string) (*topicCou
 	if r.fallback != nil {
 		return r.fallback, nil
 	}
-	return nil, &routeError{template: t.text, reason: unroutedReasons[reason], name: string(name), detail: detail, maxTopics: r.maxTopics}
+	return nil, &RouteError{template: t.text, reason: unroutedReasons[reason], name: string(name), detail: detail, maxTopics: r.maxTopics}
 }
 
 // add makes name a known topic, unless max-topics are known already (nil).
@@ -326,14 +306,15 @@ func (r *topicRouter) add(name []byte) *topicCounts {
 	return tc
 }
 
-// routeError is the error of a line that its topic template could not route and that has no
-// fallback topic to go to: it reaches the line's callback, which fails the line alone.
-type routeError struct {
+// RouteError is the error of a line that its topic template could not route and that has no
+// fallback topic to go to (Builder.Build's): it reaches the line's callback, which fails the
+// line alone.
+type RouteError struct {
 	template, reason, name, detail string
 	maxTopics                      int
 }
 
-func (e *routeError) Error() string {
+func (e *RouteError) Error() string {
 	const hint = " (set --fallback-topic to send such lines there)"
 	switch e.reason {
 	case UnroutedMissing:
@@ -345,7 +326,7 @@ func (e *routeError) Error() string {
 	}
 }
 
-// TopicStats are the line counts of one topic the agent sends to.
+// TopicStats are the line counts of one topic an input sends to.
 type TopicStats struct {
 	Topic string
 	// LinesSent are lines routed to the topic and handed to the producer; LinesAcked and
@@ -353,15 +334,14 @@ type TopicStats struct {
 	LinesSent, LinesAcked, LinesFailed int64
 }
 
-// TopicStats returns the line counts of every topic lines were routed to, sorted by topic (the
-// fallback topic included once configured). With a plain --topic it is that topic with the
-// agent's totals. Safe for concurrent use.
-func (a *Agent) TopicStats() []TopicStats {
-	if a.routing == nil || a.routing.router == nil {
-		st := &a.stats
-		return []TopicStats{{Topic: a.cfg.Topic, LinesSent: st.LinesRead.Load(), LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load()}}
+// TopicStats returns the line counts of every topic the template routed lines to, sorted by
+// topic (the fallback topic included once configured); nil without a topic template. Safe for
+// concurrent use.
+func (r *Rules) TopicStats() []TopicStats {
+	if !r.Templated() {
+		return nil
 	}
-	m := *a.routing.router.topics.Load()
+	m := *r.routing.router.topics.Load()
 	out := make([]TopicStats, 0, len(m))
 	for _, tc := range m {
 		out = append(out, TopicStats{Topic: tc.name, LinesSent: tc.sent.Load(), LinesAcked: tc.acked.Load(), LinesFailed: tc.failed.Load()})
@@ -371,25 +351,25 @@ func (a *Agent) TopicStats() []TopicStats {
 }
 
 // UnroutedLines counts the lines whose topic template gave no topic of their own, by reason
-// (UnroutedMissing, ...): they went to --fallback-topic, or failed without one. nil with a
-// plain --topic. Safe for concurrent use.
-func (a *Agent) UnroutedLines() map[string]int64 {
-	if a.routing == nil || a.routing.router == nil {
+// (UnroutedMissing, ...): they went to the fallback topic, or failed without one. nil without
+// a topic template. Safe for concurrent use.
+func (r *Rules) UnroutedLines() map[string]int64 {
+	if !r.Templated() {
 		return nil
 	}
 	out := make(map[string]int64, len(unroutedReasons))
 	for i, reason := range unroutedReasons {
-		out[reason] = a.routing.router.unrouted[i].Load()
+		out[reason] = r.routing.router.unrouted[i].Load()
 	}
 	return out
 }
 
-// countDelivered counts a delivered (err nil) or failed line under its record's topic.
-func (a *Agent) countDelivered(topic string, err error) {
-	if a.routing == nil || a.routing.router == nil {
+// CountDelivered counts a delivered (err nil) or failed line under its record's topic.
+func (r *Rules) CountDelivered(topic string, err error) {
+	if !r.Templated() {
 		return
 	}
-	if tc := a.routing.router.counts(topic); tc != nil {
+	if tc := r.routing.router.counts(topic); tc != nil {
 		if err == nil {
 			tc.acked.Add(1)
 		} else {
@@ -398,8 +378,8 @@ func (a *Agent) countDelivered(topic string, err error) {
 	}
 }
 
-// unroutedMetadata is the callback's metadata of a line that got no topic.
-func unroutedMetadata(r *producer.Record) producer.RecordMetadata {
+// UnroutedMetadata is the callback's metadata of a line that got no topic (Build's error).
+func UnroutedMetadata(r *producer.Record) producer.RecordMetadata {
 	md := producer.RecordMetadata{Partition: producer.PartitionAny, Offset: -1, Tag: r.Tag,
 		SerializedKeySize: -1, SerializedValueSize: len(r.Value)}
 	if r.Key != nil {

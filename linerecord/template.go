@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"fmt"
@@ -140,7 +140,7 @@ func (t *template) static() bool {
 }
 
 // lineSource is what a template reads for one line: the line's JSON view, its --parse-regex
-// match (found at the first group asked for) and its source. It belongs to a recordBuilder.
+// match (found at the first group asked for) and its source. It belongs to a Builder.
 type lineSource struct {
 	line    []byte
 	fields  *lineFields

@@ -1,7 +1,6 @@
-package agent
+package linerecord
 
 import (
-	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -57,37 +56,8 @@ type EncodingStats struct {
 	MessagesCut atomic.Int64
 }
 
-// maybeWarnTimestamp logs the first line of a run whose --timestamp-field was missing or did
-// not parse (the rest are counted, and the count logged at the end: maybeLog), so that a wrong
-// field name or layout shows at once.
-func (a *Agent) maybeWarnTimestamp(b *recordBuilder, l filetail.Line, path string) {
-	if !b.enc.timeFellBack || !a.timestampWarned.CompareAndSwap(false, true) {
-		return
-	}
-	v, _ := b.fields.get(a.cfg.TimestampField)
-	a.log.Warn("line without a usable --timestamp-field: it gets the read time (counted; logged once)",
-		"timestamp_field", a.cfg.TimestampField, "timestamp_layout", a.cfg.TimestampLayout,
-		"value", string(v[:min(len(v), 100)]), "path", path, "offset", l.Start)
-}
-
-// maybeLog reports, at the end of a run, the lines that fell back on something: a wrong
-// --timestamp-field or layout shows here rather than nowhere.
-func (s *EncodingStats) maybeLog(log *slog.Logger, c *Config) {
-	ts, merge, cut := s.TimestampFallbacks.Load(), s.MergeFallbacks.Load(), s.MessagesCut.Load()
-	if ts > 0 {
-		log.Warn("lines without a usable --timestamp-field got the read time", "lines", ts,
-			"timestamp_field", c.TimestampField, "timestamp_layout", c.TimestampLayout)
-	}
-	if merge > 0 {
-		log.Info("json-merge: lines that were not a JSON object went as the json envelope", "lines", merge)
-	}
-	if cut > 0 {
-		log.Warn("json envelope: messages cut to fit max.request.size (log.flags truncated)", "lines", cut)
-	}
-}
-
 // encoder turns a built record's value into the configured format and sets its CreateTime.
-// It belongs to one recordBuilder and appends into its own reused buffer: an envelope costs
+// It belongs to one Builder and appends into its own reused buffer: an envelope costs
 // no allocation per line once the buffer has grown (to at most limit bytes).
 type encoder struct {
 	format   string
@@ -112,16 +82,15 @@ type encoder struct {
 	buf      []byte
 }
 
-// newEncoder returns the encoder of c; it counts into stats of its own until the agent gives
-// it the agent's.
+// newEncoder returns the encoder of c; it counts into stats of its own until its Rules give it
+// theirs.
 func newEncoder(c *Config, host []byte) encoder {
 	e := encoder{format: c.Format, tsField: c.TimestampField, now: time.Now, stats: new(EncodingStats)}
 	if e.format == "" {
 		e.format = FormatRaw
 	}
 	e.tsLayout, _ = parseTimestampLayout(c.TimestampLayout) // validated in Config.Validate
-	pc, _ := c.ProducerConfig()
-	e.limit = max(pc.MaxRequestSize-envelopeRoomBytes, filetail.MinMaxLineBytes)
+	e.limit = max(c.MaxRequestSize-envelopeRoomBytes, filetail.MinMaxLineBytes)
 	if len(host) > 0 {
 		e.host, _ = appendJSONString(nil, host, -1)
 	}
@@ -143,13 +112,16 @@ func (c *Config) validateEncoding(bad func(key, format string, args ...any)) {
 	}
 }
 
-// buildLine is build followed by the encoding: the record's CreateTime (the line's own time
-// from --timestamp-field, else the read time) and, unless raw, its value in the envelope.
-func (b *recordBuilder) buildLine(l filetail.Line, path string) *producer.Record {
+// Build fills the builder's record for line l read from path ("" for stdin) and returns it:
+// build, then the encoding (the record's CreateTime, the line's own time from the timestamp
+// field, else the read time; and, unless raw, its value in the envelope). The record aliases
+// the line and the builder's buffers: valid until the next Build. A line its topic template
+// could not route (and that has no fallback topic) comes with the error it fails with, alone.
+func (b *Builder) Build(l filetail.Line, path string) (*producer.Record, error) {
 	b.stream = l.Stream
 	r := b.build(l.Data, path)
 	b.enc.encode(r, &b.fields, l, path, b.pod)
-	return r
+	return r, b.rs.err
 }
 
 // keptBufferBytes is the largest envelope buffer a builder keeps from one line to the next: a

@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // compare as encoding/json unescapes them (a byte that is not UTF-8 as U+FFFD), and of
 // duplicate keys the last wins, as it does in the map.
 //
-// A lineFields belongs to one recordBuilder and is reset for every line.
+// A lineFields belongs to one Builder and is reset for every line.
 type lineFields struct {
 	line    []byte
 	state   objectState

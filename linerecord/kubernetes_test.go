@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"errors"
@@ -175,27 +175,23 @@ func TestKeyFromThePod(t *testing.T) {
 		t.Errorf("key %q topic %q, want web-7d9f-ada on logs-shop", r.Key, r.Topic)
 	}
 
-	cfg := DefaultConfig()
-	cfg.Brokers, cfg.Topic, cfg.Key, cfg.KeyField = []string{"127.0.0.1:9092"}, "t", "{k8s.pod.name}", "user"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "key") {
+	cfg := defaultConfig()
+	cfg.Topic, cfg.Key, cfg.KeyField = "t", "{k8s.pod.name}", "user"
+	if err := cfg.check(); err == nil || !strings.Contains(err.Error(), "key") {
 		t.Errorf("key and key-field: got %v, want an error naming key", err)
 	}
 	cfg.KeyField, cfg.Key = "", "{k8s.pod}"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "key") || !strings.Contains(err.Error(), "{k8s.pod.name}") {
+	if err := cfg.check(); err == nil || !strings.Contains(err.Error(), "key") || !strings.Contains(err.Error(), "{k8s.pod.name}") {
 		t.Errorf("an unknown k8s part in key: got %v, want an error naming the key and the known parts", err)
 	}
 }
 
 func TestKubernetesTemplateNames(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Brokers, cfg.Topic = []string{"127.0.0.1:9092"}, "logs-{k8s.namespace}"
-	err := cfg.Validate()
+	cfg := defaultConfig()
+	cfg.Topic = "logs-{k8s.namespace}"
+	err := cfg.check()
 	if err == nil || !strings.Contains(err.Error(), "topic") || !strings.Contains(err.Error(), "{k8s.namespace.name}") {
 		t.Fatalf("an unknown k8s part: got %v, want an error naming the key and the known parts", err)
-	}
-	cfg.Topic, cfg.ContainerFormat = "t", "crio"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "container-format") {
-		t.Fatalf("container-format crio: got %v, want an error naming the key", err)
 	}
 }
 
@@ -214,21 +210,17 @@ func TestContainerLineAllocations(t *testing.T) {
 	}
 }
 
-// --host-name is what lines carry as their host (in a pod the system's host name is the pod's),
-// and what the default transactional id is made from.
+// The host name is what lines carry as their host (in a pod the system's host name is the
+// pod's).
 func TestHostNameKey(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Brokers, cfg.HostName, cfg.Topic, cfg.Format = []string{"127.0.0.1:9092"}, "node-7", "logs-{host}", FormatJSON
-	if err := cfg.Validate(); err != nil {
+	cfg := defaultConfig()
+	cfg.HostName, cfg.Topic, cfg.Format = "node-7", "logs-{host}", FormatJSON
+	if err := cfg.check(); err != nil {
 		t.Fatal(err)
 	}
 	b := newRecordBuilder(&cfg)
-	b.routing = newRouting(&cfg)
 	r := b.buildLine(filetail.Line{Data: []byte("x")}, "/var/log/app.log")
 	if r.Topic != "logs-node-7" || !strings.Contains(string(r.Value), `"host.name":"node-7"`) {
 		t.Errorf("topic %q, value %s: want the host name node-7", r.Topic, r.Value)
-	}
-	if id := cfg.EffectiveTransactionalID(); !strings.HasPrefix(id, "kafkatrail-node-7-") {
-		t.Errorf("transactional id %q: want it made from the host name", id)
 	}
 }

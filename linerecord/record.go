@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"bytes"
@@ -9,13 +9,13 @@ import (
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
-// recordBuilder turns a line into a producer.Record: the line is the value, the key comes from
+// Builder turns a line into a producer.Record: the line is the value, the key comes from
 // a JSON field or a regex group (or none: sticky partitioning), headers carry the source path,
-// the host and, when the line has one, its W3C trace context.
+// the host and, when the line has one, its W3C trace context. Rules.NewBuilder makes one.
 //
 // A builder is used by one goroutine and reuses its record and header slice from line to line:
 // producer.Send encodes the record into its batch before it returns, so nothing is retained.
-type recordBuilder struct {
+type Builder struct {
 	topic       string
 	keyField    string
 	keyRegex    *regexp.Regexp
@@ -43,8 +43,8 @@ type recordBuilder struct {
 	trace     [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
 }
 
-func newRecordBuilder(c *Config) *recordBuilder {
-	b := &recordBuilder{
+func newBuilder(c *Config, host []byte) *Builder {
+	b := &Builder{
 		topic:       c.Topic,
 		keyField:    c.KeyField,
 		headerPath:  c.HeaderPath,
@@ -54,16 +54,14 @@ func newRecordBuilder(c *Config) *recordBuilder {
 	if c.KeyRegex != "" {
 		b.keyRegex = regexp.MustCompile(c.KeyRegex) // validated in Config.Validate
 	}
-	if h := c.EffectiveHostName(); h != "" {
-		b.host = []byte(h)
-	}
+	b.host = host
 	b.enc = newEncoder(c, b.host)
 	return b
 }
 
 // build fills the builder's record for line read from path ("" for stdin) and returns it.
 // The record aliases line and the builder's buffers: valid until the next build.
-func (b *recordBuilder) build(line []byte, path string) *producer.Record {
+func (b *Builder) build(line []byte, path string) *producer.Record {
 	if path != b.path {
 		b.path, b.pathBytes = path, []byte(path)
 		b.pod = pods.of(path)
@@ -101,9 +99,31 @@ func (b *recordBuilder) build(line []byte, path string) *producer.Record {
 	return r
 }
 
+// LineTrace is the W3C trace context (a traceparent) the last line built carried, nil if
+// none: the record's trace header holds it.
+func (b *Builder) LineTrace() []byte { return b.lineTrace }
+
+// TimestampFellBack reports that the last line built had no usable timestamp field (missing,
+// or not in the layout), and the field's value, if any.
+func (b *Builder) TimestampFellBack() (value []byte, fellBack bool) {
+	if !b.enc.timeFellBack {
+		return nil, false
+	}
+	v, _ := b.fields.get(b.enc.tsField)
+	return v, true
+}
+
+// CountSent counts the last line built as sent to its topic (Rules.TopicStats), once it is
+// handed to the producer.
+func (b *Builder) CountSent() {
+	if tc := b.rs.counts; tc != nil {
+		tc.sent.Add(1)
+	}
+}
+
 // mayCarryTrace reports whether line names a "traceparent" or "trace_id" field: one pass for
 // their common prefix, where a search for each would read every line twice.
-func (b *recordBuilder) mayCarryTrace(line []byte) bool {
+func (b *Builder) mayCarryTrace(line []byte) bool {
 	if b.traceHeader == "" {
 		return false
 	}
@@ -121,7 +141,7 @@ func (b *recordBuilder) mayCarryTrace(line []byte) bool {
 
 // traceparent returns the line's W3C trace context: its "traceparent" field when valid, else
 // one built from "trace_id" (32 hex) and "span_id" (16 hex) fields, sampled.
-func (b *recordBuilder) traceparent(fields *lineFields) []byte {
+func (b *Builder) traceparent(fields *lineFields) []byte {
 	if tp, _ := fields.scalar("traceparent"); validTraceparent(tp) {
 		return tp
 	}

@@ -1,4 +1,4 @@
-package agent
+package linerecord
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 // context to look for, allocates nothing: the agent's per-line path stays allocation-free up
 // to Send.
 func TestRecordBuilderAllocatesNothingPerLine(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.Topic = "t"
 	b := newRecordBuilder(&cfg)
 	for _, line := range []string{

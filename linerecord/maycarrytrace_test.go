@@ -1,11 +1,11 @@
-package agent
+package linerecord
 
 import "testing"
 
 // TestMayCarryTrace: the one-pass check finds both field names wherever they are, and does not
 // take a longer name, a value or a name without its closing quote for them.
 func TestMayCarryTrace(t *testing.T) {
-	b := &recordBuilder{traceHeader: "traceparent"}
+	b := &Builder{traceHeader: "traceparent"}
 	for line, want := range map[string]bool{
 		`{"traceparent":"00-..."}`:                   true,
 		`{"msg":"x","trace_id":"abc"}`:               true,
@@ -22,7 +22,7 @@ func TestMayCarryTrace(t *testing.T) {
 			t.Errorf("%s: %v, want %v", line, got, want)
 		}
 	}
-	if (&recordBuilder{}).mayCarryTrace([]byte(`{"traceparent":"x"}`)) {
+	if (&Builder{}).mayCarryTrace([]byte(`{"traceparent":"x"}`)) {
 		t.Error("no trace header: a line was parsed for a trace context")
 	}
 }

@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"log/slog"
+
+	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
+)
+
+// TopicStats are the line counts of one topic the agent sends to.
+type TopicStats = linerecord.TopicStats
+
+// Why a line's topic template gave no topic: the values of kafkatrail.reason on
+// kafkatrail.agent.lines.unrouted, and the keys of Agent.UnroutedLines.
+const (
+	UnroutedMissing     = linerecord.UnroutedMissing
+	UnroutedIllegalName = linerecord.UnroutedIllegalName
+	UnroutedMaxTopics   = linerecord.UnroutedMaxTopics
+)
+
+// TopicStats returns the line counts of every topic lines were routed to, sorted by topic (the
+// fallback topic included once configured). With a plain --topic it is that topic with the
+// agent's totals. Safe for concurrent use.
+func (a *Agent) TopicStats() []TopicStats {
+	if st := a.line.rules.TopicStats(); st != nil {
+		return st
+	}
+	st := &a.stats
+	return []TopicStats{{Topic: a.cfg.Topic, LinesSent: st.LinesRead.Load(), LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load()}}
+}
+
+// UnroutedLines counts the lines whose topic template gave no topic of their own, by reason
+// (UnroutedMissing, ...): they went to --fallback-topic, or failed without one. nil with a
+// plain --topic. Safe for concurrent use.
+func (a *Agent) UnroutedLines() map[string]int64 { return a.line.rules.UnroutedLines() }
+
+// countDelivered counts a delivered (err nil) or failed line under its record's topic.
+func (a *Agent) countDelivered(topic string, err error) { a.line.rules.CountDelivered(topic, err) }
+
+// maybeWarnTimestamp logs the first line of a run whose --timestamp-field was missing or did
+// not parse (the rest are counted, and the count logged at the end: logEncoding), so that a
+// wrong field name or layout shows at once.
+func (a *Agent) maybeWarnTimestamp(b *linerecord.Builder, l filetail.Line, path string) {
+	v, fellBack := b.TimestampFellBack()
+	if !fellBack || !a.timestampWarned.CompareAndSwap(false, true) {
+		return
+	}
+	a.log.Warn("line without a usable --timestamp-field: it gets the read time (counted; logged once)",
+		"timestamp_field", a.cfg.TimestampField, "timestamp_layout", a.cfg.TimestampLayout,
+		"value", string(v[:min(len(v), 100)]), "path", path, "offset", l.Start)
+}
+
+// logEncoding reports, at the end of a run, the lines that fell back on something: a wrong
+// --timestamp-field or layout shows here rather than nowhere.
+func logEncoding(s *linerecord.EncodingStats, log *slog.Logger, c *Config) {
+	ts, merge, cut := s.TimestampFallbacks.Load(), s.MergeFallbacks.Load(), s.MessagesCut.Load()
+	if ts > 0 {
+		log.Warn("lines without a usable --timestamp-field got the read time", "lines", ts,
+			"timestamp_field", c.TimestampField, "timestamp_layout", c.TimestampLayout)
+	}
+	if merge > 0 {
+		log.Info("json-merge: lines that were not a JSON object went as the json envelope", "lines", merge)
+	}
+	if cut > 0 {
+		log.Warn("json envelope: messages cut to fit max.request.size (log.flags truncated)", "lines", cut)
+	}
+}

@@ -44,6 +44,8 @@ type Agent struct {
 	txn    atomic.Pointer[txnCommitter]    // set while RunTail runs with --exactly-once
 
 	tel *telemetry.Provider // nil: no telemetry
+
+	filtered filterCountsByPath // lines the filters left out, by source path
 }
 
 // Stats counts lines through the agent. Safe for concurrent use.
@@ -56,10 +58,13 @@ type Stats struct {
 	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
 	LongLines filetail.LongLineCounts
 	// Encoding counts the lines --format and --timestamp-field fell back on.
-	Encoding    linerecord.EncodingStats
-	_           [cacheLine]byte // read side above, delivery side below
-	LinesAcked  atomic.Int64
-	LinesFailed atomic.Int64 // given up: lost (stdin), or left for the next start (a file's)
+	Encoding   linerecord.EncodingStats
+	_          [cacheLine]byte // read side above, delivery side below
+	LinesAcked atomic.Int64
+	// LinesFiltered counts the lines --include-lines and --exclude-lines left out (by file and
+	// reason in the metrics).
+	LinesFiltered atomic.Int64
+	LinesFailed   atomic.Int64 // given up: lost (stdin), or left for the next start (a file's)
 	// LinesDeadLettered counts the lines refused for good and kept in a dead-letter destination;
 	// LinesResent the times a failed line was sent again.
 	LinesDeadLettered, LinesResent atomic.Int64
@@ -253,7 +258,9 @@ func (a *Agent) lineGivenUp(src *lineOrigin, end, budget int64, err error) {
 	}
 }
 
-// sendLine sends one line (read from path, or stdin when path is "") and reports its outcome to cb.
+// sendLine sends one line of src (read from path, or stdin when path is "") and reports its
+// outcome to src.delivered. A line the input's filters leave out is not sent: it is done at
+// once (lineFiltered).
 // It blocks while the producer's buffer is full, which pauses reading: backpressure.
 //
 // With budget (file lines: the read-ahead), the record's value size is taken from it before the
@@ -263,10 +270,15 @@ func (a *Agent) lineGivenUp(src *lineOrigin, end, budget int64, err error) {
 // A line that could not even be buffered because buffer.memory stayed full for max.block.ms (a
 // broker slow or down for longer than that) is offered again until it fits or ctx ends: for a
 // log shipper that is backpressure, not a failure. Callbacks ignore that error for this reason.
-func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, tag int64, budget *readAhead, cb producer.Callback) error {
+func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, tag int64, budget *readAhead, src *lineOrigin) error {
 	b := a.line.builder()
 	defer a.line.put(b)
 	rec, unrouted := b.Build(line, path)
+	if left, ok := unrouted.(*linerecord.Filtered); ok {
+		a.lineFiltered(src, path, tag, left.Reason)
+		return nil
+	}
+	cb := src.delivered
 	rec.Tag = tag
 	a.maybeWarnTimestamp(b, line, path)
 	if budget != nil {
@@ -352,6 +364,7 @@ func (a *Agent) shutdown() error {
 	a.log.Info("producer closed", "took", time.Since(start).Round(time.Millisecond),
 		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
 		"lines_failed", a.stats.LinesFailed.Load(), "lines_dead_lettered", a.stats.LinesDeadLettered.Load(),
+		"lines_filtered", a.stats.LinesFiltered.Load(),
 		"lines_resent", a.stats.LinesResent.Load())
 	logEncoding(&a.stats.Encoding, a.log, &a.cfg)
 	if err != nil {

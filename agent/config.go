@@ -46,6 +46,11 @@ type Config struct {
 	MaxTopics     int      `koanf:"max-topics" doc:"with a --topic template: the most distinct topics it may route lines to, at most 10000 (the fallback topic not counted); the lines of any further topic go to --fallback-topic, or fail"`
 	Header        []string `koanf:"header" doc:"record header KEY=VALUE, VALUE a template like --topic's (a header whose value the line lacks is omitted); repeat for more"`
 
+	// Filters and redaction (linerecord/filter.go), before anything else is made of a line.
+	IncludeLines []string               `koanf:"include-lines" doc:"regular expression: only lines that match one of these are sent (repeat for more; in the environment one per line). A line left out is counted (kafkatrail.agent.lines.dropped, reason not_included) and its file's checkpoint moves past it"`
+	ExcludeLines []string               `koanf:"exclude-lines" doc:"regular expression: lines that match one of these are not sent, after --include-lines (repeat for more; in the environment one per line); counted (reason excluded), the checkpoint moves past them"`
+	Redact       []linerecord.Redaction `koanf:"redact" doc:"PATTERN=>REPLACEMENT (in the file also {pattern: ..., replacement: ...}): every match of the regular expression PATTERN in a kept line is replaced (REPLACEMENT may use $1 or ${name} for the match's groups; without =>, [REDACTED]) before the line is routed, keyed and sent, so the masked text is in no record, header, span, log line or dead letter. Rules apply in order; repeat for more (in the environment one per line)"`
+
 	StateDir           string        `koanf:"state-dir" doc:"directory of the checkpoint file (file offsets acknowledged by Kafka)"`
 	StartAt            string        `koanf:"start-at" doc:"where to start in a file seen for the first time: beginning or end (a saved checkpoint always wins)"`
 	MaxLineBytes       int           `koanf:"max-line-bytes" doc:"longest line sent as one record; 0: max.request.size less 16 KiB of room for headers and framing"`
@@ -203,6 +208,7 @@ func (c *Config) LineConfig() linerecord.Config {
 		Header: c.Header, HeaderPath: c.HeaderPath, HeaderHost: c.HeaderHost, TraceHeader: c.TraceHeader,
 		HostName: c.EffectiveHostName(),
 		Format:   c.Format, TimestampField: c.TimestampField, TimestampLayout: c.TimestampLayout,
+		IncludeLines: c.IncludeLines, ExcludeLines: c.ExcludeLines, Redact: c.Redact,
 	}
 	if pc, err := c.ProducerConfig(); err == nil {
 		lc.MaxRequestSize = pc.MaxRequestSize
@@ -530,8 +536,8 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 				}
 				flagMap["producer/"+strings.TrimSpace(key)] = value
 			}
-		case "header":
-			// One header per flag: a value may hold commas.
+		case "header", "include-lines", "exclude-lines", "redact":
+			// One value per flag: a header or a regular expression may hold commas.
 			vals, _ := fs.GetStringArray(f.Name)
 			flagMap[f.Name] = vals
 		case "tail", "brokers":

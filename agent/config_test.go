@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -287,5 +289,40 @@ func TestLoadHeaders(t *testing.T) {
 	}
 	if d := DefaultConfig(); d.MaxTopics != 100 || d.FallbackTopic != "" {
 		t.Errorf("defaults: max-topics %d, fallback-topic %q", d.MaxTopics, d.FallbackTopic)
+	}
+}
+
+// TestLoadFiltersAndRedact: --include-lines, --exclude-lines and --redact are one pattern per
+// flag (a pattern may hold commas), one per line in the environment, and a list in the file
+// where a redact rule is PATTERN=>REPLACEMENT or {pattern, replacement}; a rule without a
+// replacement gets [REDACTED], and a pattern that does not compile names its key.
+func TestLoadFiltersAndRedact(t *testing.T) {
+	want := []linerecord.Redaction{{Pattern: `(card=)\d{4,}`, Replacement: "${1}****"}, {Pattern: `token=\S+`, Replacement: "[REDACTED]"}}
+	c, err := load(t, []string{"--brokers", "127.0.0.1:9092", "--topic", "t", "--exclude-lines", `GET /health`, "--exclude-lines", `\d{3,4} ms`,
+		"--include-lines", `^(ERR|WARN)`, "--redact", `(card=)\d{4,}=>${1}****`, "--redact", `token=\S+`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.ExcludeLines) != `[GET /health \d{3,4} ms]` || fmt.Sprint(c.IncludeLines) != `[^(ERR|WARN)]` || !slices.Equal(c.Redact, want) {
+		t.Errorf("flags: include %q exclude %q redact %+v", c.IncludeLines, c.ExcludeLines, c.Redact)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = load(t, nil, []string{"KAFKATRAIL_BROKERS=127.0.0.1:9092", "KAFKATRAIL_TOPIC=t",
+		"KAFKATRAIL_EXCLUDE_LINES=GET /health\n\\d{3,4} ms\n", "KAFKATRAIL_REDACT=(card=)\\d{4,}=>${1}****\ntoken=\\S+"})
+	if err != nil || fmt.Sprint(c.ExcludeLines) != `[GET /health \d{3,4} ms]` || !slices.Equal(c.Redact, want) {
+		t.Errorf("environment: exclude %q redact %+v, %v", c.ExcludeLines, c.Redact, err)
+	}
+	file := writeFile(t, "brokers: [127.0.0.1:9092]\ntopic: t\nexclude-lines: ['GET /health', '\\d{3,4} ms']\n"+
+		"redact:\n  - pattern: '(card=)\\d{4,}'\n    replacement: '${1}****'\n  - 'token=\\S+'\n")
+	c, err = load(t, []string{"--config", file}, nil)
+	if err != nil || fmt.Sprint(c.ExcludeLines) != `[GET /health \d{3,4} ms]` || !slices.Equal(c.Redact, want) {
+		t.Errorf("file: exclude %q redact %+v, %v", c.ExcludeLines, c.Redact, err)
+	}
+	c.Redact = append(c.Redact, linerecord.Redaction{Pattern: "("})
+	var ce *ConfigError
+	if err := c.Validate(); !errors.As(err, &ce) || ce.Key != "redact" {
+		t.Errorf("a redact pattern that does not compile: %v, want an error on redact", err)
 	}
 }

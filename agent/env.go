@@ -47,6 +47,23 @@ var projectEnv = map[string]string{
 type envTarget struct {
 	key  string // koanf key: "topic", "producer/linger.ms", or "config" for the file's path
 	list bool
+	// lines: a list of regular expressions, which may hold commas: one per line of the value.
+	lines bool
+}
+
+// patternLists are the list keys whose values are regular expressions.
+var patternLists = map[string]bool{"include-lines": true, "exclude-lines": true, "redact": true}
+
+// splitLines is the non-blank lines of s, trimmed of a trailing carriage return only (a
+// pattern's own spaces are part of it).
+func splitLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSuffix(l, "\r"); strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // envVars maps every configuration variable's name, without its prefix, to what it sets:
@@ -58,7 +75,7 @@ var envVars = sync.OnceValue(func() map[string]envTarget {
 		if f.key == "producer" {
 			continue // a map: its properties have a variable each
 		}
-		m[envSuffix(f.key)] = envTarget{key: f.key, list: f.kind == reflect.Slice}
+		m[envSuffix(f.key)] = envTarget{key: f.key, list: f.kind == reflect.Slice, lines: patternLists[f.key]}
 	}
 	for _, p := range producer.Properties() {
 		m[envSuffix("producer."+p.Key)] = envTarget{key: "producer/" + p.Key}
@@ -156,6 +173,8 @@ func fromEnv(environ []string) (values map[string]any, configPath string, r EnvR
 		switch {
 		case t.key == "config":
 			configPath = value
+		case t.lines:
+			values[t.key] = splitLines(value)
 		case t.list:
 			values[t.key] = splitList(value)
 		default:

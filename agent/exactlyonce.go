@@ -225,7 +225,7 @@ func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
 			kept, err = a.deadLetterPending(ctx, src, line, p)
 		}
 		if !kept {
-			err = a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src.delivered)
+			err = a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src)
 		}
 		n := c.lines.Add(1)
 		c.mu.RUnlock()

@@ -40,6 +40,22 @@ type fileReport struct {
 	lines, bytes                        int64
 	truncated, split, dropped, seenRead uint64
 	container                           containerReport
+	notIncluded, excluded               int64 // filterCounts reported
+}
+
+// reportFiltered adds the lines the filters left out since the last report (c nil: none yet).
+func (fr *fileReport) reportFiltered(c *filterCounts) {
+	if c == nil {
+		return
+	}
+	if n := c.notIncluded.Load(); n > fr.notIncluded {
+		fr.m.Dropped(linerecord.FilteredNotIncluded, int(n-fr.notIncluded))
+		fr.notIncluded = n
+	}
+	if n := c.excluded.Load(); n > fr.excluded {
+		fr.m.Dropped(linerecord.FilteredExcluded, int(n-fr.excluded))
+		fr.excluded = n
+	}
 }
 
 // containerReport is what was reported of a source's filetail.ContainerCounts.
@@ -120,9 +136,11 @@ func (r *metricsReporter) report() {
 			for ; fr.split < f.Split; fr.split++ {
 				fr.m.Split()
 			}
-			for ; fr.dropped < f.Dropped; fr.dropped++ {
-				fr.m.Dropped("long-line")
+			if f.Dropped > fr.dropped {
+				fr.m.Dropped("long-line", int(f.Dropped-fr.dropped))
+				fr.dropped = f.Dropped
 			}
+			fr.reportFiltered(r.a.filtered.lookup(f.Path))
 			fr.container.report(fr.m, f.Container.Joined, f.Container.Malformed, f.Container.Interrupted)
 			fr.m.SetPosition(f.Size, f.ReadOffset, f.Committed)
 		}
@@ -150,9 +168,11 @@ func (r *metricsReporter) report() {
 		for n := r.a.stats.LongLines.Split.Load(); r.stdin.split < n; r.stdin.split++ {
 			r.stdin.m.Split()
 		}
-		for n := r.a.stats.LongLines.Dropped.Load(); r.stdin.dropped < n; r.stdin.dropped++ {
-			r.stdin.m.Dropped("long-line")
+		if n := r.a.stats.LongLines.Dropped.Load(); n > r.stdin.dropped {
+			r.stdin.m.Dropped("long-line", int(n-r.stdin.dropped))
+			r.stdin.dropped = n
 		}
+		r.stdin.reportFiltered(r.a.filtered.lookup(""))
 		c := &r.a.stats.Container
 		r.stdin.container.report(r.stdin.m, c.Joined.Load(), c.Malformed.Load(), c.Interrupted.Load())
 	}

@@ -417,8 +417,9 @@ func (a *Agent) enterTransaction(l *redoLine) (leave func(), ok bool) {
 func (a *Agent) deadLetterPending(ctx context.Context, src *lineOrigin, line filetail.Line, p pendingDeadLetter) (kept bool, err error) {
 	b := a.line.builder()
 	defer a.line.put(b)
-	rec, _ := b.Build(line, src.file.Path) // a line refused by a broker was routed then
-	if len(rec.Value) != p.ValueBytes {
+	rec, buildErr := b.Build(line, src.file.Path) // a line refused by a broker was routed then
+	if _, left := buildErr.(*linerecord.Filtered); left || len(rec.Value) != p.ValueBytes {
+		// Not the record refused: the filters changed since, or its size did (the format).
 		return false, nil
 	}
 	budget := int64(len(rec.Value))

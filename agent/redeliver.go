@@ -23,6 +23,9 @@ type lineOrigin struct {
 	// Tag says which line); a line sent again gets a callback of its own (redelivery.redone).
 	delivered producer.Callback
 	held      atomic.Int64 // lines waiting in the redelivery (not yet buffered again or resolved)
+	// filtered counts the lines the filters left out (set at the first: lineFiltered); the
+	// source's reader only.
+	filtered *filterCounts
 }
 
 // redoLine is a line whose record failed, with a copy of the record: what the redelivery

@@ -84,7 +84,7 @@ func (s *stdinSink) Line(l filetail.Line) error {
 	if err := s.a.redo.waitClear(s.ctx, s.src); err != nil {
 		return err
 	}
-	return s.a.sendLine(s.ctx, l, "", l.End, nil, s.src.delivered)
+	return s.a.sendLine(s.ctx, l, "", l.End, nil, s.src)
 }
 
 // Dropped counts a long line that long-lines=drop skipped.

@@ -275,6 +275,6 @@ func (a *Agent) fileSender(f *filetail.File) filetail.LineHandler {
 		if err := a.redo.waitClear(ctx, src); err != nil {
 			return err
 		}
-		return a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src.delivered)
+		return a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src)
 	}
 }

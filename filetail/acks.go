@@ -138,6 +138,11 @@ func (f *File) Fail(end int64, err error) {
 // offset where a restart must resume so that no line is lost.
 func (f *File) Committed() int64 { return f.acks.committedOffset() }
 
+// Skip records that the line ending at end is done without being sent (the handler's filters
+// left it out): for the checkpoint it is as an acknowledged line, in order with the lines
+// around it. Called from the handler, on the follower's goroutine.
+func (f *File) Skip(end int64) { f.skip(end) }
+
 // skip records a span the follower consumed without sending it (a dropped long line): it is
 // acknowledged at once, in order with the lines around it.
 func (f *File) skip(end int64) {

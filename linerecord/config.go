@@ -8,6 +8,7 @@ package linerecord
 import (
 	"fmt"
 	"regexp"
+	"sync/atomic"
 )
 
 // Config is an input's settings for turning its lines into records: the agent's flags of the
@@ -34,6 +35,12 @@ type Config struct {
 	Format, TimestampField, TimestampLayout string
 	// MaxRequestSize is the producer's max.request.size: a JSON envelope is cut to fit it.
 	MaxRequestSize int
+	// IncludeLines and ExcludeLines are regular expressions: a line is sent when it matches one
+	// of IncludeLines (every line, when there are none) and none of ExcludeLines; Build leaves
+	// the others out (Filtered). Redact's rules then rewrite the line, in order, before it is
+	// routed, keyed and encoded: what they replace is in no part of the record.
+	IncludeLines, ExcludeLines []string
+	Redact                     []Redaction
 }
 
 // ConfigError names the configuration key that is wrong.
@@ -61,6 +68,7 @@ func (c *Config) Validate(bad func(key, format string, args ...any)) {
 		bad(err.Key, "%s", err.Reason)
 	}
 	c.validateEncoding(bad)
+	compileFilter(c, bad)
 }
 
 func btoi(b bool) int {
@@ -83,7 +91,10 @@ type Rules struct {
 	cfg      Config
 	host     []byte
 	routing  *routing // nil: a plain topic and no --header
+	filter   *filter  // nil: no include-lines, exclude-lines or redact
 	encoding *EncodingStats
+	// Redacted counts the lines a redact rule changed.
+	Redacted atomic.Int64
 }
 
 // Compile checks c and compiles it; its builders count the lines the format and the
@@ -101,6 +112,7 @@ func Compile(c Config, stats *EncodingStats) (*Rules, error) {
 	}
 	r := &Rules{cfg: c, encoding: stats}
 	r.routing, _ = compileRouting(&c)
+	r.filter = compileFilter(&c, func(string, string, ...any) {})
 	if c.HostName != "" {
 		r.host = []byte(c.HostName)
 	}
@@ -118,5 +130,6 @@ func (r *Rules) NewBuilder() *Builder {
 	b := newBuilder(&r.cfg, r.host)
 	b.enc.stats = r.encoding
 	b.routing = r.routing
+	b.filter, b.redacted = r.filter, &r.Redacted
 	return b
 }

@@ -113,11 +113,23 @@ func (c *Config) validateEncoding(bad func(key, format string, args ...any)) {
 }
 
 // Build fills the builder's record for line l read from path ("" for stdin) and returns it:
-// build, then the encoding (the record's CreateTime, the line's own time from the timestamp
+// the input's filters (a line they leave out comes back as a nil record and a *Filtered) and
+// redact rules, then build, then the encoding (the record's CreateTime, the line's own time from the timestamp
 // field, else the read time; and, unless raw, its value in the envelope). The record aliases
 // the line and the builder's buffers: valid until the next Build. A line its topic template
 // could not route (and that has no fallback topic) comes with the error it fails with, alone.
 func (b *Builder) Build(l filetail.Line, path string) (*producer.Record, error) {
+	if f := b.filter; f != nil {
+		if left := f.keep(l.Data); left != nil {
+			return nil, left
+		}
+		if len(f.redact) > 0 {
+			var changed bool
+			if l.Data, changed = f.redactLine(l.Data, &b.redactBuf); changed {
+				b.redacted.Add(1)
+			}
+		}
+	}
 	b.stream = l.Stream
 	r := b.build(l.Data, path)
 	b.enc.encode(r, &b.fields, l, path, b.pod)

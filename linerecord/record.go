@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/producer"
@@ -32,12 +33,15 @@ type Builder struct {
 	// stream is the stream the line being built was written to (buildLine sets it).
 	stream filetail.Stream
 
-	fields  lineFields
-	enc     encoder    // --format and --timestamp-field: envelope.go
-	routing *routing   // nil: a plain topic and no --header
-	rs      routeState // routing's state for the last line
-	rec     producer.Record
-	headers []producer.Header
+	filter    *filter       // nil: none
+	redactBuf [2][]byte     // the redacted line, and the rule before's
+	redacted  *atomic.Int64 // the Rules' count of redacted lines
+	fields    lineFields
+	enc       encoder    // --format and --timestamp-field: envelope.go
+	routing   *routing   // nil: a plain topic and no --header
+	rs        routeState // routing's state for the last line
+	rec       producer.Record
+	headers   []producer.Header
 	// lineTrace is the W3C trace context the last built line carried, nil if none.
 	lineTrace []byte
 	trace     [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex

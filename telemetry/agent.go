@@ -145,10 +145,10 @@ func (f *FileMetrics) Truncated() { f.m.truncated.Add(context.Background(), 1, f
 // Split counts a long line sent as several records.
 func (f *FileMetrics) Split() { f.m.split.Add(context.Background(), 1, f.attrs) }
 
-// Dropped counts a line not sent, with a short reason (a few fixed values: "too_long",
-// "failed", "dead_letter", ...).
-func (f *FileMetrics) Dropped(reason string) {
-	f.m.dropped.Add(context.Background(), 1, metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
+// Dropped counts n lines not sent, with a short reason (a few fixed values: "long-line",
+// "not_included", "excluded").
+func (f *FileMetrics) Dropped(reason string, n int) {
+	f.m.dropped.Add(context.Background(), int64(n), metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
 }
 
 // ContainerLines counts n container log lines that were not one whole line of the runtime, by

@@ -256,7 +256,7 @@ func TestAgentMetrics(t *testing.T) {
 	f.Read(10, 1000)
 	f.Truncated()
 	f.Split()
-	f.Dropped("too_long")
+	f.Dropped("too_long", 1)
 	f.ContainerLines("joined", 3)
 	f.ContainerLines("malformed", 1)
 	f.SetPosition(5000, 1000, 400)

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/kafkatrail/kafkatrail/linerecord"
+)
+
+// filterCounts are one source's lines that the input's filters left out, by reason. Written by
+// the source's reader, read by the metrics goroutine.
+type filterCounts struct {
+	notIncluded, excluded atomic.Int64
+}
+
+func (c *filterCounts) add(reason string) {
+	if reason == linerecord.FilteredExcluded {
+		c.excluded.Add(1)
+	} else {
+		c.notIncluded.Add(1)
+	}
+}
+
+// filterCountsByPath holds each source path's filterCounts ("" for stdin): the metrics report
+// them per file, as the other line counts.
+type filterCountsByPath struct{ m sync.Map } // string -> *filterCounts
+
+// lookup returns path's counts, nil when none of its lines was left out.
+func (f *filterCountsByPath) lookup(path string) *filterCounts {
+	if c, ok := f.m.Load(path); ok {
+		return c.(*filterCounts)
+	}
+	return nil
+}
+
+func (f *filterCountsByPath) of(path string) *filterCounts {
+	if c, ok := f.m.Load(path); ok {
+		return c.(*filterCounts)
+	}
+	c, _ := f.m.LoadOrStore(path, new(filterCounts))
+	return c.(*filterCounts)
+}
+
+// lineFiltered is the end of a line the input's filters left out: nothing of it is sent, its
+// file's checkpoint moves past it as if it were acknowledged, and it is counted by reason.
+func (a *Agent) lineFiltered(src *lineOrigin, path string, end int64, reason string) {
+	if src.file != nil {
+		src.file.Skip(end)
+	}
+	if src.filtered == nil {
+		src.filtered = a.filtered.of(path)
+	}
+	src.filtered.add(reason)
+	a.stats.LinesFiltered.Add(1)
+}

@@ -46,7 +46,10 @@ type MultilinePreset string
 
 // The presets.
 const (
-	// MultilineJava: a line matching JavaContinuePattern continues the event before it.
+	// MultilineJava: a line matching JavaContinuePattern continues the event before it, and so
+	// does a line that names a Throwable (JavaThrowablePattern) when the line after it
+	// continues it: logback's and log4j2's layouts print the exception's first line after the
+	// message, its frames after that, and the three are one event.
 	MultilineJava MultilinePreset = "java"
 	// MultilinePython: a line beginning with PythonTracebackHead starts a traceback; in it,
 	// every indented line continues the event, and so does the first line that is not indented
@@ -61,6 +64,11 @@ const (
 	// "at ..." frame, "... N more" and logback's "... N common frames omitted", "Caused by: ..."
 	// and an indented "Suppressed: ...".
 	JavaContinuePattern = `^(?:\s+at\s|\s*\.\.\. \d+ (?:more|common frames omitted)|\s*Caused by:|\s+Suppressed:)`
+	// JavaThrowablePattern matches the first line of an exception as Throwable.toString prints
+	// it: a class's dotted name, and ": message" when it has one (java.lang.IllegalStateException:
+	// boom, com.acme.PaymentDeclined). Only a frame on the next line makes it join the event
+	// before it, so a line of that shape with no stack trace after it stays an event of its own.
+	JavaThrowablePattern = `^(?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*(?::\s.*|:)?\r?$`
 	// PythonTracebackHead begins a Python traceback.
 	PythonTracebackHead = "Traceback (most recent call last):"
 	// PythonFinalPattern matches a traceback's last line: the exception's name (dotted), with or
@@ -69,9 +77,10 @@ const (
 )
 
 var (
-	javaContinue = regexp.MustCompile(JavaContinuePattern)
-	pythonFinal  = regexp.MustCompile(PythonFinalPattern)
-	pythonHead   = []byte(PythonTracebackHead)
+	javaContinue  = regexp.MustCompile(JavaContinuePattern)
+	javaThrowable = regexp.MustCompile(JavaThrowablePattern)
+	pythonFinal   = regexp.MustCompile(PythonFinalPattern)
+	pythonHead    = []byte(PythonTracebackHead)
 )
 
 // Valid reports an error unless p is empty or one of the presets.
@@ -115,12 +124,29 @@ func (m *Multiline) validate() error {
 
 // joiner decides, line by line, where events begin.
 type joiner interface {
-	// joins reports whether line (its first bytes, if it is longer than the byte limit)
-	// continues the event before it. It is asked about every line, also the first of a stream
-	// (whose answer does not matter), so that a rule with state sees them all.
-	joins(line []byte) bool
+	// joins says whether line (its first bytes, if it is longer than the byte limit) continues
+	// the event before it: joinYes, joinNo, or joinIfNext (only if the line after it answers
+	// joinYes). It is asked about every line, also the first of a stream (whose answer does not
+	// matter), so that a rule with state sees them all.
+	joins(line []byte) join
 	// reset forgets the state: the stream starts again.
 	reset()
+}
+
+// join is a joiner's answer.
+type join uint8
+
+const (
+	joinNo join = iota
+	joinYes
+	joinIfNext
+)
+
+func joinIf(b bool) join {
+	if b {
+		return joinYes
+	}
+	return joinNo
 }
 
 func (m *Multiline) joiner() joiner {
@@ -130,7 +156,7 @@ func (m *Multiline) joiner() joiner {
 	case m.Continue != nil:
 		return &patternJoiner{re: m.Continue}
 	case m.Preset == MultilineJava:
-		return &patternJoiner{re: javaContinue}
+		return javaJoiner{}
 	case m.Preset == MultilinePython:
 		return &pythonJoiner{}
 	}
@@ -143,25 +169,40 @@ type patternJoiner struct {
 	starts bool
 }
 
-func (p *patternJoiner) joins(line []byte) bool { return p.re.Match(line) != p.starts }
+func (p *patternJoiner) joins(line []byte) join { return joinIf(p.re.Match(line) != p.starts) }
 func (p *patternJoiner) reset()                 {}
+
+// javaJoiner is MultilineJava.
+type javaJoiner struct{}
+
+func (javaJoiner) joins(line []byte) join {
+	switch {
+	case javaContinue.Match(line):
+		return joinYes
+	case javaThrowable.Match(line):
+		return joinIfNext
+	}
+	return joinNo
+}
+
+func (javaJoiner) reset() {}
 
 // pythonJoiner is MultilinePython.
 type pythonJoiner struct{ inTraceback bool }
 
-func (p *pythonJoiner) joins(line []byte) bool {
+func (p *pythonJoiner) joins(line []byte) join {
 	if bytes.HasPrefix(line, pythonHead) {
 		p.inTraceback = true
-		return false
+		return joinNo
 	}
 	if !p.inTraceback {
-		return false
+		return joinNo
 	}
 	if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
-		return true // a frame, or its source line
+		return joinYes // a frame, or its source line
 	}
 	p.inTraceback = false
-	return pythonFinal.Match(line)
+	return joinIf(pythonFinal.Match(line))
 }
 
 func (p *pythonJoiner) reset() { p.inTraceback = false }
@@ -197,6 +238,16 @@ type events struct {
 	// being put.
 	mapped    bool
 	lineStart int64
+
+	// tent says the held event's last line joined it only if the next line continues it
+	// (joinIfNext): otherwise it becomes an event of its own (unjoin). tentCut is the event's
+	// length in buf before it, tentAt where its bytes begin (after the newline that joined it);
+	// tentEnd is where the event ended before it; tentStart, tentWritten, tentTime and
+	// tentStream are the line's own. Only a whole event (modeNormal) joins so.
+	tent                                      bool
+	tentCut, tentAt                           int
+	tentEnd, tentStart, tentWritten, tentTime int64
+	tentStream                                Stream
 }
 
 func newEvents(m *Multiline, maxLine int, policy LongLinePolicy) *events {
@@ -207,7 +258,7 @@ func newEvents(m *Multiline, maxLine int, policy LongLinePolicy) *events {
 }
 
 func (e *events) reset() {
-	e.held, e.midLine, e.mode = false, false, modeNormal
+	e.held, e.midLine, e.mode, e.tent = false, false, modeNormal, false
 	e.buf = e.buf[:0]
 	if e.rule != nil {
 		e.rule.reset()
@@ -224,20 +275,41 @@ func (e *events) Line(l Line) error {
 	e.midLine = l.Part > 0 && l.Parts == 0
 	e.lineStart = l.Start
 	if !rest {
-		joins := e.rule != nil && e.rule.joins(l.Data) // no rule: every line is an event
-		if !e.held || !joins {
+		j := joinNo // no rule: every line is an event
+		if e.rule != nil {
+			j = e.rule.joins(l.Data)
+		}
+		if e.tent {
+			// The line before joined only if this one continues it.
+			if j == joinYes || e.mode != modeNormal {
+				e.tent = false
+			} else if err := e.unjoin(); err != nil {
+				return err
+			}
+		}
+		if !e.held || j == joinNo {
 			if err := e.emit(); err != nil {
 				return err
 			}
 			e.begin(l.Start)
 			e.written, e.time, e.stream = l.Written, l.Time, l.Stream
-		} else if err := e.nextLine(); err != nil {
-			return err
+		} else {
+			cut, end := len(e.buf), e.end
+			if err := e.nextLine(); err != nil {
+				return err
+			}
+			if j == joinIfNext && e.mode == modeNormal && l.Part == 0 {
+				e.tent, e.tentCut, e.tentAt, e.tentEnd = true, cut, len(e.buf), end
+				e.tentStart, e.tentWritten, e.tentTime, e.tentStream = l.Start, l.Written, l.Time, l.Stream
+			}
 		}
 		e.partLines++
 	}
 	if err := e.put(l.Data); err != nil {
 		return err
+	}
+	if e.tent && e.mode != modeNormal {
+		e.tent = false // the event turned long with it: it stays joined
 	}
 	e.end, e.nl = l.End, newline
 	if e.rule == nil && !e.midLine {
@@ -360,10 +432,30 @@ func (e *events) emitPart(data int, end int64) error {
 	return err
 }
 
-// emit hands over the held event, if any.
+// unjoin hands over the held event without its tentative last line, which becomes the held
+// event, alone.
+func (e *events) unjoin() error {
+	e.tent = false
+	first := Line{Data: e.buf[:e.tentCut], Start: e.start, End: e.tentEnd, Written: e.written, Time: e.time, Stream: e.stream}
+	if err := e.out.Line(first); err != nil { // the sink is done with the bytes when it returns
+		return err
+	}
+	e.buf = e.buf[:copy(e.buf, e.buf[e.tentAt:])]
+	e.start, e.partStart, e.partLines = e.tentStart, e.tentStart, 1
+	e.written, e.time, e.stream = e.tentWritten, e.tentTime, e.tentStream
+	return nil
+}
+
+// emit hands over the held event, if any: two, when its last line joined it only tentatively
+// (no line came to continue it).
 func (e *events) emit() error {
 	if !e.held {
 		return nil
+	}
+	if e.tent {
+		if err := e.unjoin(); err != nil {
+			return err
+		}
 	}
 	e.held = false
 	switch e.mode {

@@ -1,6 +1,7 @@
 package filetail
 
 import (
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
@@ -62,14 +63,106 @@ const javaTrace = "2026-01-01 12:00:00 ERROR request failed\n" +
 	"\t... 1 common frames omitted\n" +
 	"2026-01-01 12:00:01 INFO next\n"
 
+// TestMultilineJava: the message, the exception's first line after it and the stack trace are
+// one event; the next line starts another.
 func TestMultilineJava(t *testing.T) {
 	got := joinAll(t, javaTrace, Multiline{Preset: MultilineJava}, 1000, LongLinesSplit)
-	first := strings.Index(javaTrace, "\n") + 1
 	last := len(javaTrace) - len("2026-01-01 12:00:01 INFO next\n")
 	wantRecords(t, got,
-		quoteSpan(javaTrace[:first], 0),
-		quoteSpan(javaTrace[first:last], first),
+		quoteSpan(javaTrace[:last], 0),
 		quoteSpan(javaTrace[last:], last))
+}
+
+// The exceptions logback (ThrowableProxyConverter) and log4j2 (%xEx, its default) append to a
+// message with their default layouts, without and with "Caused by" and "Suppressed".
+var (
+	logbackTraces = []string{
+		"java.lang.IllegalStateException: boom\n" +
+			"\tat com.example.App.handle(App.java:42)\n" +
+			"\tat com.example.App.main(App.java:12)\n",
+		"java.lang.IllegalStateException: boom\n" +
+			"\tat com.example.App.handle(App.java:42)\n" +
+			"\tat com.example.App.main(App.java:12)\n" +
+			"Caused by: java.io.IOException: disk full\n" +
+			"\tat com.example.Store.write(Store.java:7)\n" +
+			"\tat com.example.App.handle(App.java:40)\n" +
+			"\t... 1 common frames omitted\n",
+		"com.example.PaymentDeclined$Insufficient: card 42\n" +
+			"\tat com.example.Pay.charge(Pay.java:3)\n" +
+			"\tSuppressed: java.lang.RuntimeException: close failed\n" +
+			"\t\tat com.example.Store.close(Store.java:9)\n" +
+			"\t\t... 1 common frames omitted\n" +
+			"Caused by: java.net.SocketTimeoutException\n" +
+			"\tat java.base/sun.nio.ch.NioSocketImpl.timedRead(NioSocketImpl.java:288)\n" +
+			"\t... 1 common frames omitted\n",
+	}
+	log4j2Traces = []string{
+		"java.lang.IllegalStateException: boom\n" +
+			"\tat com.example.App.handle(App.java:42) ~[classes/:?]\n" +
+			"\tat com.example.App.main(App.java:12) [classes/:?]\n",
+		"java.lang.IllegalStateException: boom\n" +
+			"\tat com.example.App.handle(App.java:42) ~[classes/:?]\n" +
+			"Caused by: java.io.IOException: disk full\n" +
+			"\tat com.example.Store.write(Store.java:7) ~[classes/:?]\n" +
+			"\t... 2 more\n",
+		"java.lang.IllegalStateException: boom\n" +
+			"\tat com.example.App.handle(App.java:42) ~[classes/:?]\n" +
+			"\tSuppressed: java.lang.RuntimeException: close failed\n" +
+			"\t\tat com.example.Store.close(Store.java:9) ~[classes/:?]\n" +
+			"\t\t... 1 more\n" +
+			"Caused by: java.io.IOException: disk full\n" +
+			"\tat com.example.Store.write(Store.java:7) ~[classes/:?]\n" +
+			"\t... 2 more\n",
+	}
+)
+
+// TestMultilineJavaLayouts: with logback's and log4j2's default layouts, a message logged with
+// an exception is one event (the message, the exception's first line, its stack trace and its
+// causes and suppressed exceptions), between the lines logged before and after it; so is a
+// stack trace printed alone (Throwable.printStackTrace), at the start of a stream.
+func TestMultilineJavaLayouts(t *testing.T) {
+	for _, layout := range []struct {
+		name, before, message, after string
+		traces                       []string
+	}{
+		{"logback", "10:15:29.999 [main] INFO  com.example.App - started\n", "10:15:30.123 [main] ERROR com.example.App - request failed\n",
+			"10:15:31.000 [main] INFO  com.example.App - next\n", logbackTraces},
+		{"log4j2", "10:15:29.999 [main] INFO  com.example.App - started\n", "10:15:30.123 [main] ERROR com.example.App - request failed\n",
+			"10:15:31.000 [main] INFO  com.example.App - next\n", log4j2Traces},
+	} {
+		for i, trace := range layout.traces {
+			t.Run(fmt.Sprintf("%s/%d", layout.name, i), func(t *testing.T) {
+				input := layout.before + layout.message + trace + layout.after
+				got := joinAll(t, input, Multiline{Preset: MultilineJava}, 4000, LongLinesSplit)
+				event := len(layout.before) + len(layout.message) + len(trace)
+				wantRecords(t, got,
+					quoteSpan(layout.before, 0),
+					quoteSpan(input[len(layout.before):event], len(layout.before)),
+					quoteSpan(layout.after, event))
+				alone := joinAll(t, trace+layout.after, Multiline{Preset: MultilineJava}, 4000, LongLinesSplit)
+				wantRecords(t, alone, quoteSpan(trace, 0), quoteSpan(layout.after, len(trace)))
+			})
+		}
+	}
+}
+
+// TestMultilineJavaThrowableShapeAlone: a line shaped like an exception's first line joins the
+// event before it only when a frame follows it: without one (another log line next, or the end
+// of the input) it is an event of its own, and so are the lines around it.
+func TestMultilineJavaThrowableShapeAlone(t *testing.T) {
+	input := "12:00 INFO config loaded\ncom.example.Settings: reloaded\n12:01 INFO next\njava.lang.String\n"
+	got := joinAll(t, input, Multiline{Preset: MultilineJava}, 1000, LongLinesSplit)
+	wantRecords(t, got,
+		`"12:00 INFO config loaded" 0-25`,
+		`"com.example.Settings: reloaded" 25-56`,
+		`"12:01 INFO next" 56-72`,
+		`"java.lang.String" 72-89`)
+	// Two lines of that shape in a row, then a frame: the second is the exception.
+	input = "12:00 ERROR failed\ncom.example.Note: x\njava.lang.IllegalStateException: boom\n\tat a.B.c(B.java:1)\n"
+	got = joinAll(t, input, Multiline{Preset: MultilineJava}, 1000, LongLinesSplit)
+	wantRecords(t, got,
+		`"12:00 ERROR failed" 0-19`,
+		quoteSpan("com.example.Note: x\njava.lang.IllegalStateException: boom\n\tat a.B.c(B.java:1)\n", 19))
 }
 
 // quoteSpan is a record of the lines s (ending with a newline) from off, as collectSink writes it.
@@ -250,3 +343,21 @@ type funcSink struct {
 
 func (f *funcSink) Line(l Line) error          { f.line(l); return nil }
 func (f *funcSink) Dropped(int64, int64) error { f.dropped++; return nil }
+
+// TestMultilineJavaFlushTentative: an event whose last line joined only if a frame follows is
+// handed over, when the source goes quiet first, as two events: the line was not continued.
+func TestMultilineJavaFlushTentative(t *testing.T) {
+	s := NewSplitter(100, LongLinesSplit, 64, 0)
+	s.JoinEvents(Multiline{Preset: MultilineJava})
+	sink := &collectSink{}
+	if err := s.Feed(copy(s.Space(), "12:00 INFO a\ncom.example.B: c\n"), sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.got) != 0 || !s.EventWaiting() {
+		t.Fatalf("got %q, waiting %v; want the event held", sink.got, s.EventWaiting())
+	}
+	if ok, err := s.FlushEvent(sink); !ok || err != nil {
+		t.Fatalf("FlushEvent = %v, %v", ok, err)
+	}
+	wantRecords(t, sink.got, `"12:00 INFO a" 0-13`, `"com.example.B: c" 13-30`)
+}

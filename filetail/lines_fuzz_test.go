@@ -53,6 +53,8 @@ func FuzzSplitter(f *testing.F) {
 		{"S1\n a\n b\nS2\nx\n\tat y\n\t... 3 more\nCaused by: z\n", 8, 0x46, "\x03"},
 		{"Traceback (most recent call last):\n  File \"a\"\nValueError: v\nnext\n", 16, 0xe8, "\x05\x01"},
 		{"S\n" + string(bytes.Repeat([]byte(" continued line\n"), 12)) + "S\n", 20, 0x27, ""},
+		{"m\na.B: x\n\tat c\nd.E\nf.G: long message here\n\tat h\ni.J\nk\n", 12, 0x43, "\x02\x01"},
+		{"a.B\nc.D\n\tat e\nm\nf.G\n", 4, 0x02, ""},
 	} {
 		f.Add([]byte(seed.input), seed.maxLine, seed.chunk, []byte(seed.steps))
 	}
@@ -147,19 +149,33 @@ func checkJoined(t *testing.T, input []byte, limit, maxLines int, policy LongLin
 		t.Fatalf("%s, %s, limit %d, max lines %d, record %d of %d (%+v): %s\ninput %q", rule.name, policy, limit, maxLines, i, len(events), events[i], fmt.Sprintf(format, args...), input)
 	}
 	// Where the rule starts events: classify every line as the splitter does (on its first
-	// limit bytes), in order, since a rule may have state.
-	starts := map[int64]bool{0: true}
+	// limit bytes), in order, since a rule may have state. A line that joins only if the next
+	// one continues it (joinIfNext) may start an event when the next one does not (it does,
+	// unless the event before it was long already, which keeps it): optional.
+	starts, optional := map[int64]bool{0: true}, map[int64]bool{}
 	j := rule.m.joiner()
+	maybe := -1 // the offset of the last line, when it answered joinIfNext
 	for off := 0; off < len(input); {
 		line := input[off:]
 		next := len(input)
 		if i := bytes.IndexByte(line, '\n'); i >= 0 {
 			line, next = line[:i], off+i+1
 		}
-		if !j.joins(line[:min(len(line), limit)]) {
+		ans := j.joins(line[:min(len(line), limit)])
+		if maybe >= 0 && ans != joinYes {
+			optional[int64(maybe)] = true
+		}
+		maybe = -1
+		switch ans {
+		case joinNo:
 			starts[int64(off)] = true
+		case joinIfNext:
+			maybe = off
 		}
 		off = next
+	}
+	if maybe >= 0 {
+		optional[int64(maybe)] = true
 	}
 	long := func(event []byte) bool {
 		event = bytes.TrimSuffix(event, []byte("\n"))
@@ -182,7 +198,7 @@ func checkJoined(t *testing.T, input []byte, limit, maxLines int, policy LongLin
 			fail(i, "a record of %d lines", bytes.Count([]byte(e.data), []byte("\n"))+1)
 		}
 		if e.Part <= 1 {
-			if !starts[e.Start] {
+			if !starts[e.Start] && !optional[e.Start] {
 				fail(i, "an event begins at %d, not at a line that starts one", e.Start)
 			}
 			begun[e.Start] = true

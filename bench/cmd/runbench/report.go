@@ -242,7 +242,7 @@ func summarize(r *Report) {
 					target = 1.2
 				case "otelcol":
 					target = 2.5
-				case "agent-eos", "agent-otel", "agent-cri":
+				case "agent-eos", "agent-otel", "agent-cri", "agent-filters":
 					continue // below: the cost of exactly-once, telemetry and container framing, over agent
 				case "agent-defaults", "kcat-defaults":
 					continue // below: each with its own defaults
@@ -250,6 +250,7 @@ func summarize(r *Report) {
 				addRatio("file", s.Cell, "agent", other, target)
 			}
 			addRatio("file", s.Cell, "agent-cri", "agent", 0.9)
+			addRatio("file", s.Cell, "agent-filters", "agent", 0.8)
 			addRatio("file", s.Cell, "agent-eos", "agent", 0)
 			addRatio("file", s.Cell, "agent-otel", "agent", 0)
 			addRatio("file", s.Cell, "agent-otel", "kcat", 0)
@@ -299,6 +300,7 @@ var toolNames = map[string]string{
 	"agent-eos":      "kafkatrail agent --exactly-once",
 	"agent-otel":     "kafkatrail agent, default telemetry on",
 	"agent-cri":      "kafkatrail agent, CRI-framed lines (--container-format cri)",
+	"agent-filters":  "kafkatrail agent, one --exclude-lines and one --redact rule",
 	"agent-defaults": "kafkatrail agent, its defaults (default telemetry on)",
 	"kcat-defaults":  "kcat -P, librdkafka's defaults (acks=all, idempotence)",
 	"kcat":           "kcat -P (librdkafka)",
@@ -641,6 +643,13 @@ func renderMarkdown(r *Report) string {
 				}
 				w(".\n\n")
 			}
+			if q := r.ratio("file", c, "agent-filters", "agent"); q != nil {
+				w("Filters and redaction (*agent-filters*: `--exclude-lines '%s'` and `--redact '%s'`, which match no line; the redact pattern has no literal part, so its regexp runs on every line) over the agent without them: %s lines/s", benchExcludeLines, benchRedact, ratioText(*q))
+				if a, raw := r.summary("file", "agent-filters", c), r.summary("file", "agent", c); a != nil && raw != nil && a.OK > 0 && raw.OK > 0 {
+					w("; CPU %s µs a line against %s", fnum(a.CPUMicrosPerRec), fnum(raw.CPUMicrosPerRec))
+				}
+				w(" (target ≥ 0.8x).\n\n")
+			}
 			r.writeFileCPUSplit(w, c)
 			r.writeFileRSSSplit(w, c)
 		}
@@ -854,7 +863,7 @@ func (r *Report) writeFileCPUSplit(w func(string, ...any), cell string) {
 		split map[string]float64
 	}
 	var rows []row
-	for _, tool := range []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-defaults"} {
+	for _, tool := range []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-filters", "agent-defaults"} {
 		var runs []Run
 		for _, run := range r.Runs {
 			if run.Section == "file" && run.Cell == cell && run.Tool == tool {

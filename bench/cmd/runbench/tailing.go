@@ -22,7 +22,16 @@ import (
 // about 1 % of its CPU at 100 Hz), split by stage in the report (fileCPUParts). agent-cri reads
 // the same lines as a container runtime frames them (CRI: time, stream, tag before each) with
 // --container-format cri: its ratio over agent is the cost of taking the framing off.
-var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
+// agent-filters adds one --exclude-lines rule (a literal no line holds) and one --redact rule
+// (a card number's pattern, with no literal part: its regexp runs on every line, and matches
+// none), what a user's first filter and redaction cost on a log that holds neither.
+var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-filters", "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
+
+// The rules agent-filters runs with.
+const (
+	benchExcludeLines = `GET /health`
+	benchRedact       = `\d{4}[ -]?\d{4}[ -]?\d{4}[ -]?\d{4}=>****`
+)
 
 // fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
 // holds every line (end offsets summed, polled every 50 ms), then the tool is stopped by its
@@ -97,12 +106,15 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	selfExit := false
 	prof := ""
 	switch tool {
-	case "agent", "agent-otel", "agent-eos", "agent-cri", "agent-defaults":
+	case "agent", "agent-otel", "agent-eos", "agent-cri", "agent-filters", "agent-defaults":
 		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
 			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
 			"--shutdown-timeout", "10s"}
 		if tool == "agent-cri" {
 			args = append(args, "--container-format", "cri")
+		}
+		if tool == "agent-filters" {
+			args = append(args, "--exclude-lines", benchExcludeLines, "--redact", benchRedact)
 		}
 		if tool == "agent-eos" {
 			// A transactional id and state topic of the run's own: the runs share the data file.

@@ -49,7 +49,8 @@ const (
 	// MultilineJava: a line matching JavaContinuePattern continues the event before it, and so
 	// does a line that names a Throwable (JavaThrowablePattern) when the line after it
 	// continues it: logback's and log4j2's layouts print the exception's first line after the
-	// message, its frames after that, and the three are one event.
+	// message, its frames after that, and the three are one event. One empty line right after
+	// a stack trace ends it and is part of it (log4j2's default configuration prints one).
 	MultilineJava MultilinePreset = "java"
 	// MultilinePython: a line beginning with PythonTracebackHead starts a traceback; in it,
 	// every indented line continues the event, and so does the first line that is not indented
@@ -156,7 +157,7 @@ func (m *Multiline) joiner() joiner {
 	case m.Continue != nil:
 		return &patternJoiner{re: m.Continue}
 	case m.Preset == MultilineJava:
-		return javaJoiner{}
+		return &javaJoiner{}
 	case m.Preset == MultilinePython:
 		return &pythonJoiner{}
 	}
@@ -172,20 +173,27 @@ type patternJoiner struct {
 func (p *patternJoiner) joins(line []byte) join { return joinIf(p.re.Match(line) != p.starts) }
 func (p *patternJoiner) reset()                 {}
 
-// javaJoiner is MultilineJava.
-type javaJoiner struct{}
+// javaJoiner is MultilineJava. inTrace says the last line was a stack trace's (a frame, a
+// cause): one blank line after it ends the trace and belongs to it, as log4j2's default
+// configuration prints one after every exception.
+type javaJoiner struct{ inTrace bool }
 
-func (javaJoiner) joins(line []byte) join {
+func (j *javaJoiner) joins(line []byte) join {
+	inTrace := j.inTrace
+	j.inTrace = false
 	switch {
 	case javaContinue.Match(line):
+		j.inTrace = true
 		return joinYes
 	case javaThrowable.Match(line):
 		return joinIfNext
+	case inTrace && len(bytes.TrimSuffix(line, []byte("\r"))) == 0:
+		return joinYes
 	}
 	return joinNo
 }
 
-func (javaJoiner) reset() {}
+func (j *javaJoiner) reset() { j.inTrace = false }
 
 // pythonJoiner is MultilinePython.
 type pythonJoiner struct{ inTraceback bool }

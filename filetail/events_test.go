@@ -361,3 +361,17 @@ func TestMultilineJavaFlushTentative(t *testing.T) {
 	}
 	wantRecords(t, sink.got, `"12:00 INFO a" 0-13`, `"com.example.B: c" 13-30`)
 }
+
+// TestMultilineJavaBlankLineAfterTrace: one empty line right after a stack trace ends it and is
+// part of its event (log4j2's default configuration prints one after every exception); an
+// empty line anywhere else, and a second one, is an event of its own.
+func TestMultilineJavaBlankLineAfterTrace(t *testing.T) {
+	input := "a\njava.lang.X: y\n\tat b\n\n\nc\n\nd\n"
+	got := joinAll(t, input, Multiline{Preset: MultilineJava}, 1000, LongLinesSplit)
+	wantRecords(t, got,
+		quoteSpan("a\njava.lang.X: y\n\tat b\n\n", 0),
+		quoteSpan("\n", 24),
+		quoteSpan("c\n", 25),
+		quoteSpan("\n", 27),
+		quoteSpan("d\n", 28))
+}

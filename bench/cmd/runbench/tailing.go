@@ -22,15 +22,17 @@ import (
 // about 1 % of its CPU at 100 Hz), split by stage in the report (fileCPUParts). agent-cri reads
 // the same lines as a container runtime frames them (CRI: time, stream, tag before each) with
 // --container-format cri: its ratio over agent is the cost of taking the framing off.
-// agent-filters adds one --exclude-lines rule (a literal no line holds) and one --redact rule
-// (a card number's pattern, with no literal part: its regexp runs on every line, and matches
-// none), what a user's first filter and redaction cost on a log that holds neither.
-var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-filters", "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
+// agent-filters adds one --exclude-lines rule (a health check) and one --redact rule (a
+// password in a query), each with a literal part no line holds: what a user's first filter and
+// redaction cost on a log that holds neither. agent-redact-regexp has one --redact rule with no
+// literal part (a card number), whose regexp runs on every line.
+var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-filters", "agent-redact-regexp", "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
 
-// The rules agent-filters runs with.
+// The rules agent-filters and agent-redact-regexp run with.
 const (
 	benchExcludeLines = `GET /health`
-	benchRedact       = `\d{4}[ -]?\d{4}[ -]?\d{4}[ -]?\d{4}=>****`
+	benchRedact       = `password=\S+=>password=***`
+	benchRedactRegexp = `\d{4}[ -]?\d{4}[ -]?\d{4}[ -]?\d{4}=>****`
 )
 
 // fileSection: every tool ships the same file of FileLines lines; a run ends when the topic
@@ -106,15 +108,18 @@ func (b *bench) fileRun(tool string, c cell, rep int, data string) Run {
 	selfExit := false
 	prof := ""
 	switch tool {
-	case "agent", "agent-otel", "agent-eos", "agent-cri", "agent-filters", "agent-defaults":
+	case "agent", "agent-otel", "agent-eos", "agent-cri", "agent-filters", "agent-redact-regexp", "agent-defaults":
 		args := []string{"--brokers", b.p.bootstrap, "--topic", r.Topic, "--tail", data, "--start-at", "beginning",
 			"--state-dir", filepath.Join(dir, "state"), "--header-host=", "--header-path=", "--log-level", "warn",
 			"--shutdown-timeout", "10s"}
 		if tool == "agent-cri" {
 			args = append(args, "--container-format", "cri")
 		}
-		if tool == "agent-filters" {
+		switch tool {
+		case "agent-filters":
 			args = append(args, "--exclude-lines", benchExcludeLines, "--redact", benchRedact)
+		case "agent-redact-regexp":
+			args = append(args, "--redact", benchRedactRegexp)
 		}
 		if tool == "agent-eos" {
 			// A transactional id and state topic of the run's own: the runs share the data file.

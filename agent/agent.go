@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +28,9 @@ type Agent struct {
 	prod *producer.Producer
 	pc   producer.Config // prod's configuration
 
-	line *pipeline // how lines become records
+	// inputs are the sources of lines, each with its pipeline: the implicit one of the flags
+	// first when there is one, then the file's `inputs:` (newInputs).
+	inputs []*input
 
 	stats Stats
 
@@ -40,8 +44,7 @@ type Agent struct {
 	redo     *redelivery
 	stopRedo func()
 
-	tailer atomic.Pointer[filetail.Tailer] // set while RunTail runs, for SetTailGlobs and stats
-	txn    atomic.Pointer[txnCommitter]    // set while RunTail runs with --exactly-once
+	txn atomic.Pointer[txnCommitter] // set while RunTail runs with --exactly-once
 
 	tel *telemetry.Provider // nil: no telemetry
 
@@ -146,7 +149,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
 	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra,
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
-	if a.line, err = newPipeline(cfg.LineConfig(), &a.stats.Encoding); err != nil {
+	if a.inputs, err = newInputs(&cfg, &a.stats.Encoding); err != nil {
 		_ = prod.Close(context.Background())
 		return nil, err // Validate has said so already
 	}
@@ -162,13 +165,20 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 // Stats returns the agent's counters.
 func (a *Agent) Stats() *Stats { return &a.stats }
 
-// FileStats returns a snapshot of each followed file, sorted by path; nil unless RunTail runs
-// (or ran). Safe to call from any goroutine.
+// FileStats returns a snapshot of each followed file, every input's, sorted by path (a file
+// two inputs follow is there twice); nil unless RunTail runs (or ran). Safe to call from any
+// goroutine.
 func (a *Agent) FileStats() []filetail.FileStats {
-	if t := a.tailer.Load(); t != nil {
-		return t.Stats().Files
+	var out []filetail.FileStats
+	for _, in := range a.inputs {
+		if t := in.tailer.Load(); t != nil {
+			out = append(out, t.Stats().Files...)
+		}
 	}
-	return nil
+	if len(a.inputs) > 1 {
+		slices.SortStableFunc(out, func(x, y filetail.FileStats) int { return strings.Compare(x.Path, y.Path) })
+	}
+	return out
 }
 
 // Connect fetches the topic's metadata, which connects to a broker, within max.block.ms and
@@ -177,21 +187,27 @@ func (a *Agent) FileStats() []filetail.FileStats {
 //
 // With a --topic template the topics are known only as lines arrive: Connect fetches the
 // fallback topic's metadata if there is one, else only the brokers' (a metadata request for no
-// topic, which creates none), and each new topic's metadata is fetched by its first line.
+// topic, which creates none), and each new topic's metadata is fetched by its first line. With
+// several inputs, every input's topic.
 func (a *Agent) Connect(ctx context.Context) error {
-	var err error
-	switch {
-	case !linerecord.IsTemplate(a.cfg.Topic):
-		_, err = a.prod.PartitionsFor(ctx, a.cfg.Topic)
-	case a.cfg.FallbackTopic != "":
-		_, err = a.prod.PartitionsFor(ctx, a.cfg.FallbackTopic)
-	default:
-		err = a.prod.AwaitCluster(ctx)
+	for _, in := range a.inputs {
+		var err error
+		switch c := &in.cfg; {
+		case !linerecord.IsTemplate(c.Topic):
+			_, err = a.prod.PartitionsFor(ctx, c.Topic)
+		case c.FallbackTopic != "":
+			_, err = a.prod.PartitionsFor(ctx, c.FallbackTopic)
+		default:
+			err = a.prod.AwaitCluster(ctx)
+		}
+		if errors.Is(err, producer.ErrProducerClosed) || errors.Is(err, metadata.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if errors.Is(err, producer.ErrProducerClosed) || errors.Is(err, metadata.ErrClosed) {
-		return nil
-	}
-	return err
+	return nil
 }
 
 // lineDelivered is the outcome of the first send of a line of src (a file's line ends at
@@ -208,7 +224,7 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 		return // sendLine offers the line again, with this same callback
 	}
 	budget := int64(max(md.SerializedValueSize, 0))
-	f, reason := classify(err, a.templated())
+	f, reason := classify(err, src.templated())
 	if src.file == nil && f != fateDeadLetter {
 		// stdin cannot be read again and has no file to wait on: a line that expired or met a
 		// refusal about the configuration (a wrong password, a missing ACL or topic) is lost,
@@ -222,12 +238,12 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 		(errors.Is(err, context.Canceled) && ctx.Err() != nil) ||
 		!a.redo.add(src, md, err, f, reason, budget) {
 		a.lineGivenUp(src, md.Tag, budget, err)
-		a.countDelivered(md.Topic, err)
+		a.countDelivered(src, md.Topic, err)
 	}
 }
 
-// templated reports a --topic template: a line's topic comes from the line.
-func (a *Agent) templated() bool { return a.line.rules.Templated() }
+// templated reports a topic template of src's input: a line's topic comes from the line.
+func (src *lineOrigin) templated() bool { return src.in.line.rules.Templated() }
 
 // lineAcked is the end of a line Kafka acknowledged, sent once or again.
 func (a *Agent) lineAcked(src *lineOrigin, md producer.RecordMetadata) {
@@ -236,7 +252,7 @@ func (a *Agent) lineAcked(src *lineOrigin, md producer.RecordMetadata) {
 		src.file.Ack(md.Tag)
 	}
 	a.stats.LinesAcked.Add(1)
-	a.countDelivered(md.Topic, nil)
+	a.countDelivered(src, md.Topic, nil)
 }
 
 // lineGivenUp is the end of a line with no outcome: the agent is stopping (or, with
@@ -271,8 +287,9 @@ func (a *Agent) lineGivenUp(src *lineOrigin, end, budget int64, err error) {
 // broker slow or down for longer than that) is offered again until it fits or ctx ends: for a
 // log shipper that is backpressure, not a failure. Callbacks ignore that error for this reason.
 func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, tag int64, budget *readAhead, src *lineOrigin) error {
-	b := a.line.builder()
-	defer a.line.put(b)
+	p := src.in.line
+	b := p.builder()
+	defer p.put(b)
 	rec, unrouted := b.Build(line, path)
 	if left, ok := unrouted.(*linerecord.Filtered); ok {
 		a.lineFiltered(src, path, tag, left.Reason)
@@ -280,7 +297,7 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 	}
 	cb := src.delivered
 	rec.Tag = tag
-	a.maybeWarnTimestamp(b, line, path)
+	a.maybeWarnTimestamp(src.in, b, line, path)
 	if budget != nil {
 		if err := budget.take(ctx, int64(len(rec.Value))); err != nil {
 			return err // the run is ending: the line stays unread as far as the checkpoint knows

@@ -34,7 +34,9 @@ type Config struct {
 	Brokers []string `koanf:"brokers" doc:"Kafka bootstrap servers, HOST:PORT[,HOST:PORT] (sets bootstrap.servers)"`
 	Topic   string   `koanf:"topic" doc:"topic every line is sent to, or a template such as logs-{service}: {name} is a JSON field of the line (a.b for a nested one), a --parse-regex group, or {host}, {file.name}, {file.dir}"`
 	Tail    []string `koanf:"tail" doc:"file path or glob to follow; repeat for more (re-scanned for new files)"`
-	Stdin   bool     `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
+	// Inputs are the file's `inputs:` entries, each a map of its keys (InputConfigs reads them).
+	Inputs []map[string]any `koanf:"inputs" doc:"in the file only: more inputs, each {name, tail, and any of the keys of how lines become records: topic, format, multiline, key, header, include-lines, exclude-lines, redact, ...}; a key an input leaves out takes the top level's value. All inputs share one producer (its connections and buffer.memory), the read-ahead budget, the rate limit and the dead-letter destinations. See Inputs"`
+	Stdin  bool             `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
 
 	KeyField string `koanf:"key-field" doc:"record key from this field of a JSON line (dotted path for a nested field: a.b)"`
 	Key      string `koanf:"key" doc:"record key as a template like --topic's, such as {k8s.namespace.name}/{k8s.pod.name}/{k8s.container.name} to keep each container's lines in order on one partition; a line that lacks a part gets no key"`
@@ -222,9 +224,10 @@ func (c *Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)})
 	}
-	if c.Topic == "" {
+	if c.Topic == "" && (len(c.Inputs) == 0 || len(c.Tail) > 0 || c.Stdin) {
 		bad("topic", "required")
 	}
+	errs = append(errs, c.validateInputs()...)
 	lc := c.LineConfig()
 	lc.Validate(bad) // the topic or template, the key, the headers, the format
 	if c.ExactlyOnce && linerecord.IsTemplate(c.Topic) && c.FallbackTopic == "" {
@@ -444,8 +447,8 @@ func unjoin(err error) []error {
 func Flags(fs *pflag.FlagSet) {
 	def := DefaultConfig()
 	for _, f := range configKeys() {
-		if f.key == "producer" {
-			continue
+		if f.key == "producer" || f.key == "inputs" {
+			continue // -X; a file's list
 		}
 		v := reflect.ValueOf(def).FieldByIndex(f.index)
 		switch f.kind {
@@ -621,10 +624,20 @@ func (c *Config) Redacted() []string {
 	var lines []string
 	v := reflect.ValueOf(*c)
 	for _, f := range configKeys() {
-		if f.key == "producer" {
+		if f.key == "producer" || f.key == "inputs" {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("%s=%v", f.key, v.FieldByIndex(f.index).Interface()))
+	}
+	// Each input's effective settings: what it sets and what it takes from the top level.
+	inputs, _ := c.InputConfigs()
+	for _, in := range inputs {
+		iv := reflect.ValueOf(in.Config)
+		for _, f := range configKeys() {
+			if slices.Contains(inputKeys, f.key) {
+				lines = append(lines, fmt.Sprintf("inputs[%s].%s=%v", in.Name, f.key, iv.FieldByIndex(f.index).Interface()))
+			}
+		}
 	}
 	if pc, err := c.ProducerConfig(); err == nil {
 		for _, p := range pc.Values() {

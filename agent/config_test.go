@@ -256,11 +256,11 @@ func TestDocumentedFileDefaults(t *testing.T) {
 // checkpoint-interval reaches the tailer that saves the checkpoints.
 func TestCheckpointIntervalReachesTheTailer(t *testing.T) {
 	cfg := DefaultConfig()
-	if got := (&Agent{cfg: cfg}).tailerConfig().CheckpointInterval; got != time.Second {
+	if got := (&input{cfg: cfg}).tailerConfig().CheckpointInterval; got != time.Second {
 		t.Fatalf("default checkpoint interval %v, want 1s", got)
 	}
 	cfg.CheckpointInterval = 200 * time.Millisecond
-	if got := (&Agent{cfg: cfg}).tailerConfig().CheckpointInterval; got != 200*time.Millisecond {
+	if got := (&input{cfg: cfg}).tailerConfig().CheckpointInterval; got != 200*time.Millisecond {
 		t.Fatalf("checkpoint interval %v, want 200ms", got)
 	}
 }

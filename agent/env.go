@@ -72,8 +72,8 @@ func splitLines(s string) []string {
 var envVars = sync.OnceValue(func() map[string]envTarget {
 	m := map[string]envTarget{"CONFIG": {key: "config"}}
 	for _, f := range configKeys() {
-		if f.key == "producer" {
-			continue // a map: its properties have a variable each
+		if f.key == "producer" || f.key == "inputs" {
+			continue // a map: its properties have a variable each; a list of maps, in the file only
 		}
 		m[envSuffix(f.key)] = envTarget{key: f.key, list: f.kind == reflect.Slice, lines: patternLists[f.key]}
 	}

@@ -203,7 +203,7 @@ func stillGoing(err error) bool {
 // sent: the redelivery dead-letters it, inside the transaction too.
 func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
 	a := c.a
-	src := &lineOrigin{file: f}
+	src := &lineOrigin{in: a.inputs[0], file: f} // --exactly-once runs one input
 	return func(ctx context.Context, line filetail.Line) error {
 		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
 			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }

@@ -21,8 +21,8 @@ func (c *filterCounts) add(reason string) {
 	}
 }
 
-// filterCountsByPath holds each source path's filterCounts ("" for stdin): the metrics report
-// them per file, as the other line counts.
+// filterCountsByPath holds each source's filterCounts, by sourceKey: the metrics report them
+// per file, as the other line counts.
 type filterCountsByPath struct{ m sync.Map } // string -> *filterCounts
 
 // lookup returns path's counts, nil when none of its lines was left out.
@@ -48,8 +48,12 @@ func (a *Agent) lineFiltered(src *lineOrigin, path string, end int64, reason str
 		src.file.Skip(end)
 	}
 	if src.filtered == nil {
-		src.filtered = a.filtered.of(path)
+		src.filtered = a.filtered.of(sourceKey(src.in, path))
 	}
 	src.filtered.add(reason)
 	a.stats.LinesFiltered.Add(1)
 }
+
+// sourceKey names a source of lines: its input and its path ("" for stdin). Two inputs that
+// follow one file are two sources.
+func sourceKey(in *input, path string) string { return in.name + "\x00" + path }

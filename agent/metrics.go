@@ -116,14 +116,19 @@ func (r *metricsReporter) report() {
 		am.RateLimitWait(p - r.paused)
 		r.paused = p
 	}
-	if t := r.a.tailer.Load(); t != nil {
-		seen := map[string]bool{}
+	seen := map[string]bool{}
+	for _, in := range r.a.inputs {
+		t := in.tailer.Load()
+		if t == nil {
+			continue
+		}
 		for _, f := range t.Stats().Files {
-			seen[f.Path] = true
-			fr := r.files[f.Path]
+			key := sourceKey(in, f.Path)
+			seen[key] = true
+			fr := r.files[key]
 			if fr == nil {
 				fr = &fileReport{m: am.File(f.Path)}
-				r.files[f.Path] = fr
+				r.files[key] = fr
 			}
 			if d := int64(f.LinesRead) - fr.lines; d > 0 {
 				// Bytes from the read offset; a copytruncate reset is not counted backwards.
@@ -140,15 +145,15 @@ func (r *metricsReporter) report() {
 				fr.m.Dropped("long-line", int(f.Dropped-fr.dropped))
 				fr.dropped = f.Dropped
 			}
-			fr.reportFiltered(r.a.filtered.lookup(f.Path))
+			fr.reportFiltered(r.a.filtered.lookup(key))
 			fr.container.report(fr.m, f.Container.Joined, f.Container.Malformed, f.Container.Interrupted)
 			fr.m.SetPosition(f.Size, f.ReadOffset, f.Committed)
 		}
-		for path, fr := range r.files {
-			if !seen[path] {
-				fr.m.Close()
-				delete(r.files, path)
-			}
+	}
+	for key, fr := range r.files {
+		if !seen[key] {
+			fr.m.Close()
+			delete(r.files, key)
 		}
 	}
 	r.reportTopics(am)
@@ -172,7 +177,7 @@ func (r *metricsReporter) report() {
 			r.stdin.m.Dropped("long-line", int(n-r.stdin.dropped))
 			r.stdin.dropped = n
 		}
-		r.stdin.reportFiltered(r.a.filtered.lookup(""))
+		r.stdin.reportFiltered(r.a.filtered.lookup(sourceKey(r.a.inputs[0], "")))
 		c := &r.a.stats.Container
 		r.stdin.container.report(r.stdin.m, c.Joined.Load(), c.Malformed.Load(), c.Interrupted.Load())
 	}

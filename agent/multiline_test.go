@@ -47,7 +47,8 @@ func TestValidateMultiline(t *testing.T) {
 	}
 }
 
-// stdin and files share the splitter: the stdin path joins a Java stack trace into one record.
+// stdin and files share the splitter: the stdin path joins a Java stack trace into one record,
+// with the line logged before it (the exception's first line follows its message).
 func TestStdinMultiline(t *testing.T) {
 	input := "first\njava.lang.Exception: x\n\tat a.b(C.java:1)\nCaused by: y\n\t... 1 more\nlast"
 	a := &Agent{cfg: Config{MaxLineBytes: 1000, LongLines: "split", Multiline: "java", MultilineMaxLines: 500, MultilineTimeout: time.Hour}}
@@ -55,7 +56,7 @@ func TestStdinMultiline(t *testing.T) {
 	if err := a.readStdin(strings.NewReader(input), c); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"first", "java.lang.Exception: x\n\tat a.b(C.java:1)\nCaused by: y\n\t... 1 more", "last"}
+	want := []string{"first\njava.lang.Exception: x\n\tat a.b(C.java:1)\nCaused by: y\n\t... 1 more", "last"}
 	if strings.Join(c.lines, "|") != strings.Join(want, "|") {
 		t.Fatalf("records %q\nwant %q", c.lines, want)
 	}

@@ -2,13 +2,15 @@ package agent
 
 import (
 	"sync"
+	"sync/atomic"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/linerecord"
 )
 
 // pipeline is an input's way from a line to a record: its rules (topic or template, key,
-// headers, format: package linerecord) and a builder for each goroutine that sends its lines.
-// The agent has one, the input its flags and environment describe.
+// headers, format, filters: package linerecord) and a builder for each goroutine that sends
+// its lines.
 type pipeline struct {
 	rules    *linerecord.Rules
 	builders sync.Pool // *linerecord.Builder
@@ -30,3 +32,33 @@ func newPipeline(c linerecord.Config, stats *linerecord.EncodingStats) (*pipelin
 func (p *pipeline) builder() *linerecord.Builder { return p.builders.Get().(*linerecord.Builder) }
 
 func (p *pipeline) put(b *linerecord.Builder) { p.builders.Put(b) }
+
+// input is one source of lines the agent runs: its name, its effective configuration (the top
+// level's with what its `inputs:` entry sets), its pipeline, and, while RunTail runs, its
+// tailer. Inputs share the producer, the read-ahead budget, the rate limit, the redelivery and
+// the dead-letter destinations; each keeps its own checkpoints (inputStateDir).
+type input struct {
+	name   string
+	cfg    Config
+	line   *pipeline
+	tailer atomic.Pointer[filetail.Tailer]
+}
+
+// newInputs builds the inputs of cfg (Config.InputConfigs), counting what their formats fell
+// back on into stats.
+func newInputs(cfg *Config, stats *linerecord.EncodingStats) ([]*input, error) {
+	named, err := cfg.InputConfigs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*input, 0, len(named))
+	for _, n := range named {
+		p, err := newPipeline(n.LineConfig(), stats)
+		if err != nil {
+			return nil, err
+		}
+		n.StateDir = inputStateDir(cfg.StateDir, n.Name)
+		out = append(out, &input{name: n.Name, cfg: n.Config, line: p})
+	}
+	return out, nil
+}

@@ -415,8 +415,9 @@ func (a *Agent) enterTransaction(l *redoLine) (leave func(), ok bool) {
 // record that was to be sent), and takes its bytes from the read-ahead budget until it is kept.
 // kept is false when the record is not the one refused (another size): the line is then sent.
 func (a *Agent) deadLetterPending(ctx context.Context, src *lineOrigin, line filetail.Line, p pendingDeadLetter) (kept bool, err error) {
-	b := a.line.builder()
-	defer a.line.put(b)
+	pipe := src.in.line
+	b := pipe.builder()
+	defer pipe.put(b)
 	rec, buildErr := b.Build(line, src.file.Path) // a line refused by a broker was routed then
 	if _, left := buildErr.(*linerecord.Filtered); left || len(rec.Value) != p.ValueBytes {
 		// Not the record refused: the filters changed since, or its size did (the format).

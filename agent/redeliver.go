@@ -18,6 +18,7 @@ import (
 // reading waits while any does, so that its lines go out again in their order before any
 // line read after them.
 type lineOrigin struct {
+	in   *input         // the input the lines are of
 	file *filetail.File // nil: stdin
 	// delivered is the callback of the first send of every line of this source (the record's
 	// Tag says which line); a line sent again gets a callback of its own (redelivery.redone).
@@ -192,7 +193,7 @@ func (r *redelivery) redone(l *redoLine, md producer.RecordMetadata, err error) 
 		r.acknowledged()
 		return
 	}
-	f, reason := classify(err, r.a.templated())
+	f, reason := classify(err, l.src.templated())
 	if f == fateGivenUp || (f != fateDeadLetter && l.src.file == nil) { // stdin: see lineDelivered
 		r.giveUp(l, err)
 		return
@@ -519,7 +520,7 @@ func (r *redelivery) deadLettered(l *redoLine, destination, where string) {
 		r.a.readAhead.give(l.budget)
 	}
 	r.a.stats.LinesDeadLettered.Add(1)
-	r.a.countDelivered(l.topic, l.err)
+	r.a.countDelivered(l.src, l.topic, l.err)
 	if n := r.dlLogged.Add(1); n <= deadLetterLogFirst || n%deadLetterLogEvery == 0 {
 		r.a.log.Warn("line dead-lettered: refused for good; its file's checkpoint moves past it",
 			"source", sourceName(l.src), "offset", l.end, "topic", l.topic, "reason", l.reason,

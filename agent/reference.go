@@ -24,6 +24,10 @@ func ReferenceMarkdown() string {
 		if f.key == "producer" {
 			continue
 		}
+		if f.key == "inputs" {
+			fmt.Fprintf(&b, "| `inputs:` (file) | | | %s |\n", f.doc)
+			continue
+		}
 		d := fmt.Sprint(v.FieldByIndex(f.index).Interface())
 		switch f.key {
 		case "state-dir":

@@ -29,7 +29,7 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
-	src := &lineOrigin{}
+	src := &lineOrigin{in: a.inputs[0]} // --stdin is the implicit input, the only one
 	src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
 	sink := &stdinSink{a: a, ctx: ctx, src: src}
 	a.startRedo()

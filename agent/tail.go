@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -14,29 +15,57 @@ import (
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
-// RunTail follows the configured files until ctx ends, then stops reading, flushes and waits for
-// acknowledgements (up to the shutdown timeout) and saves the checkpoints: each file's offset
-// moves only past lines that Kafka acknowledged, and every line before them.
+// RunTail follows the configured files of every input until ctx ends, then stops reading,
+// flushes and waits for acknowledgements (up to the shutdown timeout) and saves the
+// checkpoints: each file's offset moves only past lines that Kafka acknowledged, and every line
+// before them. Each input has a tailer of its own, all reading at once into the one producer;
+// one that fails stops them all.
 func (a *Agent) RunTail(ctx context.Context) error {
 	defer a.sizeReadAhead(ctx)()
 	if a.cfg.ExactlyOnce {
 		return a.runTailExactlyOnce(ctx)
 	}
-	t, err := filetail.NewTailer(a.tailerConfig(), a.fileLines, a.log.With("component", "tailer"))
-	if err != nil {
-		_ = a.shutdown()
-		return err
+	tailers := make([]*filetail.Tailer, len(a.inputs))
+	for i, in := range a.inputs {
+		t, err := filetail.NewTailer(in.tailerConfig(), a.fileLines(in), a.inputLog(in).With("component", "tailer"))
+		if err != nil {
+			_ = a.shutdown()
+			return err
+		}
+		tailers[i] = t
+		in.tailer.Store(t)
 	}
-	a.tailer.Store(t)
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
 	a.startRedo()
-	runErr := t.Run(ctx)
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+	runCtx, stop := context.WithCancel(ctx)
+	errs := make(chan error, len(tailers))
+	for _, t := range tailers {
+		go func() {
+			err := t.Run(runCtx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				stop() // the other inputs stop too: the run ends with this error
+			}
+			errs <- err
+		}()
+	}
+	var runErr error
+	for range tailers {
+		if err := <-errs; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
+			runErr = err
+		}
+	}
+	stop()
+	if runErr != nil {
 		a.log.Error("tailer stopped", "error", runErr)
 	}
 	closeErr := a.shutdown()
-	saveErr := t.SaveCheckpoints()
+	var saveErr error
+	for _, t := range tailers {
+		if err := t.SaveCheckpoints(); err != nil && saveErr == nil {
+			saveErr = err
+		}
+	}
 	if saveErr != nil {
 		a.log.Error("saving checkpoints at shutdown", "error", saveErr)
 	}
@@ -57,13 +86,15 @@ func (a *Agent) RunTail(ctx context.Context) error {
 
 // sizeReadAhead raises the read-ahead's default limit to what the producer can have in flight
 // (Config.MaxInFlightBytesFor) once the topic's partition count is known: a plain --topic's,
-// or a template's --fallback-topic's (a template's other topics are not known in advance).
+// or a template's --fallback-topic's (a template's other topics are not known in advance); the
+// first input's.
 // PartitionsFor waits for metadata the first line fetches anyway; a broker that cannot be
 // reached yet is asked again each second. It returns the function that stops it and waits.
 func (a *Agent) sizeReadAhead(ctx context.Context) (stop func()) {
-	topic := a.cfg.Topic
+	first := &a.inputs[0].cfg
+	topic := first.Topic
 	if linerecord.IsTemplate(topic) {
-		topic = a.cfg.FallbackTopic
+		topic = first.FallbackTopic
 	}
 	if a.cfg.MaxInFlightBytes > 0 || topic == "" {
 		return func() {}
@@ -93,18 +124,27 @@ func (a *Agent) sizeReadAhead(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-func (a *Agent) tailerConfig() filetail.Config {
+func (in *input) tailerConfig() filetail.Config {
+	c := &in.cfg
 	return filetail.Config{
-		Globs:              a.cfg.Tail,
-		StartAt:            filetail.StartPosition(a.cfg.StartAt),
-		MaxLineBytes:       a.cfg.EffectiveMaxLineBytes(),
-		LongLines:          filetail.LongLinePolicy(a.cfg.LongLines),
-		PartialLineIdle:    a.cfg.PartialLineIdle,
-		CheckpointInterval: a.cfg.CheckpointInterval,
-		StateDir:           a.cfg.StateDir,
-		Multiline:          a.cfg.multilineRule(),
-		ContainerFormat:    filetail.ContainerFormat(a.cfg.ContainerFormat),
+		Globs:              c.Tail,
+		StartAt:            filetail.StartPosition(c.StartAt),
+		MaxLineBytes:       c.EffectiveMaxLineBytes(),
+		LongLines:          filetail.LongLinePolicy(c.LongLines),
+		PartialLineIdle:    c.PartialLineIdle,
+		CheckpointInterval: c.CheckpointInterval,
+		StateDir:           c.StateDir,
+		Multiline:          c.multilineRule(),
+		ContainerFormat:    filetail.ContainerFormat(c.ContainerFormat),
 	}
+}
+
+// inputLog is the agent's logger, with the input's name when there are several.
+func (a *Agent) inputLog(in *input) *slog.Logger {
+	if len(a.inputs) == 1 {
+		return a.log
+	}
+	return a.log.With("input", in.name)
 }
 
 // runTailExactlyOnce is RunTail with --exactly-once: the positions come from the state topic,
@@ -181,7 +221,7 @@ func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr er
 // error, the transaction still to abort).
 func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []filetail.Checkpoint, found bool) (*txnCommitter, error) {
 	c := newTxnCommitter(a, txnID, entries)
-	tc := a.tailerConfig()
+	tc := a.inputs[0].tailerConfig() // --exactly-once runs one input
 	tc.CommittedOnly, tc.CommittedOf = true, c.committedOffset
 	if found {
 		tc.Initial, tc.UseInitial = entries, true
@@ -198,7 +238,7 @@ func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []fi
 		return nil, err
 	}
 	c.open = true
-	a.tailer.Store(t)
+	a.inputs[0].tailer.Store(t)
 	a.txn.Store(c)
 
 	// Who stops what, in this order:
@@ -241,21 +281,27 @@ func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []fi
 	return c, runErr
 }
 
-// SetTailGlobs changes the files followed from the next scan on (SIGHUP). Safe for concurrent
-// use; a no-op before RunTail started.
+// SetTailGlobs changes the files the implicit input follows from the next scan on (SIGHUP).
+// Safe for concurrent use; a no-op before RunTail started, and without an implicit input.
 func (a *Agent) SetTailGlobs(globs []string) error {
-	if t := a.tailer.Load(); t != nil {
-		return t.SetGlobs(globs)
+	for _, in := range a.inputs {
+		if t := in.tailer.Load(); t != nil && in.name == ImplicitInput {
+			return t.SetGlobs(globs)
+		}
 	}
 	return nil
 }
 
-// fileLines is the tailer's FileHandler: each line of f is sent, its record's value taking its
-// bytes from the read-ahead budget first (sendLine); the delivery callback, one closure for all
-// of f's lines (the record's tag says which line it was), acknowledges or fails the line in f's
-// tracker.
-func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
-	send := a.fileSender(f)
+// fileLines is input in's tailer's FileHandler: each line of f is sent, its record's value
+// taking its bytes from the read-ahead budget first (sendLine); the delivery callback, one
+// closure for all of f's lines (the record's tag says which line it was), acknowledges or fails
+// the line in f's tracker.
+func (a *Agent) fileLines(in *input) filetail.FileHandler {
+	return func(f *filetail.File) filetail.LineHandler { return a.fileLinesOf(in, f) }
+}
+
+func (a *Agent) fileLinesOf(in *input, f *filetail.File) filetail.LineHandler {
+	send := a.fileSender(in, f)
 	return func(ctx context.Context, line filetail.Line) error {
 		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
 			return err // the run is ending while the rate limit pauses reading
@@ -266,8 +312,8 @@ func (a *Agent) fileLines(f *filetail.File) filetail.LineHandler {
 
 // fileSender is fileLines without the rate limit. A line waits while lines of f read before it wait to
 // be sent again (see redelivery), so that f's lines go out in their order.
-func (a *Agent) fileSender(f *filetail.File) filetail.LineHandler {
-	src := &lineOrigin{file: f}
+func (a *Agent) fileSender(in *input, f *filetail.File) filetail.LineHandler {
+	src := &lineOrigin{in: in, file: f}
 	return func(ctx context.Context, line filetail.Line) error {
 		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
 			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/linerecord"
@@ -19,34 +21,56 @@ const (
 )
 
 // TopicStats returns the line counts of every topic lines were routed to, sorted by topic (the
-// fallback topic included once configured). With a plain --topic it is that topic with the
-// agent's totals. Safe for concurrent use.
+// fallback topic included once configured; a plain --topic from the start): every input's, a
+// topic two inputs send to counted once with both's lines. Safe for concurrent use.
 func (a *Agent) TopicStats() []TopicStats {
-	if st := a.line.rules.TopicStats(); st != nil {
-		return st
+	var out []TopicStats
+	for _, in := range a.inputs {
+		for _, ts := range in.line.rules.TopicStats() {
+			if i := slices.IndexFunc(out, func(o TopicStats) bool { return o.Topic == ts.Topic }); i >= 0 {
+				out[i].LinesSent += ts.LinesSent
+				out[i].LinesAcked += ts.LinesAcked
+				out[i].LinesFailed += ts.LinesFailed
+				continue
+			}
+			out = append(out, ts)
+		}
 	}
-	st := &a.stats
-	return []TopicStats{{Topic: a.cfg.Topic, LinesSent: st.LinesRead.Load(), LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load()}}
+	slices.SortFunc(out, func(x, y TopicStats) int { return strings.Compare(x.Topic, y.Topic) })
+	return out
 }
 
 // UnroutedLines counts the lines whose topic template gave no topic of their own, by reason
-// (UnroutedMissing, ...): they went to --fallback-topic, or failed without one. nil with a
-// plain --topic. Safe for concurrent use.
-func (a *Agent) UnroutedLines() map[string]int64 { return a.line.rules.UnroutedLines() }
+// (UnroutedMissing, ...): they went to --fallback-topic, or failed without one; every input's.
+// nil when no input has a topic template. Safe for concurrent use.
+func (a *Agent) UnroutedLines() map[string]int64 {
+	var out map[string]int64
+	for _, in := range a.inputs {
+		for reason, n := range in.line.rules.UnroutedLines() {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[reason] += n
+		}
+	}
+	return out
+}
 
-// countDelivered counts a delivered (err nil) or failed line under its record's topic.
-func (a *Agent) countDelivered(topic string, err error) { a.line.rules.CountDelivered(topic, err) }
+// countDelivered counts a delivered (err nil) or failed line of src under its record's topic.
+func (a *Agent) countDelivered(src *lineOrigin, topic string, err error) {
+	src.in.line.rules.CountDelivered(topic, err)
+}
 
 // maybeWarnTimestamp logs the first line of a run whose --timestamp-field was missing or did
 // not parse (the rest are counted, and the count logged at the end: logEncoding), so that a
 // wrong field name or layout shows at once.
-func (a *Agent) maybeWarnTimestamp(b *linerecord.Builder, l filetail.Line, path string) {
+func (a *Agent) maybeWarnTimestamp(in *input, b *linerecord.Builder, l filetail.Line, path string) {
 	v, fellBack := b.TimestampFellBack()
 	if !fellBack || !a.timestampWarned.CompareAndSwap(false, true) {
 		return
 	}
 	a.log.Warn("line without a usable --timestamp-field: it gets the read time (counted; logged once)",
-		"timestamp_field", a.cfg.TimestampField, "timestamp_layout", a.cfg.TimestampLayout,
+		"timestamp_field", in.cfg.TimestampField, "timestamp_layout", in.cfg.TimestampLayout,
 		"value", string(v[:min(len(v), 100)]), "path", path, "offset", l.Start)
 }
 

@@ -90,8 +90,9 @@ func TopicNameProblem(name string) string { return topicNameProblem(name) }
 type Rules struct {
 	cfg      Config
 	host     []byte
-	routing  *routing // nil: a plain topic and no --header
-	filter   *filter  // nil: no include-lines, exclude-lines or redact
+	routing  *routing     // nil: a plain topic and no --header
+	plain    *topicCounts // a plain topic's line counts; nil with a template
+	filter   *filter      // nil: no include-lines, exclude-lines or redact
 	encoding *EncodingStats
 	// Redacted counts the lines a redact rule changed.
 	Redacted atomic.Int64
@@ -113,6 +114,9 @@ func Compile(c Config, stats *EncodingStats) (*Rules, error) {
 	r := &Rules{cfg: c, encoding: stats}
 	r.routing, _ = compileRouting(&c)
 	r.filter = compileFilter(&c, func(string, string, ...any) {})
+	if !r.Templated() {
+		r.plain = &topicCounts{name: c.Topic}
+	}
 	if c.HostName != "" {
 		r.host = []byte(c.HostName)
 	}
@@ -131,5 +135,6 @@ func (r *Rules) NewBuilder() *Builder {
 	b.enc.stats = r.encoding
 	b.routing = r.routing
 	b.filter, b.redacted = r.filter, &r.Redacted
+	b.plain = r.plain
 	return b
 }

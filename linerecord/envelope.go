@@ -132,6 +132,9 @@ func (b *Builder) Build(l filetail.Line, path string) (*producer.Record, error) 
 	}
 	b.stream = l.Stream
 	r := b.build(l.Data, path)
+	if b.plain != nil {
+		b.rs.counts = b.plain
+	}
 	b.enc.encode(r, &b.fields, l, path, b.pod)
 	return r, b.rs.err
 }

@@ -34,6 +34,7 @@ type Builder struct {
 	stream filetail.Stream
 
 	filter    *filter       // nil: none
+	plain     *topicCounts  // the Rules' counts of a plain topic (nil: a template's router counts)
 	redactBuf [2][]byte     // the redacted line, and the rule before's
 	redacted  *atomic.Int64 // the Rules' count of redacted lines
 	fields    lineFields

@@ -334,12 +334,12 @@ type TopicStats struct {
 	LinesSent, LinesAcked, LinesFailed int64
 }
 
-// TopicStats returns the line counts of every topic the template routed lines to, sorted by
-// topic (the fallback topic included once configured); nil without a topic template. Safe for
-// concurrent use.
+// TopicStats returns the line counts of every topic lines were routed to, sorted by topic: a
+// plain topic's, or every topic the template named (the fallback topic included once
+// configured). Safe for concurrent use.
 func (r *Rules) TopicStats() []TopicStats {
-	if !r.Templated() {
-		return nil
+	if tc := r.plain; tc != nil {
+		return []TopicStats{{Topic: tc.name, LinesSent: tc.sent.Load(), LinesAcked: tc.acked.Load(), LinesFailed: tc.failed.Load()}}
 	}
 	m := *r.routing.router.topics.Load()
 	out := make([]TopicStats, 0, len(m))
@@ -366,10 +366,11 @@ func (r *Rules) UnroutedLines() map[string]int64 {
 
 // CountDelivered counts a delivered (err nil) or failed line under its record's topic.
 func (r *Rules) CountDelivered(topic string, err error) {
-	if !r.Templated() {
-		return
+	tc := r.plain
+	if r.Templated() {
+		tc = r.routing.router.counts(topic)
 	}
-	if tc := r.routing.router.counts(topic); tc != nil {
+	if tc != nil && tc.name == topic {
 		if err == nil {
 			tc.acked.Add(1)
 		} else {

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	log := newLogger(cfg, level, stderr)
 	// Once, at start: a reload on SIGHUP reads the same environment and says nothing again.
 	agent.ReadEnv(environ).Log(log)
-	if len(cfg.Tail) == 0 && !cfg.Stdin {
+	if len(cfg.Tail) == 0 && !cfg.Stdin && len(cfg.Inputs) == 0 {
 		if isTerminal(stdin) {
 			fmt.Fprintln(stderr, "agent: nothing to read: give --tail PATH (repeatable) or pipe lines into standard input (see --help)")
 			return exitUsage
@@ -279,6 +280,18 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, otelEnv telemetry.Env, hi
 		return nil, nil
 	}
 	info := statuspage.Info{Version: version.Version(), Build: version.Get(), Mode: "tail", Topic: cfg.Topic, Tail: cfg.Tail}
+	if inputs, err := cfg.InputConfigs(); err == nil && len(cfg.Inputs) > 0 {
+		// Several inputs: every topic and pattern, each input's once.
+		var topics []string
+		info.Tail = nil
+		for _, in := range inputs {
+			if !slices.Contains(topics, in.Topic) {
+				topics = append(topics, in.Topic)
+			}
+			info.Tail = append(info.Tail, in.Tail...)
+		}
+		info.Topic = strings.Join(topics, ", ")
+	}
 	if cfg.Stdin {
 		info.Mode = "stdin"
 	}

@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
+	"github.com/kafkatrail/kafkatrail/linerecord"
+)
+
+// TestInputConfigsFromTheFile: each entry of `inputs:` takes the top level's keys and sets its
+// own; the top level with no source of its own is no input; a wrong entry is named by its
+// input's name and key.
+func TestInputConfigsFromTheFile(t *testing.T) {
+	file := writeFile(t, `brokers: [127.0.0.1:9092]
+format: json
+header-host: ""
+inputs:
+  - name: access
+    tail: [/var/log/nginx/access.log]
+    topic: access
+    exclude-lines: ['GET /health']
+  - name: app
+    tail: [/var/log/app/*.log]
+    topic: app
+    multiline: java
+    format: raw
+  - name: audit
+    tail: [/var/log/audit.log]
+    topic: audit
+    redact: ['\d{12}(\d{4})=>************$1', {pattern: 'token=\S+', replacement: 'token=***'}]
+`)
+	c, err := load(t, []string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	inputs, err := c.InputConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, in := range inputs {
+		names = append(names, in.Name)
+	}
+	if fmt.Sprint(names) != "[access app audit]" {
+		t.Fatalf("inputs %v, want access, app and audit (no top-level source: no default input)", names)
+	}
+	access, app, audit := inputs[0], inputs[1], inputs[2]
+	if access.Topic != "access" || access.Format != linerecord.FormatJSON || access.HeaderHost != "" || fmt.Sprint(access.ExcludeLines) != "[GET /health]" {
+		t.Errorf("access: %+v", access.Config)
+	}
+	if app.Multiline != "java" || app.Format != linerecord.FormatRaw || fmt.Sprint(app.Tail) != "[/var/log/app/*.log]" || len(app.ExcludeLines) != 0 {
+		t.Errorf("app: %+v", app.Config)
+	}
+	want := []linerecord.Redaction{{Pattern: `\d{12}(\d{4})`, Replacement: "************$1"}, {Pattern: `token=\S+`, Replacement: "token=***"}}
+	if !slices.Equal(audit.Redact, want) || len(audit.Brokers) != 1 {
+		t.Errorf("audit: redact %+v, brokers %v", audit.Redact, audit.Brokers)
+	}
+	if lines := strings.Join(c.Redacted(), "\n"); !strings.Contains(lines, "inputs[app].multiline=java") || !strings.Contains(lines, "inputs[access].format=json") {
+		t.Errorf("agent check does not show each input's effective settings:\n%s", lines)
+	}
+
+	for _, tc := range []struct {
+		name, inputs, key string
+	}{
+		{"unknown key", "  - {name: a, tail: [/x], topik: t}", "inputs[a].topik"},
+		{"no name", "  - {tail: [/x]}", "inputs[0].name"},
+		{"same name twice", "  - {name: a, tail: [/x]}\n  - {name: a, tail: [/y]}", "inputs[a].name"},
+		{"the implicit input's name", "  - {name: default, tail: [/x]}", "inputs[default].name"},
+		{"no tail", "  - {name: a, topic: t}", "inputs[a].tail"},
+		{"a bad pattern", "  - {name: a, tail: [/x], redact: ['(']}", "inputs[a].redact"},
+		{"a bad format", "  - {name: a, tail: [/x], format: xml}", "inputs[a].format"},
+		{"no topic anywhere", "  - {name: a, tail: [/x]}", "inputs[a].topic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "topic: t\n"
+			if tc.name == "no topic anywhere" {
+				topic = ""
+			}
+			c, err := load(t, []string{"--config", writeFile(t, "brokers: [127.0.0.1:9092]\n"+topic+"inputs:\n"+tc.inputs+"\n")}, nil)
+			if err == nil {
+				err = c.Validate()
+			}
+			found := false
+			for _, e := range unjoin(err) {
+				var ce *ConfigError
+				if errors.As(e, &ce) && ce.Key == tc.key {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("error %v does not name %s", err, tc.key)
+			}
+		})
+	}
+	c, _ = load(t, []string{"--config", writeFile(t, "brokers: [127.0.0.1:9092]\ntopic: t\nexactly-once: true\ninputs:\n  - {name: a, tail: [/x]}\n")}, nil)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "inputs: not with --exactly-once") {
+		t.Errorf("exactly-once with inputs: %v", err)
+	}
+}
+
+// TestThreeInputsOneProducer: one agent, three inputs as the issue describes them (a JSON access
+// log to access without its health checks, a Java service's log as multiline events to app,
+// an audit log with card numbers masked to audit): every kept line reaches its topic once, the
+// health checks are left out and counted, each input's checkpoints are its own, at its file's
+// end, and the topic counts are per topic.
+func TestThreeInputsOneProducer(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "access", "app", "audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	dir := t.TempDir()
+	var access, app, audit strings.Builder
+	for i := range 20 {
+		path := "/cart"
+		if i%4 == 0 {
+			path = "/health"
+		}
+		fmt.Fprintf(&access, `{"method":"GET","path":"%s","status":200,"n":%d}`+"\n", path, i)
+		fmt.Fprintf(&app, "2026-12-05 10:00:%02d INFO  request %d ok\n", i, i)
+		if i%5 == 0 {
+			fmt.Fprintf(&app, "2026-12-05 10:00:%02d ERROR request %d failed\njava.lang.IllegalStateException: boom %d\n\tat com.example.App.handle(App.java:42)\nCaused by: java.io.IOException: disk\n\t... 1 more\n", i, i, i)
+		}
+		fmt.Fprintf(&audit, "user=u%d paid card=4111111111111%03d\n", i, i)
+	}
+	files := map[string]string{"access.log": access.String(), "app.log": app.String(), "audit.log": audit.String()}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), string(filetail.StartAtBeginning), t.TempDir()
+	cfg.Inputs = []map[string]any{
+		{"name": "access", "tail": []string{filepath.Join(dir, "access.log")}, "topic": "access", "exclude-lines": []string{`"path":"/health"`}},
+		{"name": "app", "tail": []string{filepath.Join(dir, "app.log")}, "topic": "app", "multiline": "java", "multiline-timeout": "100ms"},
+		{"name": "audit", "tail": []string{filepath.Join(dir, "audit.log")}, "topic": "audit", "redact": []string{`card=\d{12}(\d{4})=>card=************$1`}},
+	}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		all := true
+		for _, in := range a.inputs {
+			stats := in.tailer.Load()
+			if stats == nil || len(stats.Stats().Files) != 1 {
+				all = false
+				continue
+			}
+			f := stats.Stats().Files[0]
+			all = all && f.Committed == int64(len(files[filepath.Base(f.Path)]))
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every input's file acknowledged within 30 s: %+v", a.FileStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+
+	got := map[string][]string{}
+	for _, topic := range []string{"access", "app", "audit"} {
+		for _, r := range topicRecords(t, c, topic, false) {
+			got[topic] = append(got[topic], string(r.Value))
+		}
+	}
+	if n := len(got["access"]); n != 15 || slices.ContainsFunc(got["access"], func(v string) bool { return strings.Contains(v, "/health") }) {
+		t.Errorf("access: %d records, want the 15 lines without health checks: %q", n, got["access"])
+	}
+	if n := len(got["app"]); n != 24 {
+		t.Errorf("app: %d records, want 20 lines and 4 errors with their traces: %q", n, got["app"])
+	}
+	for _, v := range got["app"] {
+		if strings.Contains(v, "ERROR") && (!strings.Contains(v, "\njava.lang.IllegalStateException") || !strings.HasSuffix(v, "... 1 more")) {
+			t.Errorf("app: an error without its exception and trace: %q", v)
+		}
+	}
+	if n := len(got["audit"]); n != 20 || slices.ContainsFunc(got["audit"], func(v string) bool { return strings.Contains(v, "4111111111111") }) {
+		t.Errorf("audit: %d records, want 20, every card masked: %q", n, got["audit"])
+	}
+	if n := a.Stats().LinesFiltered.Load(); n != 5 {
+		t.Errorf("%d lines left out, want the 5 health checks", n)
+	}
+	for _, in := range []string{"access", "app", "audit"} {
+		path := filepath.Join(dir, in+".log")
+		off, err := testkit.CheckpointOffset(filepath.Join(cfg.StateDir, "inputs", in), path)
+		if err != nil || off != int64(len(files[in+".log"])) {
+			t.Errorf("input %s: checkpoint %d (%v), want its file's end %d in its own state directory", in, off, err, len(files[in+".log"]))
+		}
+	}
+	var topics []string
+	for _, ts := range a.TopicStats() {
+		topics = append(topics, fmt.Sprintf("%s:%d/%d", ts.Topic, ts.LinesSent, ts.LinesAcked))
+	}
+	if fmt.Sprint(topics) != "[access:15/15 app:24/24 audit:20/20]" {
+		t.Errorf("topic stats %v", topics)
+	}
+}
+
+// TestTwoInputsFollowOneFile: two inputs with other filters follow the same file to two topics:
+// each sends its own lines, and each keeps its own position in the file.
+func TestTwoInputsFollowOneFile(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "errors", "everything"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var data strings.Builder
+	for i := range 30 {
+		level := "INFO"
+		if i%3 == 0 {
+			level = "ERROR"
+		}
+		fmt.Fprintf(&data, "%s line %d\n", level, i)
+	}
+	path := writeTemp(t, "app.log", []byte(data.String()))
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), string(filetail.StartAtBeginning), t.TempDir()
+	cfg.Topic, cfg.Tail = "everything", []string{path} // the implicit input
+	cfg.Inputs = []map[string]any{{"name": "errors", "tail": []string{path}, "topic": "errors", "include-lines": []string{`^ERROR`}}}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for fs := a.FileStats(); len(fs) != 2 || fs[0].Committed != int64(data.Len()) || fs[1].Committed != int64(data.Len()); fs = a.FileStats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the file is not acknowledged by both inputs within 30 s: %+v", fs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+	if n := len(topicRecords(t, c, "everything", false)); n != 30 {
+		t.Errorf("everything: %d records, want 30", n)
+	}
+	if recs := topicRecords(t, c, "errors", false); len(recs) != 10 || !strings.HasPrefix(string(recs[0].Value), "ERROR") {
+		t.Errorf("errors: %d records, want the 10 ERROR lines", len(recs))
+	}
+	for _, dir := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "inputs", "errors")} {
+		if off, err := testkit.CheckpointOffset(dir, path); err != nil || off != int64(data.Len()) {
+			t.Errorf("checkpoint in %s: %d (%v), want %d", dir, off, err, data.Len())
+		}
+	}
+}

@@ -127,7 +127,7 @@ func (r *metricsReporter) report() {
 			seen[key] = true
 			fr := r.files[key]
 			if fr == nil {
-				fr = &fileReport{m: am.File(f.Path)}
+				fr = &fileReport{m: am.InputFile(in.name, f.Path)}
 				r.files[key] = fr
 			}
 			if d := int64(f.LinesRead) - fr.lines; d > 0 {
@@ -160,7 +160,7 @@ func (r *metricsReporter) report() {
 	r.reportEncodingAndSASL(am)
 	if r.a.cfg.Stdin {
 		if r.stdin == nil {
-			r.stdin = &fileReport{m: am.File(telemetry.StdinPath)}
+			r.stdin = &fileReport{m: am.InputFile(r.a.inputs[0].name, telemetry.StdinPath)}
 		}
 		lines, bytes := r.a.stats.LinesRead.Load(), r.a.stats.BytesRead.Load()
 		if d := lines - r.stdin.lines; d > 0 {

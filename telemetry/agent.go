@@ -38,7 +38,7 @@ type AgentMetrics struct {
 // allocates nothing. Safe for concurrent use.
 type FileMetrics struct {
 	m     *AgentMetrics
-	path  attribute.KeyValue
+	kvs   []attribute.KeyValue // the path (or stdin's input) and the agent's input, if named
 	attrs metric.MeasurementOption
 	// size, read and committed are the file's length, read offset and checkpointed offset,
 	// observed when a reader collects.
@@ -120,12 +120,19 @@ func (a *AgentMetrics) RateLimitWait(d time.Duration) {
 
 // File starts reporting the file at path (StdinPath for standard input). Close it when the
 // file is no longer watched.
-func (a *AgentMetrics) File(path string) *FileMetrics {
-	f := &FileMetrics{m: a, path: attribute.String(AttrLogFilePath, path)}
+func (a *AgentMetrics) File(path string) *FileMetrics { return a.InputFile("", path) }
+
+// InputFile is File for the agent's input named input (AttrAgentInput; none when empty): two
+// inputs that follow one file report it apart.
+func (a *AgentMetrics) InputFile(input, path string) *FileMetrics {
+	f := &FileMetrics{m: a, kvs: []attribute.KeyValue{attribute.String(AttrLogFilePath, path)}}
 	if path == StdinPath {
-		f.path = attribute.String(AttrInput, inputStdin)
+		f.kvs[0] = attribute.String(AttrInput, inputStdin)
 	}
-	f.attrs = metric.WithAttributeSet(attribute.NewSet(f.path))
+	if input != "" {
+		f.kvs = append(f.kvs, attribute.String(AttrAgentInput, input))
+	}
+	f.attrs = metric.WithAttributeSet(attribute.NewSet(f.kvs...))
 	a.mu.Lock()
 	a.files[f] = struct{}{}
 	a.mu.Unlock()
@@ -148,13 +155,13 @@ func (f *FileMetrics) Split() { f.m.split.Add(context.Background(), 1, f.attrs) 
 // Dropped counts n lines not sent, with a short reason (a few fixed values: "long-line",
 // "not_included", "excluded").
 func (f *FileMetrics) Dropped(reason string, n int) {
-	f.m.dropped.Add(context.Background(), int64(n), metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
+	f.m.dropped.Add(context.Background(), int64(n), metric.WithAttributes(append(f.kvs[:len(f.kvs):len(f.kvs)], attribute.String(AttrDropReason, reason))...))
 }
 
 // ContainerLines counts n container log lines that were not one whole line of the runtime, by
 // reason: "joined", "malformed" or "interrupted".
 func (f *FileMetrics) ContainerLines(reason string, n int) {
-	f.m.containerLines.Add(context.Background(), int64(n), metric.WithAttributes(f.path, attribute.String(AttrDropReason, reason)))
+	f.m.containerLines.Add(context.Background(), int64(n), metric.WithAttributes(append(f.kvs[:len(f.kvs):len(f.kvs)], attribute.String(AttrDropReason, reason))...))
 }
 
 // SetPosition updates the gauges: size is the file's length, read the offset read up to,

@@ -356,3 +356,30 @@ func TestAgentMetrics(t *testing.T) {
 		t.Errorf("files watched %d after closing both, want 0", w)
 	}
 }
+
+// TestAgentMetricsByInput: two inputs that follow one file report it as two series, told apart
+// by kafkatrail.agent.input, their drops too.
+func TestAgentMetricsByInput(t *testing.T) {
+	h := newHarness(t, nil)
+	a, err := NewAgentMetrics(h.mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, errs := a.InputFile("default", "/var/log/app.log"), a.InputFile("errors", "/var/log/app.log")
+	all.Read(30, 3000)
+	errs.Read(30, 3000)
+	errs.Dropped("not_included", 20)
+	got := collect(t, h)
+	path := attribute.String(AttrLogFilePath, "/var/log/app.log")
+	for input, want := range map[string]int64{"default": 30, "errors": 30} {
+		if n := sumOf(got[MetricAgentLinesRead], path, attribute.String(AttrAgentInput, input)); n != want {
+			t.Errorf("input %s: %d lines read, want %d", input, n, want)
+		}
+	}
+	if n := sumOf(got[MetricAgentLinesRead], path); n != 60 {
+		t.Errorf("%d lines read of the file in all, want 60", n)
+	}
+	if n := sumOf(got[MetricAgentLinesDropped], attribute.String(AttrAgentInput, "errors"), attribute.String(AttrDropReason, "not_included")); n != 20 {
+		t.Errorf("%d lines dropped by input errors, want 20", n)
+	}
+}

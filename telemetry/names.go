@@ -143,6 +143,7 @@ const (
 	AttrSASLMechanism   = "kafkatrail.sasl.mechanism"         // PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
 	AttrStage           = "kafkatrail.stage"                  // append | drain | doSend | completedSend | completedReceive | callback
 	AttrInput           = "kafkatrail.input"                  // agent: "stdin" for lines read from standard input (files have log.file.path)
+	AttrAgentInput      = "kafkatrail.agent.input"            // agent: the input the lines are of (default: the flags'; else its name in inputs:)
 	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
 	// AttrDeadLetterDestination is where a dead letter went: topic or file.
 	AttrDeadLetterDestination = "kafkatrail.dead_letter.destination"
@@ -270,14 +271,14 @@ var Metrics = []MetricDesc{
 	{MetricConnectionFailures, "counter", "{connection}", []string{AttrNodeID, AttrErrorType}, "connection attempts that failed"},
 	{MetricConnectionSetup, "histogram", "s", []string{AttrNodeID}, "connection attempt to established (TCP, TLS, SASL)"},
 	{MetricSpansDropped, "counter", "{span}", nil, "spans dropped because the export queue was full"},
-	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "lines read"},
-	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath, AttrInput}, "bytes read"},
-	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath, AttrInput}, "bytes between the read offset and the end of the file"},
-	{MetricAgentCheckpointLag, "gauge", "By", []string{AttrLogFilePath, AttrInput}, "bytes read but not yet acknowledged and checkpointed"},
-	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "lines cut at the long-line limit"},
-	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath, AttrInput}, "long lines sent as several records"},
-	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrDropReason}, "lines not sent"},
-	{MetricAgentContainerLines, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrDropReason}, "container log lines that were not one whole line of the runtime: joined (its pieces joined into one), malformed (not in the file's container format: sent as it is), interrupted (its pieces sent without their last)"},
+	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "lines read"},
+	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes read"},
+	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes between the read offset and the end of the file"},
+	{MetricAgentCheckpointLag, "gauge", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes read but not yet acknowledged and checkpointed"},
+	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "lines cut at the long-line limit"},
+	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "long lines sent as several records"},
+	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput, AttrDropReason}, "lines not sent"},
+	{MetricAgentContainerLines, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput, AttrDropReason}, "container log lines that were not one whole line of the runtime: joined (its pieces joined into one), malformed (not in the file's container format: sent as it is), interrupted (its pieces sent without their last)"},
 	{MetricAgentFilesWatched, "gauge", "{file}", nil, "files being tailed"},
 	{MetricAgentRateLimitWait, "counter", "s", nil, "time lines waited for --max-lines-per-second and --max-bytes-per-second, all files and stdin together"},
 	{MetricAgentLinesSent, "counter", "{line}", []string{AttrMessagingDestinationName}, "lines routed to the topic and handed to the producer"},

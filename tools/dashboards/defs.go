@@ -191,6 +191,8 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	// Standard input has no log.file.path: its series say kafkatrail.input="stdin", which the
 	// per-file panels group by too, so stdin gets a legend of its own.
 	inputL := n.Label("AttrInput")
+	// Two inputs that follow one file are two series, told apart by kafkatrail.agent.input.
+	agentInputL := n.Label("AttrAgentInput")
 	reasonL := n.Label("AttrDropReason")
 	m := base(fileL, "$file")
 	// Truncated, split and dropped lines have no series before the first one (orZero): they read
@@ -198,8 +200,8 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	// are read. The zeros are grouped by both labels, so a file and stdin each get their own.
 	inputs := fmt.Sprintf("%s{%s}", behind, m)
 	perInput := func(counter string, extra ...string) string {
-		by := append([]string{fileL, inputL}, extra...)
-		return orZero(fmt.Sprintf("sum by (%s) (%s)", strings.Join(by, ", "), rate(counter, m)), inputs, fileL, inputL)
+		by := append([]string{fileL, inputL, agentInputL}, extra...)
+		return orZero(fmt.Sprintf("sum by (%s) (%s)", strings.Join(by, ", "), rate(counter, m)), inputs, fileL, inputL, agentInputL)
 	}
 
 	d := filtered(n, lines, "file", "File", fileL,
@@ -213,15 +215,15 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 		WithPanel(statPanel("Bytes behind (all files)", "kafkatrail.agent.file.behind summed: bytes not read yet.", "bytes", fmt.Sprintf("sum(%s{%s})", behind, m))).
 		WithPanel(statPanel("Checkpoint lag (all files)", "kafkatrail.agent.checkpoint.lag summed: bytes read, not yet acknowledged.", "bytes", fmt.Sprintf("sum(%s{%s})", ckLag, m))).
 		WithPanel(ts("Lines read / s by file", "kafkatrail.agent.lines.read.", "ops", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(lines, m)), legend(fileL, inputL)))).
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s, %s) (%s)", fileL, inputL, agentInputL, rate(lines, m)), legend(fileL, inputL, agentInputL)))).
 		WithPanel(ts("Bytes read / s by file", "kafkatrail.agent.bytes.read.", "Bps", 12, 8).
-			WithTarget(q(fmt.Sprintf("sum by (%s, %s) (%s)", fileL, inputL, rate(bytesRead, m)), legend(fileL, inputL))))
+			WithTarget(q(fmt.Sprintf("sum by (%s, %s, %s) (%s)", fileL, inputL, agentInputL, rate(bytesRead, m)), legend(fileL, inputL, agentInputL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Lag")).
 		WithPanel(ts("Bytes behind the end of each file", "kafkatrail.agent.file.behind: file size minus the read offset. Growing: the agent cannot keep up (or Kafka pushes back).", "bytes", 12, 8).
-			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, behind, m), legend(fileL, inputL)))).
+			WithTarget(q(fmt.Sprintf("max by (%s, %s, %s) (%s{%s})", fileL, inputL, agentInputL, behind, m), legend(fileL, inputL, agentInputL)))).
 		WithPanel(ts("Checkpoint lag per file", "kafkatrail.agent.checkpoint.lag: read offset minus the committed (acknowledged) offset; what a crash would re-send.", "bytes", 12, 8).
-			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, inputL, ckLag, m), legend(fileL, inputL)))).
+			WithTarget(q(fmt.Sprintf("max by (%s, %s, %s) (%s{%s})", fileL, inputL, agentInputL, ckLag, m), legend(fileL, inputL, agentInputL)))).
 		WithPanel(func() *timeseries.PanelBuilder {
 			p := ts("Line age at acknowledgement", "kafkatrail.producer.record.age: from when a line was written (its --timestamp-field, else its file's "+
 				"modification time at read, else stdin's read) to Kafka's acknowledgement; how late logs reach Kafka. Every file and topic. Exemplars link to traces.", "s", 24, 8)
@@ -233,14 +235,14 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 
 	d = d.WithRow(dashboard.NewRowBuilder("Long and dropped lines")).
 		WithPanel(ts("Lines truncated / s", "kafkatrail.agent.lines.truncated: cut at the long-line limit (--long-lines truncate).", "ops", 8, 8).
-			WithTarget(q(perInput(truncated), legend(fileL, inputL)))).
+			WithTarget(q(perInput(truncated), legend(fileL, inputL, agentInputL)))).
 		WithPanel(ts("Lines split / s", "kafkatrail.agent.lines.split: sent as several records (--long-lines split).", "ops", 8, 8).
-			WithTarget(q(perInput(split), legend(fileL, inputL)))).
+			WithTarget(q(perInput(split), legend(fileL, inputL, agentInputL)))).
 		WithPanel(ts("Lines dropped / s", "kafkatrail.agent.lines.dropped, by reason.", "ops", 8, 8).
-			WithTarget(q(perInput(dropped, reasonL), legend(fileL, inputL, reasonL)))).
+			WithTarget(q(perInput(dropped, reasonL), legend(fileL, inputL, agentInputL, reasonL)))).
 		WithPanel(ts("Container log lines / s", "kafkatrail.agent.container.lines, by reason: joined (a line the runtime wrote in pieces, joined), "+
 			"malformed (not in the file's container format: sent as it is), interrupted (pieces sent without their last).", "ops", 24, 8).
-			WithTarget(q(perInput(container, reasonL), legend(fileL, inputL, reasonL))))
+			WithTarget(q(perInput(container, reasonL), legend(fileL, inputL, agentInputL, reasonL))))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Recent traces")).
 		WithPanel(tracesTable("Recent traces", "Jaeger search: the most recent traces of the agent.", ""))

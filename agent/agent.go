@@ -48,7 +48,7 @@ type Agent struct {
 
 	tel *telemetry.Provider // nil: no telemetry
 
-	filtered filterCountsByPath // lines the filters left out, by source path
+	filtered filterCountsBySource // lines the filters left out, by source
 }
 
 // Stats counts lines through the agent. Safe for concurrent use.

@@ -21,23 +21,24 @@ func (c *filterCounts) add(reason string) {
 	}
 }
 
-// filterCountsByPath holds each source's filterCounts, by sourceKey: the metrics report them
+// filterCountsBySource holds each source's filterCounts, by sourceKey: the metrics report them
 // per file, as the other line counts.
-type filterCountsByPath struct{ m sync.Map } // string -> *filterCounts
+type filterCountsBySource struct{ m sync.Map } // sourceKey -> *filterCounts
 
-// lookup returns path's counts, nil when none of its lines was left out.
-func (f *filterCountsByPath) lookup(path string) *filterCounts {
-	if c, ok := f.m.Load(path); ok {
+// lookup returns the counts of the source key, nil when none of its lines was left out.
+func (f *filterCountsBySource) lookup(key string) *filterCounts {
+	if c, ok := f.m.Load(key); ok {
 		return c.(*filterCounts)
 	}
 	return nil
 }
 
-func (f *filterCountsByPath) of(path string) *filterCounts {
-	if c, ok := f.m.Load(path); ok {
-		return c.(*filterCounts)
+// of returns the counts of the source key, made at its first line left out.
+func (f *filterCountsBySource) of(key string) *filterCounts {
+	if c := f.lookup(key); c != nil {
+		return c
 	}
-	c, _ := f.m.LoadOrStore(path, new(filterCounts))
+	c, _ := f.m.LoadOrStore(key, new(filterCounts))
 	return c.(*filterCounts)
 }
 

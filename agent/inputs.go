@@ -54,7 +54,10 @@ func (c *Config) InputConfigs() ([]NamedConfig, error) {
 			where = "inputs[" + name + "]"
 		}
 		bad := func(key, format string, args ...any) {
-			errs = append(errs, &ConfigError{Key: where + "." + key, Reason: fmt.Sprintf(format, args...)})
+			if key != "" {
+				key = "." + key
+			}
+			errs = append(errs, &ConfigError{Key: where + key, Reason: fmt.Sprintf(format, args...)})
 		}
 		switch {
 		case !inputName.MatchString(name):
@@ -72,7 +75,7 @@ func (c *Config) InputConfigs() ([]NamedConfig, error) {
 		}
 		ic, err := c.inputConfig(entry)
 		if err != nil {
-			bad("", "%v", err)
+			bad("", "%v", err) // a value of the wrong type: the decoder's error names the key
 			continue
 		}
 		if len(ic.Tail) == 0 {

@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,13 +171,39 @@ func (a *Agent) Stats() *Stats { return &a.stats }
 // goroutine.
 func (a *Agent) FileStats() []filetail.FileStats {
 	var out []filetail.FileStats
+	for _, f := range a.InputFileStats() {
+		out = append(out, f.FileStats)
+	}
+	return out
+}
+
+// InputFileStats is a followed file's snapshot with the input that follows it ("" when the
+// agent has one input).
+type InputFileStats struct {
+	Input string
+	filetail.FileStats
+}
+
+// InputFileStats is FileStats with each file's input, sorted by path, then input.
+func (a *Agent) InputFileStats() []InputFileStats {
+	var out []InputFileStats
 	for _, in := range a.inputs {
-		if t := in.tailer.Load(); t != nil {
-			out = append(out, t.Stats().Files...)
+		t := in.tailer.Load()
+		if t == nil {
+			continue
+		}
+		name := in.name
+		if len(a.inputs) == 1 {
+			name = ""
+		}
+		for _, f := range t.Stats().Files {
+			out = append(out, InputFileStats{Input: name, FileStats: f})
 		}
 	}
 	if len(a.inputs) > 1 {
-		slices.SortStableFunc(out, func(x, y filetail.FileStats) int { return strings.Compare(x.Path, y.Path) })
+		slices.SortStableFunc(out, func(x, y InputFileStats) int {
+			return cmp.Or(strings.Compare(x.Path, y.Path), strings.Compare(x.Input, y.Input))
+		})
 	}
 	return out
 }

@@ -266,6 +266,13 @@ func TestTwoInputsFollowOneFile(t *testing.T) {
 	if recs := topicRecords(t, c, "errors", false); len(recs) != 10 || !strings.HasPrefix(string(recs[0].Value), "ERROR") {
 		t.Errorf("errors: %d records, want the 10 ERROR lines", len(recs))
 	}
+	var inputs []string
+	for _, f := range a.InputFileStats() {
+		inputs = append(inputs, f.Input+":"+filepath.Base(f.Path))
+	}
+	if fmt.Sprint(inputs) != "[default:app.log errors:app.log]" {
+		t.Errorf("file stats by input %v, want the file once for each input", inputs)
+	}
 	for _, dir := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "inputs", "errors")} {
 		if off, err := testkit.CheckpointOffset(dir, path); err != nil || off != int64(data.Len()) {
 			t.Errorf("checkpoint in %s: %d (%v), want %d", dir, off, err, data.Len())

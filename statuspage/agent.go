@@ -20,11 +20,11 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 				MessagesCut: st.Encoding.MessagesCut.Load()}
 		},
 		Files: func() []File {
-			fs := a.FileStats()
+			fs := a.InputFileStats()
 			out := make([]File, 0, len(fs))
 			for _, f := range fs {
 				file := File{
-					Path: f.Path, Size: f.Size, ReadOffset: f.ReadOffset, Committed: f.Committed,
+					Input: f.Input, Path: f.Path, Size: f.Size, ReadOffset: f.ReadOffset, Committed: f.Committed,
 					Unread: max(f.Size-f.ReadOffset, 0), CheckpointLag: max(f.ReadOffset-f.Committed, 0),
 					InFlight: f.InFlight, LinesRead: f.LinesRead, LinesAcked: f.LinesAcked, LinesFailed: f.LinesFailed, LinesDeadLettered: f.LinesDeadLettered,
 					Gone: f.Gone, LinesJoined: f.Container.Joined, LinesMalformed: f.Container.Malformed,

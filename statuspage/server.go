@@ -143,6 +143,9 @@ type Counters struct {
 
 // File is one followed file.
 type File struct {
+	// Input is the agent's input that follows the file, when it has several (a file two
+	// inputs follow is two Files).
+	Input      string `json:"input,omitempty"`
 	Path       string `json:"path"`
 	Size       int64  `json:"size"`
 	ReadOffset int64  `json:"read_offset"`

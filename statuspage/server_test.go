@@ -147,7 +147,7 @@ func TestMetricsInPrometheusFormat(t *testing.T) {
 func TestStatusJSON(t *testing.T) {
 	s := newTestServer(t)
 	fa := &fakeAgent{
-		files: []File{{Path: "/var/log/app.log", Size: 1000, ReadOffset: 900, Committed: 600, Unread: 100, CheckpointLag: 300, InFlight: 7, LinesRead: 90, LinesAcked: 60}},
+		files: []File{{Input: "errors", Path: "/var/log/app.log", Size: 1000, ReadOffset: 900, Committed: 600, Unread: 100, CheckpointLag: 300, InFlight: 7, LinesRead: 90, LinesAcked: 60}},
 		routing: Routing{Topics: []Topic{{Topic: "logs-api", LinesSent: 10, LinesAcked: 8, LinesFailed: 1, InFlight: 1}},
 			Unrouted: map[string]int64{"missing": 3}},
 	}
@@ -186,7 +186,7 @@ func TestStatusJSON(t *testing.T) {
 	if len(st.History) == 0 || st.History[len(st.History)-1].LinesAcked != 400 {
 		t.Errorf("history %+v", st.History)
 	}
-	if len(st.Files) != 1 || st.Files[0].CheckpointLag != 300 || st.Files[0].Unread != 100 {
+	if len(st.Files) != 1 || st.Files[0].CheckpointLag != 300 || st.Files[0].Unread != 100 || st.Files[0].Input != "errors" {
 		t.Errorf("files %+v", st.Files)
 	}
 	if r := st.Routing; len(r.Topics) != 1 || r.Topics[0] != fa.routing.Topics[0] || r.Unrouted["missing"] != 3 {

@@ -279,3 +279,73 @@ func TestTwoInputsFollowOneFile(t *testing.T) {
 		}
 	}
 }
+
+// TestSetInputGlobs: a reload (SIGHUP) changes the patterns of an input by its name; the files
+// of the new pattern are followed into that input's topic, and a name the agent does not run
+// changes nothing.
+func TestSetInputGlobs(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	dir := t.TempDir()
+	for name, data := range map[string]string{"a.log": "a1\na2\n", "b-old.log": "old\n", "b-new.log": "new1\nnew2\nnew3\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), string(filetail.StartAtBeginning), t.TempDir()
+	cfg.Inputs = []map[string]any{
+		{"name": "a", "tail": []string{filepath.Join(dir, "a.log")}, "topic": "a"},
+		{"name": "b", "tail": []string{filepath.Join(dir, "b-old.log")}, "topic": "b"},
+	}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	acked := func(file string, n uint64) func() bool {
+		return func() bool {
+			for _, f := range a.FileStats() {
+				if filepath.Base(f.Path) == file && f.LinesAcked == n {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitUntil(t, 30*time.Second, "b-old.log acknowledged", acked("b-old.log", 1))
+	if err := a.SetInputGlobs("b", []string{filepath.Join(dir, "b-new.log")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetInputGlobs("unknown", []string{filepath.Join(dir, "*")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "b-new.log acknowledged", acked("b-new.log", 3))
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunTail: %v", err)
+	}
+	if n := len(topicRecords(t, c, "b", false)); n != 4 {
+		t.Errorf("topic b: %d records, want b-old.log's and b-new.log's 4", n)
+	}
+	if n := len(topicRecords(t, c, "a", false)); n != 2 {
+		t.Errorf("topic a: %d records, want a.log's 2 (the unknown input's pattern changed nothing)", n)
+	}
+}
+
+// waitUntil polls cond every 20 ms until it holds, failing the test after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

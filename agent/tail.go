@@ -283,9 +283,15 @@ func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []fi
 
 // SetTailGlobs changes the files the implicit input follows from the next scan on (SIGHUP).
 // Safe for concurrent use; a no-op before RunTail started, and without an implicit input.
-func (a *Agent) SetTailGlobs(globs []string) error {
+func (a *Agent) SetTailGlobs(globs []string) error { return a.SetInputGlobs(ImplicitInput, globs) }
+
+// SetInputGlobs changes the files input name follows from the next scan on (SIGHUP): an input
+// of the configuration read again that also ran before. Safe for concurrent use; a no-op
+// before RunTail started, and for a name the agent does not run (a new input starts with the
+// next start).
+func (a *Agent) SetInputGlobs(name string, globs []string) error {
 	for _, in := range a.inputs {
-		if t := in.tailer.Load(); t != nil && in.name == ImplicitInput {
+		if t := in.tailer.Load(); t != nil && in.name == name {
 			return t.SetGlobs(globs)
 		}
 	}

@@ -264,9 +264,12 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 		log.Error("SIGHUP: configuration not reloaded", "error", err)
 		return
 	}
-	if err := a.SetTailGlobs(cfg.Tail); err != nil {
-		log.Error("SIGHUP: tail patterns not reloaded", "error", err)
-		return
+	inputs, _ := cfg.InputConfigs() // Validate read them
+	for _, in := range inputs {
+		if err := a.SetInputGlobs(in.Name, in.Tail); err != nil {
+			log.Error("SIGHUP: tail patterns not reloaded", "input", in.Name, "error", err)
+			return
+		}
 	}
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel, "tail", cfg.Tail,

@@ -242,7 +242,7 @@ func summarize(r *Report) {
 					target = 1.2
 				case "otelcol":
 					target = 2.5
-				case "agent-eos", "agent-otel", "agent-cri", "agent-filters", "agent-redact-regexp":
+				case "agent-eos", "agent-otel", "agent-cri", "agent-filters", "agent-redact-regexp", threeInputs, threeAgents:
 					continue // below: the cost of exactly-once, telemetry and container framing, over agent
 				case "agent-defaults", "kcat-defaults":
 					continue // below: each with its own defaults
@@ -303,6 +303,8 @@ var toolNames = map[string]string{
 	"agent-cri":           "kafkatrail agent, CRI-framed lines (--container-format cri)",
 	"agent-filters":       "kafkatrail agent, one --exclude-lines and one --redact rule",
 	"agent-redact-regexp": "kafkatrail agent, one --redact rule without a literal part",
+	threeInputs:           "kafkatrail agent, the file three times: three inputs in one agent",
+	threeAgents:           "kafkatrail agent, the file three times: three agents",
 	"agent-defaults":      "kafkatrail agent, its defaults (default telemetry on)",
 	"kcat-defaults":       "kcat -P, librdkafka's defaults (acks=all, idempotence)",
 	"kcat":                "kcat -P (librdkafka)",
@@ -539,6 +541,14 @@ func renderMarkdown(r *Report) string {
 			}
 			w("| file path: agent peak RSS < 40 MB | %.1f MiB (%.1f MB) %s |\n", s.MaxRSSMiB, s.MaxRSSMiB*1.048576, mark)
 		}
+		if one, three := r.summary("file", threeInputs, c), r.summary("file", threeAgents, c); one != nil && three != nil && one.OK > 0 && three.OK > 0 {
+			mark := "✅"
+			if one.CPUSec >= three.CPUSec || one.MaxRSSMiB >= three.MaxRSSMiB {
+				mark = "❌"
+			}
+			w("| three logs: one agent with three inputs uses less CPU and memory than three agents | CPU %.2f s against %.2f s (%.2fx), peak RSS %.1f MiB against %.1f MiB (%.2fx) %s |\n",
+				one.CPUSec, three.CPUSec, one.CPUSec/three.CPUSec, one.MaxRSSMiB, three.MaxRSSMiB, one.MaxRSSMiB/three.MaxRSSMiB, mark)
+		}
 	}
 	for _, l := range r.Latency {
 		if l.Config == "defaults" && l.LatencyMs == 100 && l.Error == "" {
@@ -656,6 +666,10 @@ func renderMarkdown(r *Report) string {
 					}
 					w(".\n\n")
 				}
+			}
+			if one, three := r.summary("file", threeInputs, c), r.summary("file", threeAgents, c); one != nil && three != nil && one.OK > 0 && three.OK > 0 {
+				w("Three logs on one host (*%s*: one agent whose configuration has three inputs, each following the file into a topic of its own; *%s*: three agents, each following it into its topic; each run ships the file three times): one agent uses %.2fx the CPU (%.2f s against %.2f s) and %.2fx the memory (peak RSS %.1f MiB against the three agents' %.1f MiB, the sum of each one's peak) of three, at %.2fx their lines/s.\n\n",
+					threeInputs, threeAgents, one.CPUSec/three.CPUSec, one.CPUSec, three.CPUSec, one.MaxRSSMiB/three.MaxRSSMiB, one.MaxRSSMiB, three.MaxRSSMiB, one.RecordsPerSec/three.RecordsPerSec)
 			}
 			r.writeFileCPUSplit(w, c)
 			r.writeFileRSSSplit(w, c)

@@ -26,7 +26,8 @@ import (
 // password in a query), each with a literal part no line holds: what a user's first filter and
 // redaction cost on a log that holds neither. agent-redact-regexp has one --redact rule with no
 // literal part (a card number), whose regexp runs on every line.
-var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-filters", "agent-redact-regexp", "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
+var fileTools = []string{"agent", "agent-cri", "agent-otel", "agent-eos", "agent-filters", "agent-redact-regexp",
+	threeInputs, threeAgents, "kcat", "otelcol", "rsyslog", "agent-defaults", "kcat-defaults"}
 
 // The rules agent-filters and agent-redact-regexp run with.
 const (
@@ -76,7 +77,12 @@ func (b *bench) fileSection() error {
 			if tool == "agent-cri" {
 				d = criData
 			}
-			r := b.fileRun(tool, c, rep, d)
+			var r Run
+			if tool == threeInputs || tool == threeAgents {
+				r = b.fileRunThree(tool, c, rep, d)
+			} else {
+				r = b.fileRun(tool, c, rep, d)
+			}
 			b.record(r)
 			logf("[%d/%d] file rep %d %-8s %s", i, total, rep, tool, r.brief())
 			b.pause()

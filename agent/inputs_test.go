@@ -154,33 +154,17 @@ func TestThreeInputsOneProducer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.RunTail(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		all := true
-		for _, in := range a.inputs {
-			stats := in.tailer.Load()
-			if stats == nil || len(stats.Stats().Files) != 1 {
-				all = false
-				continue
+	stop := runTail(t, a)
+	waitUntil(t, 30*time.Second, "every input's file acknowledged", func() bool {
+		fs := a.FileStats()
+		for _, f := range fs {
+			if f.Committed != int64(len(files[filepath.Base(f.Path)])) {
+				return false
 			}
-			f := stats.Stats().Files[0]
-			all = all && f.Committed == int64(len(files[filepath.Base(f.Path)]))
 		}
-		if all {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not every input's file acknowledged within 30 s: %+v", a.FileStats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("RunTail: %v", err)
-	}
+		return len(fs) == 3
+	})
+	stop()
 
 	got := map[string][]string{}
 	for _, topic := range []string{"access", "app", "audit"} {
@@ -246,20 +230,12 @@ func TestTwoInputsFollowOneFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.RunTail(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for fs := a.FileStats(); len(fs) != 2 || fs[0].Committed != int64(data.Len()) || fs[1].Committed != int64(data.Len()); fs = a.FileStats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the file is not acknowledged by both inputs within 30 s: %+v", fs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("RunTail: %v", err)
-	}
+	stop := runTail(t, a)
+	waitUntil(t, 30*time.Second, "the file acknowledged by both inputs", func() bool {
+		fs := a.FileStats()
+		return len(fs) == 2 && fs[0].Committed == int64(data.Len()) && fs[1].Committed == int64(data.Len())
+	})
+	stop()
 	if n := len(topicRecords(t, c, "everything", false)); n != 30 {
 		t.Errorf("everything: %d records, want 30", n)
 	}
@@ -305,9 +281,7 @@ func TestSetInputGlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.RunTail(ctx) }()
+	stop := runTail(t, a)
 	acked := func(file string, n uint64) func() bool {
 		return func() bool {
 			for _, f := range a.FileStats() {
@@ -326,15 +300,28 @@ func TestSetInputGlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "b-new.log acknowledged", acked("b-new.log", 3))
-	cancel()
-	if err := <-done; !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("RunTail: %v", err)
-	}
+	stop()
 	if n := len(topicRecords(t, c, "b", false)); n != 4 {
 		t.Errorf("topic b: %d records, want b-old.log's and b-new.log's 4", n)
 	}
 	if n := len(topicRecords(t, c, "a", false)); n != 2 {
 		t.Errorf("topic a: %d records, want a.log's 2 (the unknown input's pattern changed nothing)", n)
+	}
+}
+
+// runTail starts a.RunTail; the function it returns stops the run and fails the test unless it
+// ended as an interrupted run does.
+func runTail(t *testing.T, a *Agent) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.RunTail(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("RunTail: %v", err)
+		}
 	}
 }
 

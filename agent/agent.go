@@ -29,9 +29,17 @@ type Agent struct {
 	prod *producer.Producer
 	pc   producer.Config // prod's configuration
 
-	// inputs are the sources of lines, each with its pipeline: the implicit one of the flags
-	// first when there is one, then the file's `inputs:` (newInputs).
-	inputs []*input
+	// inputs are the sources of lines that run, each with its pipeline: the implicit one of
+	// the flags first when there is one, then the file's `inputs:` (newInputs). A reload
+	// (ApplyInputs) replaces the slice, never changes it, under inputsMu; retired holds the
+	// inputs it stopped, whose line counts stay in TopicStats. Read it with inputList.
+	inputsMu sync.RWMutex
+	inputs   []*input
+	retired  []*input
+	// reloadMu serializes the reloads of a RunTail (ApplyInputs) with each other and with the
+	// run's end; run is the RunTail in progress (nil before and after), under reloadMu.
+	reloadMu sync.Mutex
+	run      *tailRun
 
 	stats Stats
 
@@ -150,7 +158,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
 	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra,
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
-	if a.inputs, err = newInputs(&cfg, &a.stats.Encoding); err != nil {
+	if a.inputs, err = newInputs(&cfg, &a.stats.Encoding, a.limit); err != nil {
 		_ = prod.Close(context.Background())
 		return nil, err // Validate has said so already
 	}
@@ -161,6 +169,13 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	}
 	a.stopRedo = func() {}
 	return a, nil
+}
+
+// inputList returns the inputs that run now; the slice is never changed (a reload replaces it).
+func (a *Agent) inputList() []*input {
+	a.inputsMu.RLock()
+	defer a.inputsMu.RUnlock()
+	return a.inputs
 }
 
 // Stats returns the agent's counters.
@@ -187,20 +202,21 @@ type InputFileStats struct {
 // InputFileStats is FileStats with each file's input, sorted by path, then input.
 func (a *Agent) InputFileStats() []InputFileStats {
 	var out []InputFileStats
-	for _, in := range a.inputs {
+	inputs := a.inputList()
+	for _, in := range inputs {
 		t := in.tailer.Load()
 		if t == nil {
 			continue
 		}
 		name := in.name
-		if len(a.inputs) == 1 {
+		if len(inputs) == 1 {
 			name = ""
 		}
 		for _, f := range t.Stats().Files {
 			out = append(out, InputFileStats{Input: name, FileStats: f})
 		}
 	}
-	if len(a.inputs) > 1 {
+	if len(inputs) > 1 {
 		slices.SortStableFunc(out, func(x, y InputFileStats) int {
 			return cmp.Or(strings.Compare(x.Path, y.Path), strings.Compare(x.Input, y.Input))
 		})
@@ -217,7 +233,7 @@ func (a *Agent) InputFileStats() []InputFileStats {
 // topic, which creates none), and each new topic's metadata is fetched by its first line. With
 // several inputs, every input's topic.
 func (a *Agent) Connect(ctx context.Context) error {
-	for _, in := range a.inputs {
+	for _, in := range a.inputList() {
 		var err error
 		switch c := &in.cfg; {
 		case !linerecord.IsTemplate(c.Topic):

@@ -54,7 +54,7 @@ func (r *redelivery) sendDeadLetter(ctx context.Context, l *redoLine) {
 	if l.src.file != nil {
 		headers = append(headers, producer.Header{Key: HeaderDeadLetterOffset, Value: []byte(strconv.FormatInt(l.end, 10))})
 	}
-	topic := r.a.cfg.DeadLetterTopic
+	topic := l.src.in.cfg.DeadLetterTopic
 	rec := &producer.Record{Topic: topic, Partition: producer.PartitionAny, Key: l.key, Value: l.value,
 		Headers: headers, Timestamp: l.ts, Tag: l.end}
 	r.release(l.src)

@@ -203,14 +203,14 @@ func stillGoing(err error) bool {
 // sent: the redelivery dead-letters it, inside the transaction too.
 func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
 	a := c.a
-	src := &lineOrigin{in: a.inputs[0], file: f} // --exactly-once runs one input
+	src := &lineOrigin{in: a.inputList()[0], file: f} // --exactly-once runs one input
 	return func(ctx context.Context, line filetail.Line) error {
 		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
 			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
 		}
 		// The rate limit is waited for outside the lock: a long wait (a large line under
 		// --max-bytes-per-second) must not hold the commit back past transaction.timeout.ms.
-		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
+		if err := src.in.limit.wait(ctx, len(line.Data)); err != nil {
 			return err
 		}
 		// So is the wait for f's dead letters still in the redelivery (f's lines go out in

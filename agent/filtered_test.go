@@ -86,7 +86,7 @@ func TestFiltersAndRedactionOnTheFilePath(t *testing.T) {
 	if n := a.Stats().LinesFiltered.Load(); n != 12 {
 		t.Errorf("%d lines counted left out, want 12 (6 health checks, 6 debug lines)", n)
 	}
-	if c := a.filtered.lookup(sourceKey(a.inputs[0], path)); c == nil || c.excluded.Load() != 6 || c.notIncluded.Load() != 6 {
+	if c := a.filtered.lookup(sourceKey(a.inputList()[0], path)); c == nil || c.excluded.Load() != 6 || c.notIncluded.Load() != 6 {
 		t.Errorf("left out by reason: %+v, want 6 excluded and 6 not included", c)
 	}
 	dl := testkit.DeadLetters(t, a.cfg.StateDir)
@@ -131,7 +131,7 @@ func TestFiltersOnStdin(t *testing.T) {
 	if want := []string{"start [REDACTED] ok", "end"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("records %q, want %q", got, want)
 	}
-	if n, by := a.Stats().LinesFiltered.Load(), a.filtered.lookup(sourceKey(a.inputs[0], "")); n != 2 || by == nil || by.excluded.Load() != 2 {
+	if n, by := a.Stats().LinesFiltered.Load(), a.filtered.lookup(sourceKey(a.inputList()[0], "")); n != 2 || by == nil || by.excluded.Load() != 2 {
 		t.Errorf("%d lines left out (%+v), want 2 excluded under stdin", n, by)
 	}
 }

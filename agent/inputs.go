@@ -23,7 +23,12 @@ var inputKeys = []string{"tail",
 	"header-path", "header-host", "include-lines", "exclude-lines", "redact",
 	"format", "timestamp-field", "timestamp-layout",
 	"multiline", "multiline-start", "multiline-continue", "multiline-max-lines", "multiline-timeout",
-	"start-at", "long-lines", "max-line-bytes", "container-format"}
+	"start-at", "long-lines", "max-line-bytes", "container-format",
+	"max-lines-per-second", "max-bytes-per-second", "dead-letter-topic"}
+
+// rateKeys are the keys of the rate limit: an input that sets either has a limit of its own;
+// the others share the top level's.
+var rateKeys = []string{"max-lines-per-second", "max-bytes-per-second"}
 
 // inputName is what an input's name may be: it names a directory of the state directory.
 var inputName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -32,6 +37,9 @@ var inputName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 // `inputs:` sets.
 type NamedConfig struct {
 	Name string
+	// OwnRateLimit says the input's entry sets a rate limit key: its lines wait for a limit of
+	// their own, not for the one the top level's and the other inputs' lines share.
+	OwnRateLimit bool
 	Config
 }
 
@@ -82,7 +90,8 @@ func (c *Config) InputConfigs() ([]NamedConfig, error) {
 			bad("tail", "required: the files this input follows")
 			continue
 		}
-		out = append(out, NamedConfig{Name: name, Config: ic})
+		own := slices.ContainsFunc(rateKeys, func(k string) bool { _, ok := entry[k]; return ok })
+		out = append(out, NamedConfig{Name: name, OwnRateLimit: own, Config: ic})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -336,3 +336,66 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestInputOwnRateLimitAndDeadLetterTopic: an input with a rate limit of its own is slowed by
+// it while another input, without one, reads at full speed; each input's line too large for
+// the topic goes to its own dead-letter topic.
+func TestInputOwnRateLimitAndDeadLetterTopic(t *testing.T) {
+	small := "3000"
+	c := eosCluster(t, map[string]map[string]*string{"logs": {"max.message.bytes": &small}, "dla": nil, "dlb": nil})
+	dir := t.TempDir()
+	big := func(who string) string { return who + strings.Repeat("x", 4000) }
+	var slow, fast strings.Builder
+	slow.WriteString(big("a") + "\n")
+	for i := range 200 {
+		fmt.Fprintf(&slow, "slow %d\n", i)
+	}
+	fast.WriteString(big("b") + "\n")
+	for i := range 1000 {
+		fmt.Fprintf(&fast, "fast %d\n", i)
+	}
+	for name, data := range map[string]string{"slow.log": slow.String(), "fast.log": fast.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), string(filetail.StartAtBeginning), t.TempDir()
+	cfg.Topic = "logs"
+	cfg.Inputs = []map[string]any{
+		// 20 lines a second: its 201 lines take 9.75 s at least.
+		{"name": "slow", "tail": []string{filepath.Join(dir, "slow.log")}, "max-lines-per-second": 20, "dead-letter-topic": "dla"},
+		{"name": "fast", "tail": []string{filepath.Join(dir, "fast.log")}, "dead-letter-topic": "dlb"},
+	}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins := a.inputList(); ins[0].limit == nil || ins[0].limit == a.limit || ins[1].limit != a.limit {
+		t.Fatalf("limiters: slow %p, fast %p, shared %p: want slow's own and fast the shared (none)", ins[0].limit, ins[1].limit, a.limit)
+	}
+	stop := runTail(t, a)
+	lines := func(name string) (acked uint64, committed int64) {
+		for _, f := range a.InputFileStats() {
+			if f.Input == name {
+				return f.LinesAcked, f.Committed
+			}
+		}
+		return 0, 0
+	}
+	waitUntil(t, 30*time.Second, "fast.log acknowledged", func() bool { _, off := lines("fast"); return off == int64(fast.Len()) })
+	if n, _ := lines("slow"); n >= 150 {
+		t.Errorf("slow.log: %d of its 201 lines acknowledged when fast.log's 1001 were, want its own limit of 20 a second to hold it back", n)
+	}
+	waitUntil(t, 30*time.Second, "slow.log's dead letter", func() bool { n, _ := lines("slow"); return n >= 1 })
+	stop()
+	if a.RateLimit().Paused == 0 {
+		t.Error("no time paused by the input's rate limit")
+	}
+	for topic, want := range map[string]string{"dla": big("a"), "dlb": big("b")} {
+		recs := topicRecords(t, c, topic, false)
+		if len(recs) != 1 || string(recs[0].Value) != want {
+			t.Errorf("dead-letter topic %s: %d records, want its input's large line alone", topic, len(recs))
+		}
+	}
+}

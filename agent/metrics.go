@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kafkatrail/kafkatrail/filetail"
 	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/telemetry"
 )
@@ -36,7 +37,10 @@ type topicReport struct {
 }
 
 type fileReport struct {
-	m                                   *telemetry.FileMetrics
+	m *telemetry.FileMetrics
+	// t is the tailer the counts below are of: an input that a reload restarted counts its
+	// file's lines from zero again.
+	t                                   *filetail.Tailer
 	lines, bytes                        int64
 	truncated, split, dropped, seenRead uint64
 	container                           containerReport
@@ -112,12 +116,12 @@ func (a *Agent) reportMetrics(ctx context.Context) {
 
 func (r *metricsReporter) report() {
 	am := r.a.tel.Agent()
-	if p := r.a.limit.pausedTime(); p > r.paused {
+	if p := r.a.ratePaused(); p > r.paused {
 		am.RateLimitWait(p - r.paused)
 		r.paused = p
 	}
 	seen := map[string]bool{}
-	for _, in := range r.a.inputs {
+	for _, in := range r.a.inputList() {
 		t := in.tailer.Load()
 		if t == nil {
 			continue
@@ -127,8 +131,12 @@ func (r *metricsReporter) report() {
 			seen[key] = true
 			fr := r.files[key]
 			if fr == nil {
-				fr = &fileReport{m: am.InputFile(in.name, f.Path)}
+				fr = &fileReport{m: am.InputFile(in.name, f.Path), t: t}
 				r.files[key] = fr
+			}
+			if fr.t != t { // restarted from its checkpoint: its counts start again
+				fr.t, fr.lines, fr.truncated, fr.split, fr.dropped = t, 0, 0, 0, 0
+				fr.container = containerReport{}
 			}
 			if d := int64(f.LinesRead) - fr.lines; d > 0 {
 				// Bytes from the read offset; a copytruncate reset is not counted backwards.
@@ -160,7 +168,7 @@ func (r *metricsReporter) report() {
 	r.reportEncodingAndSASL(am)
 	if r.a.cfg.Stdin {
 		if r.stdin == nil {
-			r.stdin = &fileReport{m: am.InputFile(r.a.inputs[0].name, telemetry.StdinPath)}
+			r.stdin = &fileReport{m: am.InputFile(r.a.inputList()[0].name, telemetry.StdinPath)}
 		}
 		lines, bytes := r.a.stats.LinesRead.Load(), r.a.stats.BytesRead.Load()
 		if d := lines - r.stdin.lines; d > 0 {
@@ -177,7 +185,7 @@ func (r *metricsReporter) report() {
 			r.stdin.m.Dropped("long-line", int(n-r.stdin.dropped))
 			r.stdin.dropped = n
 		}
-		r.stdin.reportFiltered(r.a.filtered.lookup(sourceKey(r.a.inputs[0], "")))
+		r.stdin.reportFiltered(r.a.filtered.lookup(sourceKey(r.a.inputList()[0], "")))
 		c := &r.a.stats.Container
 		r.stdin.container.report(r.stdin.m, c.Joined.Load(), c.Malformed.Load(), c.Interrupted.Load())
 	}

@@ -42,23 +42,43 @@ type input struct {
 	cfg    Config
 	line   *pipeline
 	tailer atomic.Pointer[filetail.Tailer]
+	// limit is the rate limit its lines wait for: the agent's, shared, unless the input sets
+	// its own (NamedConfig.OwnRateLimit). nil: none.
+	limit *rateLimiter
+	// stop ends the tailer's Run, which closes done (startInput; RunTail only).
+	stop func()
+	done chan struct{}
 }
 
 // newInputs builds the inputs of cfg (Config.InputConfigs), counting what their formats fell
 // back on into stats.
-func newInputs(cfg *Config, stats *linerecord.EncodingStats) ([]*input, error) {
+func newInputs(cfg *Config, stats *linerecord.EncodingStats, shared *rateLimiter) ([]*input, error) {
 	named, err := cfg.InputConfigs()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*input, 0, len(named))
 	for _, n := range named {
-		p, err := newPipeline(n.LineConfig(), stats)
+		in, err := newInput(n, cfg.StateDir, stats, shared)
 		if err != nil {
 			return nil, err
 		}
-		n.StateDir = inputStateDir(cfg.StateDir, n.Name)
-		out = append(out, &input{name: n.Name, cfg: n.Config, line: p})
+		out = append(out, in)
 	}
 	return out, nil
+}
+
+// newInput builds the input of n, whose checkpoints are kept under stateDir (inputStateDir),
+// and whose lines wait for the shared rate limit unless it has its own.
+func newInput(n NamedConfig, stateDir string, stats *linerecord.EncodingStats, shared *rateLimiter) (*input, error) {
+	p, err := newPipeline(n.LineConfig(), stats)
+	if err != nil {
+		return nil, err
+	}
+	n.StateDir = inputStateDir(stateDir, n.Name)
+	in := &input{name: n.Name, cfg: n.Config, line: p, limit: shared}
+	if n.OwnRateLimit {
+		in.limit = newRateLimiter(n.MaxLinesPerSecond, n.MaxBytesPerSecond)
+	}
+	return in, nil
 }

@@ -363,7 +363,7 @@ func (a *Agent) keepPendingDeadLetter(src *lineOrigin, end int64, topic string, 
 		c.newPending.Add(1)
 	}
 	where := "the dead-letter topic"
-	if toFile || a.cfg.DeadLetterTopic == "" {
+	if toFile || src.in.cfg.DeadLetterTopic == "" {
 		where = "the dead-letter file"
 	}
 	a.log.Warn("exactly-once: Kafka refused a line for good inside the transaction, which must abort: the agent resumes from the last commit and keeps the line in "+where+" instead of sending it",

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,7 +128,21 @@ type RateLimit struct {
 // any goroutine.
 func (a *Agent) RateLimit() RateLimit {
 	return RateLimit{LinesPerSecond: a.cfg.MaxLinesPerSecond, BytesPerSecond: a.cfg.MaxBytesPerSecond,
-		Paused: a.limit.pausedTime()}
+		Paused: a.ratePaused()}
+}
+
+// ratePaused is the time lines waited for a rate limit: the shared one's and every input's own
+// (those stopped by a reload too).
+func (a *Agent) ratePaused() time.Duration {
+	d := a.limit.pausedTime()
+	a.inputsMu.RLock()
+	defer a.inputsMu.RUnlock()
+	for _, in := range slices.Concat(a.inputs, a.retired) {
+		if in.limit != a.limit {
+			d += in.limit.pausedTime()
+		}
+	}
+	return d
 }
 
 // validateRateLimit checks the rate limit's keys.

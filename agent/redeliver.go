@@ -476,7 +476,7 @@ func (r *redelivery) handle(ctx context.Context, l *redoLine) {
 		return
 	}
 	switch {
-	case l.fate == fateDeadLetter && !l.local && r.a.cfg.DeadLetterTopic != "" && l.topic != r.a.cfg.DeadLetterTopic:
+	case l.fate == fateDeadLetter && !l.local && l.src.in.cfg.DeadLetterTopic != "" && l.topic != l.src.in.cfg.DeadLetterTopic:
 		r.sendDeadLetter(ctx, l)
 	case l.fate == fateDeadLetter:
 		r.writeDeadLetter(l)

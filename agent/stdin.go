@@ -29,7 +29,7 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
-	src := &lineOrigin{in: a.inputs[0]} // --stdin is the implicit input, the only one
+	src := &lineOrigin{in: a.inputList()[0]} // --stdin is the implicit input, the only one
 	src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
 	sink := &stdinSink{a: a, ctx: ctx, src: src}
 	a.startRedo()
@@ -78,7 +78,7 @@ func (s *stdinSink) Line(l filetail.Line) error {
 	if s.a.stats.LongLines.CountLine(l) {
 		s.a.logLongLine(l.Start)
 	}
-	if err := s.a.limit.wait(s.ctx, len(l.Data)); err != nil {
+	if err := s.src.in.limit.wait(s.ctx, len(l.Data)); err != nil {
 		return err
 	}
 	if err := s.a.redo.waitClear(s.ctx, s.src); err != nil {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
@@ -19,50 +21,43 @@ import (
 // flushes and waits for acknowledgements (up to the shutdown timeout) and saves the
 // checkpoints: each file's offset moves only past lines that Kafka acknowledged, and every line
 // before them. Each input has a tailer of its own, all reading at once into the one producer;
-// one that fails stops them all.
+// one that fails stops them all. ApplyInputs starts, stops and restarts inputs meanwhile.
 func (a *Agent) RunTail(ctx context.Context) error {
 	defer a.sizeReadAhead(ctx)()
 	if a.cfg.ExactlyOnce {
 		return a.runTailExactlyOnce(ctx)
 	}
-	tailers := make([]*filetail.Tailer, len(a.inputs))
-	for i, in := range a.inputs {
-		t, err := filetail.NewTailer(in.tailerConfig(), a.fileLines(in), a.inputLog(in).With("component", "tailer"))
-		if err != nil {
+	run := &tailRun{}
+	run.ctx, run.end = context.WithCancelCause(ctx)
+	defer run.end(nil)
+	for _, in := range a.inputList() {
+		if err := a.startInput(run, in); err != nil {
+			run.fail(err)
+			run.wg.Wait()
 			_ = a.shutdown()
 			return err
 		}
-		tailers[i] = t
-		in.tailer.Store(t)
 	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
 	a.startRedo()
-	runCtx, stop := context.WithCancel(ctx)
-	errs := make(chan error, len(tailers))
-	for _, t := range tailers {
-		go func() {
-			err := t.Run(runCtx)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				stop() // the other inputs stop too: the run ends with this error
-			}
-			errs <- err
-		}()
-	}
-	var runErr error
-	for range tailers {
-		if err := <-errs; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
-			runErr = err
-		}
-	}
-	stop()
+	a.reloadMu.Lock()
+	a.run = run
+	a.reloadMu.Unlock()
+
+	<-run.ctx.Done()
+	a.reloadMu.Lock() // a reload in progress ends first: it watches run.ctx
+	a.run = nil
+	a.reloadMu.Unlock()
+	run.wg.Wait()
+	runErr := run.failed()
 	if runErr != nil {
 		a.log.Error("tailer stopped", "error", runErr)
 	}
 	closeErr := a.shutdown()
 	var saveErr error
-	for _, t := range tailers {
-		if err := t.SaveCheckpoints(); err != nil && saveErr == nil {
+	for _, in := range a.inputList() {
+		if err := in.tailer.Load().SaveCheckpoints(); err != nil && saveErr == nil {
 			saveErr = err
 		}
 	}
@@ -74,7 +69,7 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return closeErr
 	case saveErr != nil:
 		return fmt.Errorf("saving checkpoints: %w", saveErr)
-	case runErr != nil && !errors.Is(runErr, context.Canceled):
+	case runErr != nil:
 		return runErr
 	}
 	var deadLettered *DeadLetteredError
@@ -84,6 +79,55 @@ func (a *Agent) RunTail(ctx context.Context) error {
 	return ErrInterrupted
 }
 
+// tailRun is a RunTail in progress: the context its inputs' tailers run under, ended by the
+// caller's or by a tailer's error (fail), and the tailers' goroutines.
+type tailRun struct {
+	ctx context.Context
+	end context.CancelCauseFunc
+	wg  sync.WaitGroup
+	err atomic.Pointer[error] // the first tailer's error
+}
+
+// fail ends the run with a tailer's error.
+func (r *tailRun) fail(err error) {
+	r.err.CompareAndSwap(nil, &err)
+	r.end(err)
+}
+
+// failed is the first tailer's error, nil when none failed.
+func (r *tailRun) failed() error {
+	if err := r.err.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// startInput starts in's tailer in run: a tailer's error ends the run.
+func (a *Agent) startInput(run *tailRun, in *input) error {
+	t, err := filetail.NewTailer(in.tailerConfig(), a.fileLines(in), a.inputLog(in).With("component", "tailer"))
+	if err != nil {
+		if in.name != ImplicitInput {
+			err = fmt.Errorf("input %s: %w", in.name, err)
+		}
+		return err
+	}
+	ctx, stop := context.WithCancel(run.ctx)
+	in.stop, in.done = stop, make(chan struct{})
+	in.tailer.Store(t)
+	run.wg.Add(1)
+	go func() {
+		defer run.wg.Done()
+		defer close(in.done)
+		if err := t.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			if in.name != ImplicitInput {
+				err = fmt.Errorf("input %s: %w", in.name, err)
+			}
+			run.fail(err) // the other inputs stop too: the run ends with this error
+		}
+	}()
+	return nil
+}
+
 // sizeReadAhead raises the read-ahead's default limit to what the producer can have in flight
 // (Config.MaxInFlightBytesFor) once the topic's partition count is known: a plain --topic's,
 // or a template's --fallback-topic's (a template's other topics are not known in advance); the
@@ -91,7 +135,7 @@ func (a *Agent) RunTail(ctx context.Context) error {
 // PartitionsFor waits for metadata the first line fetches anyway; a broker that cannot be
 // reached yet is asked again each second. It returns the function that stops it and waits.
 func (a *Agent) sizeReadAhead(ctx context.Context) (stop func()) {
-	first := &a.inputs[0].cfg
+	first := &a.inputList()[0].cfg
 	topic := first.Topic
 	if linerecord.IsTemplate(topic) {
 		topic = first.FallbackTopic
@@ -141,7 +185,7 @@ func (in *input) tailerConfig() filetail.Config {
 
 // inputLog is the agent's logger, with the input's name when there are several.
 func (a *Agent) inputLog(in *input) *slog.Logger {
-	if len(a.inputs) == 1 {
+	if len(a.inputList()) == 1 && in.name == ImplicitInput {
 		return a.log
 	}
 	return a.log.With("input", in.name)
@@ -221,7 +265,7 @@ func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr er
 // error, the transaction still to abort).
 func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []filetail.Checkpoint, found bool) (*txnCommitter, error) {
 	c := newTxnCommitter(a, txnID, entries)
-	tc := a.inputs[0].tailerConfig() // --exactly-once runs one input
+	tc := a.inputList()[0].tailerConfig() // --exactly-once runs one input
 	tc.CommittedOnly, tc.CommittedOf = true, c.committedOffset
 	if found {
 		tc.Initial, tc.UseInitial = entries, true
@@ -238,7 +282,7 @@ func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []fi
 		return nil, err
 	}
 	c.open = true
-	a.inputs[0].tailer.Store(t)
+	a.inputList()[0].tailer.Store(t)
 	a.txn.Store(c)
 
 	// Who stops what, in this order:
@@ -309,7 +353,7 @@ func (a *Agent) fileLines(in *input) filetail.FileHandler {
 func (a *Agent) fileLinesOf(in *input, f *filetail.File) filetail.LineHandler {
 	send := a.fileSender(in, f)
 	return func(ctx context.Context, line filetail.Line) error {
-		if err := a.limit.wait(ctx, len(line.Data)); err != nil {
+		if err := in.limit.wait(ctx, len(line.Data)); err != nil {
 			return err // the run is ending while the rate limit pauses reading
 		}
 		return send(ctx, line)

@@ -25,7 +25,10 @@ const (
 // topic two inputs send to counted once with both's lines. Safe for concurrent use.
 func (a *Agent) TopicStats() []TopicStats {
 	var out []TopicStats
-	for _, in := range a.inputs {
+	a.inputsMu.RLock()
+	inputs := slices.Concat(a.inputs, a.retired)
+	a.inputsMu.RUnlock()
+	for _, in := range inputs {
 		for _, ts := range in.line.rules.TopicStats() {
 			if i := slices.IndexFunc(out, func(o TopicStats) bool { return o.Topic == ts.Topic }); i >= 0 {
 				out[i].LinesSent += ts.LinesSent
@@ -45,7 +48,10 @@ func (a *Agent) TopicStats() []TopicStats {
 // nil when no input has a topic template. Safe for concurrent use.
 func (a *Agent) UnroutedLines() map[string]int64 {
 	var out map[string]int64
-	for _, in := range a.inputs {
+	a.inputsMu.RLock()
+	inputs := slices.Concat(a.inputs, a.retired)
+	a.inputsMu.RUnlock()
+	for _, in := range inputs {
 		for reason, n := range in.line.rules.UnroutedLines() {
 			if out == nil {
 				out = map[string]int64{}

@@ -252,8 +252,9 @@ func newLogger(cfg agent.Config, level *slog.LevelVar, w io.Writer) *slog.Logger
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// reload re-reads the configuration on SIGHUP. The log level and the files to follow apply at
-// once; other changes at the next start.
+// reload re-reads the configuration on SIGHUP. The log level and the inputs (Agent.ApplyInputs:
+// an input added starts, one removed stops, one changed restarts from its checkpoint, new tail
+// patterns are followed) apply at once; other changes at the next start.
 func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agent, log *slog.Logger) {
 	cfg, code := parse("agent", args, io.Discard, environ)
 	if code >= 0 {
@@ -264,16 +265,19 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 		log.Error("SIGHUP: configuration not reloaded", "error", err)
 		return
 	}
-	inputs, _ := cfg.InputConfigs() // Validate read them
-	for _, in := range inputs {
-		if err := a.SetInputGlobs(in.Name, in.Tail); err != nil {
-			log.Error("SIGHUP: tail patterns not reloaded", "input", in.Name, "error", err)
-			return
-		}
-	}
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel, "tail", cfg.Tail,
-		"note", "log-level and tail apply now; other keys at the next start")
+		"note", "log-level and the inputs apply now; other keys at the next start")
+	if cfg.Stdin {
+		return
+	}
+	// Not on the signals' goroutine: stopping an input waits for its acknowledgements, and a
+	// SIGTERM meanwhile must still stop the agent.
+	go func() {
+		if err := a.ApplyInputs(context.Background(), &cfg); err != nil {
+			log.Error("SIGHUP: inputs not changed", "error", err)
+		}
+	}()
 }
 
 // newStatusPage listens on --http (nil when it is empty): the page's span processor and

@@ -310,3 +310,47 @@ func TestSIGHUPReloadsTailPatterns(t *testing.T) {
 		t.Fatalf("no reload logged:\n%s", a.log())
 	}
 }
+
+// TestSIGHUPAppliesInputs: SIGHUP with a configuration file that adds an input and removes
+// another starts the one and stops the other (its checkpoint saved at its file's end), with
+// no restart.
+func TestSIGHUPAppliesInputs(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	topicA, topicB := kafkatest.NewTopic(t, 1), kafkatest.NewTopic(t, 1)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	fileA, fileB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	writeCfg := func(inputs ...string) {
+		body := fmt.Sprintf("brokers: [%s]\nstate-dir: %s\nstart-at: beginning\nlog-format: text\ninputs:\n", bootstrap, filepath.Join(dir, "state"))
+		for _, in := range inputs {
+			body += "  - " + in + "\n"
+		}
+		if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inputA := fmt.Sprintf("{name: a, tail: [%s], topic: %s}", fileA, topicA)
+	inputB := fmt.Sprintf("{name: b, tail: [%s], topic: %s}", fileB, topicB)
+	writeCfg(inputA)
+	testkit.NewLineFile(t, fileA, lineLen).Write(100)
+	testkit.NewLineFile(t, fileB, lineLen).Write(50)
+	a := startAgent(t, nil, "--config", cfgPath)
+	waitForRecords(t, bootstrap, topicA, 100, time.Minute, a)
+
+	writeCfg(inputB)
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitForRecords(t, bootstrap, topicB, 50, time.Minute, a)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(a.log(), "input stopped") || !strings.Contains(a.log(), "input started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no input stopped and started logged:\n%s", a.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.stop(time.Minute)
+	if n := checkpointLines(t, filepath.Join(dir, "state", "inputs", "a"), fileA); n != 100 {
+		t.Errorf("input a's checkpoint at line %d, want its file's end, 100", n)
+	}
+}

@@ -92,7 +92,7 @@ func (r *redelivery) writeDeadLetter(l *redoLine) {
 			return
 		}
 		l.attempts++
-		r.stopFor(fmt.Errorf("cannot keep a dead letter: %w", err), time.Now())
+		r.stopFor(l.src.in, fmt.Errorf("cannot keep a dead letter: %w", err), time.Now())
 		r.enqueue(l, time.Now().Add(r.backoff(l)))
 		return
 	}

@@ -8,12 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/linerecord"
 )
@@ -396,6 +400,107 @@ func TestInputOwnRateLimitAndDeadLetterTopic(t *testing.T) {
 		recs := topicRecords(t, c, topic, false)
 		if len(recs) != 1 || string(recs[0].Value) != want {
 			t.Errorf("dead-letter topic %s: %d records, want its input's large line alone", topic, len(recs))
+		}
+	}
+}
+
+// TestRefusedInputDoesNotStopTheOthers: Kafka refuses one input's topic (no ACL): that input
+// stops (its lines wait, none is dead-lettered, Delivery names it) while the other input's
+// lines all go; once the topic takes lines again, the stopped input resumes by itself and every
+// line of both arrives once.
+func TestRefusedInputDoesNotStopTheOthers(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "open", "closed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	// Each topic's leader a broker of its own, so that one produce request never holds both.
+	if err := c.MoveTopicPartition("open", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MoveTopicPartition("closed", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	var refusing atomic.Bool
+	refusing.Store(true)
+	var refused atomic.Int64
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refusing.Load() || c.CurrentNode() != 1 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		return kafkatest.ProduceError(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 {
+			return kerr.TopicAuthorizationFailed.Code
+		}), nil, true
+	})
+	dir := t.TempDir()
+	var data strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&data, "line-%04d\n", i)
+	}
+	for _, name := range []string{"open.log", "closed.log"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), string(filetail.StartAtBeginning), t.TempDir()
+	cfg.Producer["batch.size"] = "512" // several batches, so that the open topic's go on after the refusal
+	cfg.Inputs = []map[string]any{
+		{"name": "open", "tail": []string{filepath.Join(dir, "open.log")}, "topic": "open"},
+		{"name": "closed", "tail": []string{filepath.Join(dir, "closed.log")}, "topic": "closed"},
+	}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runTail(t, a)
+	committed := func(name string) int64 {
+		for _, f := range a.InputFileStats() {
+			if f.Input == name {
+				return f.Committed
+			}
+		}
+		return -1
+	}
+	waitUntil(t, 30*time.Second, "the closed topic refused", func() bool { return a.Delivery().Stopped != nil })
+	// Lines written to open.log once closed is stopped go too.
+	more := strings.ReplaceAll(data.String(), "line-", "more-")
+	f, err := os.OpenFile(filepath.Join(dir, "open.log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(more); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitUntil(t, 30*time.Second, "open.log acknowledged while closed is stopped", func() bool { return committed("open") == int64(2*data.Len()) })
+	d := a.Delivery()
+	if !errors.Is(d.Stopped, kerr.TopicAuthorizationFailed) || d.StoppedInput != "closed" || len(d.DeadLettered) != 0 {
+		t.Fatalf("delivery %+v, want the input closed stopped for TOPIC_AUTHORIZATION_FAILED and no dead letter", d)
+	}
+	if n := committed("closed"); n != 0 {
+		t.Fatalf("closed.log committed to %d while its topic refuses every line", n)
+	}
+	refusing.Store(false)
+	waitUntil(t, 40*time.Second, "closed.log acknowledged once its topic takes lines", func() bool { return committed("closed") == int64(data.Len()) })
+	if d := a.Delivery(); d.Stopped != nil {
+		t.Errorf("still stopped after every line was delivered: %v", d.Stopped)
+	}
+	stop()
+	for _, topic := range []string{"open", "closed"} {
+		seen := map[string]int{}
+		for _, r := range topicRecords(t, c, topic, false) {
+			seen[string(r.Value)]++
+		}
+		if want := map[string]int{"open": 600, "closed": 300}[topic]; len(seen) != want {
+			t.Errorf("topic %s: %d distinct lines, want %d", topic, len(seen), want)
+		}
+		for v, n := range seen {
+			if n != 1 {
+				t.Errorf("topic %s: %q arrived %d times", topic, v, n)
+			}
 		}
 	}
 }

@@ -45,9 +45,17 @@ type input struct {
 	// limit is the rate limit its lines wait for: the agent's, shared, unless the input sets
 	// its own (NamedConfig.OwnRateLimit). nil: none.
 	limit *rateLimiter
-	// stop ends the tailer's Run, which closes done (startInput; RunTail only).
-	stop func()
-	done chan struct{}
+	// cancel ends the tailer's Run, which closes done (startInput; RunTail only).
+	cancel func()
+	done   chan struct{}
+
+	// stopped is why the redelivery stopped sending this input's lines (a refusal about the
+	// configuration or the cluster met by one of them), nil while they go; probing says its
+	// oldest stopped line is out as the probe (under redelivery.mu). outstanding counts its
+	// lines the redelivery holds. Another input's lines go on meanwhile.
+	stopped     atomic.Pointer[stopState]
+	probing     bool
+	outstanding atomic.Int64
 }
 
 // newInputs builds the inputs of cfg (Config.InputConfigs), counting what their formats fell

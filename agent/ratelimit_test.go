@@ -263,7 +263,7 @@ func TestRateLimitWaitsOutsideTheCommitLock(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	a := &Agent{limit: lim, inputs: []*input{{name: ImplicitInput}}}
+	a := &Agent{limit: lim, inputs: []*input{{name: ImplicitInput, limit: lim}}}
 	a.redo = newRedelivery(a)
 	c := newTxnCommitter(a, "txn", nil)
 	handle := c.fileLines(nil)

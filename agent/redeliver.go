@@ -54,8 +54,10 @@ type redoLine struct {
 // Lines to send again wait in queue until due (a backoff that grows with their failures),
 // then go out sorted by source and offset. Dead letters go to the dead-letter topic, else (or
 // if it refuses them too) to the local dead-letter file. A stop-class failure (fateStop) stops
-// all sending: new lines wait in waitClear, and only the oldest stopped line is sent, as a
-// probe, with a growing pause, until a line is acknowledged.
+// the sending of its line's input (input.stopped): its new lines wait in waitClear, and only
+// its oldest stopped line is sent, as a probe, with a growing pause, until one of its lines is
+// acknowledged. The other inputs' lines go on: a topic one input may not write to, or one
+// input's dead letters that the full dead-letter file cannot take, stop that input alone.
 type redelivery struct {
 	a   *Agent
 	dlf *deadLetterFile
@@ -63,19 +65,17 @@ type redelivery struct {
 	mu      sync.Mutex
 	queue   []*redoLine
 	closed  bool          // the run is over: failed lines are given up (fateGivenUp)
-	cleared chan struct{} // closed and replaced when a source's held count reaches zero or the stop clears
-	settled chan struct{} // closed and replaced when outstanding reaches zero or sending stops (changed)
-	probing bool          // a stopped line is out as the probe
+	cleared chan struct{} // closed and replaced when a source's held count reaches zero or a stop clears
+	settled chan struct{} // closed and replaced when an input's outstanding lines reach zero or it stops (changed)
 	wake    chan struct{} // one pending signal: the queue changed
 
 	outstanding atomic.Int64 // lines in queue or sent again by it and not yet resolved
-	stop        atomic.Pointer[stopState]
 
 	dlCounts sync.Map // deadLetterKey -> *atomic.Int64: lines dead-lettered by reason and destination
 	dlLogged atomic.Int64
 }
 
-// stopState is why sending stopped, since when.
+// stopState is why sending an input's lines stopped, since when.
 type stopState struct {
 	err   error
 	since time.Time
@@ -130,14 +130,15 @@ func (r *redelivery) add(src *lineOrigin, md producer.RecordMetadata, err error,
 		l.due = now.Add(time.Duration(r.a.pc.RetryBackoffMs) * time.Millisecond)
 	}
 	if f == fateStop {
-		r.probing = false
+		src.in.probing = false
 	}
 	src.held.Add(1)
 	r.outstanding.Add(1)
+	src.in.outstanding.Add(1)
 	r.queue = append(r.queue, l)
 	r.mu.Unlock()
 	if f == fateStop {
-		r.stopFor(err, now)
+		r.stopFor(src.in, err, now)
 	}
 	r.signal()
 	return true
@@ -149,16 +150,16 @@ func (r *redelivery) requeue(l *redoLine, err error, f fate, reason string) {
 	l.err, l.fate, l.reason = err, f, reason
 	now := time.Now()
 	if f == fateStop {
-		r.stopFor(err, now)
+		r.stopFor(l.src.in, err, now)
 	}
 	r.enqueue(l, now.Add(r.backoff(l)))
 }
 
-// stopFor stops sending for err, unless it is stopped already. Called without mu.
-func (r *redelivery) stopFor(err error, now time.Time) {
-	if r.stop.CompareAndSwap(nil, &stopState{err: err, since: now}) {
+// stopFor stops sending in's lines for err, unless they are stopped already. Called without mu.
+func (r *redelivery) stopFor(in *input, err error, now time.Time) {
+	if in.stopped.CompareAndSwap(nil, &stopState{err: err, since: now}) {
 		r.changed()
-		r.a.log.Error("sending stopped: Kafka refused a line for a reason about the configuration or the cluster, not the line; reading pauses and the line is tried again until it is delivered",
+		r.a.inputLog(in).Error("sending stopped: Kafka refused a line for a reason about the configuration or the cluster, not the line; reading pauses and the line is tried again until it is delivered",
 			"error", err)
 	}
 }
@@ -171,10 +172,10 @@ func (r *redelivery) enqueue(l *redoLine, due time.Time) {
 	if r.closed {
 		r.mu.Unlock()
 		r.a.lineGivenUp(l.src, l.end, l.budget, l.err)
-		r.resolved()
+		r.resolved(l)
 		return
 	}
-	r.probing = false
+	l.src.in.probing = false
 	l.src.held.Add(1)
 	r.queue = append(r.queue, l)
 	r.mu.Unlock()
@@ -189,8 +190,8 @@ func (r *redelivery) redone(l *redoLine, md producer.RecordMetadata, err error) 
 	}
 	if err == nil {
 		r.a.lineAcked(l.src, md)
-		r.resolved()
-		r.acknowledged()
+		r.resolved(l)
+		r.acknowledged(l.src.in)
 		return
 	}
 	f, reason := classify(err, l.src.templated())
@@ -232,30 +233,30 @@ func (r *redelivery) signal() {
 	}
 }
 
-// acknowledged is told of every line it sent again that was acknowledged: that ends a stop.
-// While stopped it sends only the probe (and dead letters, which do not come here), so this is
-// the probe's success, or that of a line sent before the stop began. A first send's
+// acknowledged is told of every line of in it sent again that was acknowledged: that ends in's
+// stop. While stopped it sends only in's probe (and dead letters, which do not come here), so
+// this is the probe's success, or that of a line sent before the stop began. A first send's
 // acknowledgement does not end it: lines buffered before the stop, or to another topic than
 // the one refused (a topic template), would end it at once and the stopped lines would be sent
 // again at every one.
-func (r *redelivery) acknowledged() {
-	if r.stop.Load() == nil {
+func (r *redelivery) acknowledged(in *input) {
+	if in.stopped.Load() == nil {
 		return
 	}
-	r.clearStop()
+	r.clearStop(in)
 }
 
-func (r *redelivery) clearStop() {
-	st := r.stop.Swap(nil)
+func (r *redelivery) clearStop(in *input) {
+	st := in.stopped.Swap(nil)
 	if st == nil {
 		return
 	}
-	r.a.log.Info("sending resumed: a line was delivered", "stopped_for", time.Since(st.since).Round(time.Millisecond), "cause", st.err)
+	r.a.inputLog(in).Info("sending resumed: a line was delivered", "stopped_for", time.Since(st.since).Round(time.Millisecond), "cause", st.err)
 	r.mu.Lock()
-	r.probing = false
+	in.probing = false
 	now := time.Now()
 	for _, l := range r.queue {
-		if l.fate == fateStop {
+		if l.fate == fateStop && l.src.in == in {
 			l.due = now
 		}
 	}
@@ -265,25 +266,32 @@ func (r *redelivery) clearStop() {
 	r.signal()
 }
 
-// Stopped is why sending stopped, nil while it goes on.
-func (r *redelivery) Stopped() (err error, since time.Time) {
-	if st := r.stop.Load(); st != nil {
-		return st.err, st.since
+// Stopped is why sending stopped, nil while it goes on: the input stopped first, when any is
+// (input names it when the agent has several).
+func (r *redelivery) Stopped() (err error, since time.Time, input string) {
+	inputs := r.a.inputList()
+	for _, in := range inputs {
+		if st := in.stopped.Load(); st != nil && (err == nil || st.since.Before(since)) {
+			err, since, input = st.err, st.since, in.name
+		}
 	}
-	return nil, time.Time{}
+	if len(inputs) == 1 && inputs[0].name == ImplicitInput {
+		input = ""
+	}
+	return err, since, input
 }
 
 // waitClear waits until src has no line waiting to be sent again and sending is not stopped:
 // a source's new lines go after its failed ones. It returns ctx's error if ctx ends first.
 func (r *redelivery) waitClear(ctx context.Context, src *lineOrigin) error {
 	for {
-		if src.held.Load() == 0 && r.stop.Load() == nil {
+		if src.held.Load() == 0 && src.in.stopped.Load() == nil {
 			return nil
 		}
 		r.mu.Lock()
 		ch := r.cleared
 		r.mu.Unlock()
-		if src.held.Load() == 0 && r.stop.Load() == nil {
+		if src.held.Load() == 0 && src.in.stopped.Load() == nil {
 			return nil
 		}
 		select {
@@ -305,8 +313,9 @@ func (r *redelivery) release(src *lineOrigin) {
 }
 
 // resolved ends a line's stay: acknowledged, dead-lettered or given up.
-func (r *redelivery) resolved() {
-	if r.outstanding.Add(-1) == 0 {
+func (r *redelivery) resolved(l *redoLine) {
+	all, of := r.outstanding.Add(-1), l.src.in.outstanding.Add(-1)
+	if all == 0 || of == 0 {
 		r.changed()
 	}
 }
@@ -314,7 +323,7 @@ func (r *redelivery) resolved() {
 // take returns the lines to send now, sorted by source and offset, and the next due time of
 // those left (zero: none). A source's lines go together, in their order, once its oldest is
 // due: a younger line that failed later (a shorter backoff) must not overtake it. While
-// sending is stopped only one line goes, as the probe (dead letters still go).
+// an input's sending is stopped only one line of it goes, as the probe (dead letters still go).
 func (r *redelivery) take(now time.Time) (due []*redoLine, next time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -323,7 +332,6 @@ func (r *redelivery) take(now time.Time) (due []*redoLine, next time.Time) {
 		due, r.queue = r.queue, nil
 		return due, time.Time{}
 	}
-	stopped := r.stop.Load() != nil
 	later := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
 			next = t
@@ -336,6 +344,8 @@ func (r *redelivery) take(now time.Time) (due []*redoLine, next time.Time) {
 			j++
 		}
 		group := r.queue[i:j]
+		in := group[0].src.in
+		stopped := in.stopped.Load() != nil
 		switch {
 		case !stopped && group[0].due.After(now):
 			later(group[0].due)
@@ -350,8 +360,8 @@ func (r *redelivery) take(now time.Time) (due []*redoLine, next time.Time) {
 					keep = append(keep, l)
 				case l.fate == fateDeadLetter:
 					due = append(due, l)
-				case !r.probing:
-					r.probing = true
+				case !in.probing:
+					in.probing = true
 					due = append(due, l)
 				default:
 					keep = append(keep, l) // after the probe: clearStop wakes the loop
@@ -412,14 +422,17 @@ func (r *redelivery) run(ctx context.Context) {
 // again (an exactly-once run's next round): nothing of the last round is left in it.
 func (r *redelivery) reopen() {
 	r.mu.Lock()
-	r.closed, r.probing, r.queue = false, false, nil
-	r.mu.Unlock()
-	if r.stop.Swap(nil) != nil {
-		r.mu.Lock()
+	r.closed, r.queue = false, nil
+	cleared := false
+	for _, in := range r.a.inputList() {
+		in.probing = false
+		cleared = in.stopped.Swap(nil) != nil || cleared
+	}
+	if cleared {
 		close(r.cleared)
 		r.cleared = make(chan struct{})
-		r.mu.Unlock()
 	}
+	r.mu.Unlock()
 }
 
 // close ends the redelivery: lines that fail from now on are given up by their callbacks.
@@ -437,8 +450,8 @@ func (r *redelivery) drain() []*redoLine {
 	return q
 }
 
-// settle waits until every line the redelivery holds was resolved, sending is stopped (a
-// stopped agent would wait the whole timeout for nothing), or ctx ends: at shutdown, after
+// settle waits until every line the redelivery holds was resolved but those of stopped inputs
+// (a stopped input would wait the whole timeout for nothing), or ctx ends: at shutdown, after
 // reading stopped and before the producer closes, so that lines sent again and dead letters
 // still get their outcome.
 func (r *redelivery) settle(ctx context.Context) {
@@ -446,7 +459,7 @@ func (r *redelivery) settle(ctx context.Context) {
 		r.mu.Lock()
 		ch := r.settled
 		r.mu.Unlock()
-		if r.outstanding.Load() == 0 || r.stop.Load() != nil {
+		if r.settledNow() {
 			return
 		}
 		select {
@@ -457,7 +470,22 @@ func (r *redelivery) settle(ctx context.Context) {
 	}
 }
 
-// changed wakes settle: the last outstanding line was resolved, or sending stopped. Called
+// settledNow reports that every input with lines outstanding is stopped (or none has any).
+func (r *redelivery) settledNow() bool {
+	if r.outstanding.Load() == 0 {
+		return true
+	}
+	r.a.inputsMu.RLock()
+	defer r.a.inputsMu.RUnlock()
+	for _, in := range slices.Concat(r.a.inputs, r.a.retired) {
+		if in.outstanding.Load() > 0 && in.stopped.Load() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// changed wakes settle: an input's last outstanding line was resolved, or it stopped. Called
 // without mu.
 func (r *redelivery) changed() {
 	r.mu.Lock()
@@ -507,7 +535,7 @@ var testHookResend func(l *redoLine)
 // queued line) or it had none (a line sent again, or out to the dead-letter topic).
 func (r *redelivery) giveUp(l *redoLine, err error) {
 	r.a.lineGivenUp(l.src, l.end, l.budget, err)
-	r.resolved()
+	r.resolved(l)
 }
 
 // deadLettered ends l as a dead letter kept at destination (DeadLetterToTopic or
@@ -526,9 +554,9 @@ func (r *redelivery) deadLettered(l *redoLine, destination, where string) {
 			"source", sourceName(l.src), "offset", l.end, "topic", l.topic, "reason", l.reason,
 			"error", l.err, "dead_letter", where, "dead_letters", n)
 	}
-	r.resolved()
-	if r.stop.Load() != nil && l.local {
-		r.clearStop() // the dead-letter file takes lines again
+	r.resolved(l)
+	if l.local && l.src.in.stopped.Load() != nil {
+		r.clearStop(l.src.in) // the dead-letter file takes lines again
 	}
 }
 
@@ -579,6 +607,9 @@ type Delivery struct {
 	// dead-letter file that takes nothing more), since StoppedSince; nil while it goes on.
 	Stopped      error
 	StoppedSince time.Time
+	// StoppedInput names the input whose sending stopped (the first, when several did) when
+	// the agent has several; the others' lines go on.
+	StoppedInput string
 	// Waiting is the lines waiting to be sent again or dead-lettered.
 	Waiting int64
 	// Resent counts the times a line was sent again; DeadLettered the dead letters by reason
@@ -592,8 +623,8 @@ type Delivery struct {
 // Delivery returns what became of the lines Kafka did not take at the first try. Safe to call
 // from any goroutine.
 func (a *Agent) Delivery() Delivery {
-	err, since := a.redo.Stopped()
-	return Delivery{Stopped: err, StoppedSince: since, Waiting: a.redo.outstanding.Load(),
+	err, since, input := a.redo.Stopped()
+	return Delivery{Stopped: err, StoppedSince: since, StoppedInput: input, Waiting: a.redo.outstanding.Load(),
 		Resent: a.stats.LinesResent.Load(), DeadLettered: a.redo.DeadLetters(),
 		DeadLetterTopic: a.cfg.DeadLetterTopic, DeadLetterFile: a.redo.dlf.path}
 }

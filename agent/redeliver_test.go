@@ -356,7 +356,7 @@ func TestDeadLetterFileFullStops(t *testing.T) {
 	go func() { done <- a.RunTail(ctx) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if err, _ := a.redo.Stopped(); err != nil {
+		if err, _, _ := a.redo.Stopped(); err != nil {
 			if !errors.Is(err, errDeadLetterFull) {
 				t.Fatalf("stopped for %v, want the full dead-letter file", err)
 			}

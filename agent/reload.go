@@ -110,7 +110,7 @@ func sameLines(x, y *Config) bool {
 // before it: the input that follows the file next reads it again.
 func (a *Agent) stopInput(ctx context.Context, in *input) error {
 	t := in.tailer.Load()
-	in.stop()
+	in.cancel()
 	<-in.done
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	defer cancel()

@@ -112,7 +112,7 @@ func (a *Agent) startInput(run *tailRun, in *input) error {
 		return err
 	}
 	ctx, stop := context.WithCancel(run.ctx)
-	in.stop, in.done = stop, make(chan struct{})
+	in.cancel, in.done = stop, make(chan struct{})
 	in.tailer.Store(t)
 	run.wg.Add(1)
 	go func() {

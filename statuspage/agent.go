@@ -55,7 +55,7 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 		out := Delivery{Waiting: d.Waiting, Resent: d.Resent, DeadLetters: make([]DeadLetterCount, 0, len(d.DeadLettered)),
 			DeadLetterTopic: d.DeadLetterTopic, DeadLetterFile: d.DeadLetterFile}
 		if d.Stopped != nil {
-			out.Stopped, out.StoppedSeconds = d.Stopped.Error(), time.Since(d.StoppedSince).Seconds()
+			out.Stopped, out.StoppedSeconds, out.StoppedInput = d.Stopped.Error(), time.Since(d.StoppedSince).Seconds(), d.StoppedInput
 		}
 		for _, c := range d.DeadLettered {
 			out.DeadLetters = append(out.DeadLetters, DeadLetterCount{Reason: c.Reason, Destination: c.Destination, Lines: c.Lines})

@@ -85,8 +85,11 @@ type Delivery struct {
 	// Stopped says why sending stopped (a refusal about the configuration or the cluster, not
 	// a line: an ACL, authentication, a missing topic; or a full dead-letter file): reading
 	// pauses, /readyz is not ready, and sending resumes by itself once a line is delivered.
+	// With several inputs, only the input StoppedInput names is stopped (the first, when
+	// several are); the others' lines go on.
 	Stopped         string            `json:"stopped,omitempty"`
 	StoppedSeconds  float64           `json:"stopped_seconds,omitempty"`
+	StoppedInput    string            `json:"stopped_input,omitempty"`
 	Waiting         int64             `json:"waiting"` // lines waiting to be sent again or dead-lettered
 	Resent          int64             `json:"resent"`
 	DeadLettered    int64             `json:"dead_lettered"`
@@ -372,6 +375,9 @@ func (s *Server) Readiness() (ready bool, reason string) {
 	}
 	if d := s.sources().Delivery; d != nil {
 		if st := d(); st.Stopped != "" {
+			if st.StoppedInput != "" {
+				return false, "sending stopped for input " + st.StoppedInput + ": " + st.Stopped
+			}
 			return false, "sending stopped: " + st.Stopped
 		}
 	}

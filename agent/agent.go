@@ -140,7 +140,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = append([]producer.Option{producer.WithLogger(log.With("component", "producer"))}, opts...)
-	if len(cfg.Tail) > 0 && !cfg.ExactlyOnce {
+	if (len(cfg.Tail) > 0 || len(cfg.Inputs) > 0) && !cfg.ExactlyOnce {
 		// A file's line that expires is sent again (redeliver.go): its partition's younger
 		// records expire with it, so that they are sent again after it, in order, rather than
 		// written before it. (stdin's expired lines are lost, and an exactly-once transaction

@@ -95,7 +95,7 @@ type Config struct {
 	MaxLinesPerSecond int `koanf:"max-lines-per-second" doc:"read at most this many lines a second, across all files and stdin: reading pauses (nothing is dropped), with a burst of a tenth of a second's worth; the time paused is on the status page and in kafkatrail.agent.rate_limit.wait; 0: no limit"`
 	MaxBytesPerSecond int `koanf:"max-bytes-per-second" doc:"read at most this many bytes of lines a second, across all files and stdin, as max-lines-per-second does for lines; 0: no limit"`
 
-	ExactlyOnce     bool          `koanf:"exactly-once" doc:"send the lines of followed files exactly once (only with --tail): lines and file positions are committed together in Kafka transactions, and a restart resumes at the last commit, read from --state-topic; consumers must read with isolation.level=read_committed"`
+	ExactlyOnce     bool          `koanf:"exactly-once" doc:"send the lines of followed files exactly once (only with --tail or inputs; every input in one transaction): lines and file positions are committed together in Kafka transactions, and a restart resumes at the last commit, read from --state-topic; consumers must read with isolation.level=read_committed"`
 	TransactionalID string        `koanf:"transactional-id" doc:"with --exactly-once: the producer's transactional.id, the same across restarts of one agent and different for every agent; default: kafkatrail-HOST-HASH, HASH from --state-topic and the --tail patterns"`
 	StateTopic      string        `koanf:"state-topic" doc:"with --exactly-once: compacted topic of the committed file positions (created with 1 partition if missing; an existing topic must have cleanup.policy=compact)"`
 	CommitInterval  time.Duration `koanf:"commit-interval" doc:"with --exactly-once: how often the transaction is committed; read_committed consumers see a line up to this much later"`
@@ -308,7 +308,7 @@ func (c *Config) Validate() error {
 		bad("producer.transactional.id", "the agent sets transactional.id itself: use --exactly-once (and --transactional-id to choose the id)")
 	}
 	if c.ExactlyOnce {
-		if len(c.Tail) == 0 {
+		if len(c.Tail) == 0 && len(c.Inputs) == 0 {
 			bad("exactly-once", "needs --tail: standard input cannot be read again after a crash, so its lines cannot be sent exactly once")
 		}
 		if strings.TrimSpace(c.StateTopic) == "" {
@@ -393,7 +393,7 @@ func (c *Config) EffectiveHostName() string {
 }
 
 // EffectiveTransactionalID is --transactional-id, or the default derived from the host name,
-// the state topic and the tail patterns: stable across restarts of one agent, and different for
+// the state topic and the tail patterns (and the file's inputs): stable across restarts of one agent, and different for
 // two agents of one host that follow other files (they must not fence each other).
 func (c *Config) EffectiveTransactionalID() string {
 	if c.TransactionalID != "" {
@@ -404,6 +404,13 @@ func (c *Config) EffectiveTransactionalID() string {
 		host = "localhost"
 	}
 	globs := slices.Clone(c.Tail)
+	// The file's inputs too, each as its name and its patterns: an agent without inputs keeps
+	// the id it had.
+	for _, entry := range c.Inputs {
+		name, _ := entry["name"].(string)
+		own := fmt.Sprint(entry["tail"])
+		globs = append(globs, "input "+name+" "+own)
+	}
 	slices.Sort(globs)
 	h := sha256.Sum256([]byte(c.StateTopic + "\x00" + strings.Join(globs, "\x00")))
 	return "kafkatrail-" + host + "-" + hex.EncodeToString(h[:4])

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,6 @@ import (
 // position committed covers exactly the lines in the transaction.
 type txnCommitter struct {
 	a     *Agent
-	t     *filetail.Tailer
 	topic string // the state topic
 	txnID string
 
@@ -47,20 +47,16 @@ type txnCommitter struct {
 	lines atomic.Int64
 	full  chan struct{}
 
-	// Owned by the committer (under mu for writing).
-	committed map[filetail.FileKey]filetail.Checkpoint // the positions the state topic holds for us
-	open      bool                                     // BeginTransaction was called and not yet committed
-	// committedView is committed for readers that must not wait for a commit in progress
-	// (the Tailer's Stats): a map stored here is never changed.
-	committedView atomic.Pointer[map[filetail.FileKey]filetail.Checkpoint]
+	// parts are the inputs the transactions span, one each, in the agent's order: each
+	// input's files, its positions and its lines to dead-letter.
+	parts []*txnInput
+	open  bool // BeginTransaction was called and not yet committed (under mu for writing)
 
 	commits  atomic.Int64
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
 
-	// pending is dead-letter-pending.json: the lines a broker refused inside an aborted
-	// transaction, dead-lettered instead of sent when read again (poison.go); newPending counts
-	// the lines this committer's transactions added to it.
-	pending    *pendingDeadLetters
+	// newPending counts the lines this committer's transactions added to the inputs'
+	// dead-letter-pending.json.
 	newPending atomic.Int64
 	// failedBase is the agent's failed-line count when this committer started: a line that
 	// fails after it makes the open transaction abort.
@@ -71,26 +67,71 @@ type txnCommitter struct {
 	ended atomic.Bool
 }
 
-// newTxnCommitter returns the committer of transactional id txnID, whose last committed
-// positions are entries (read back from the state topic).
-func newTxnCommitter(a *Agent, txnID string, entries []filetail.Checkpoint) *txnCommitter {
+// txnInput is one input's part in the exactly-once run: every transaction carries the lines
+// and the positions of all inputs, each input's positions under keys of its own (stateKey).
+type txnInput struct {
+	in  *input
+	key string // the suffix of its state keys: "" for the implicit input, "@NAME" for another
+	t   *filetail.Tailer
+
+	// committed is the positions the state topic holds for this input (owned by the
+	// committer, under mu for writing); committedView is committed for readers that must not
+	// wait for a commit in progress (the Tailer's Stats): a map stored here is never changed.
+	committed     map[filetail.FileKey]filetail.Checkpoint
+	committedView atomic.Pointer[map[filetail.FileKey]filetail.Checkpoint]
+
+	// pending is the input's dead-letter-pending.json (in its state directory): the lines a
+	// broker refused inside an aborted transaction, dead-lettered instead of sent when read
+	// again (poison.go).
+	pending *pendingDeadLetters
+}
+
+// newTxnCommitter returns the committer of transactional id txnID over the agent's inputs,
+// whose last committed positions are positions, by input name (read back from the state topic).
+func newTxnCommitter(a *Agent, txnID string, positions map[string][]filetail.Checkpoint) *txnCommitter {
 	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
-		committed: make(map[filetail.FileKey]filetail.Checkpoint, len(entries)), failedBase: a.stats.LinesFailed.Load()}
-	for _, e := range entries {
-		if id, err := e.FileID(); err == nil {
-			c.committed[id.Key()] = e
+		failedBase: a.stats.LinesFailed.Load()}
+	for _, in := range a.inputList() {
+		p := &txnInput{in: in, committed: make(map[filetail.FileKey]filetail.Checkpoint, len(positions[in.name]))}
+		if in.name != ImplicitInput {
+			p.key = "@" + in.name
+		}
+		for _, e := range positions[in.name] {
+			if id, err := e.FileID(); err == nil {
+				p.committed[id.Key()] = e
+			}
+		}
+		initial := maps.Clone(p.committed)
+		p.committedView.Store(&initial)
+		p.pending = loadPendingDeadLetters(in.cfg.StateDir, p.committed, a.inputLog(in))
+		c.parts = append(c.parts, p)
+	}
+	return c
+}
+
+// partOf is in's part.
+func (c *txnCommitter) partOf(in *input) *txnInput {
+	for _, p := range c.parts {
+		if p.in == in {
+			return p
 		}
 	}
-	initial := maps.Clone(c.committed)
-	c.committedView.Store(&initial)
-	c.pending = loadPendingDeadLetters(a.cfg.StateDir, c.committed, a.log)
-	return c
+	panic("agent: an input the exactly-once run does not span: " + in.name)
+}
+
+// pendingCount is the lines all inputs' dead-letter-pending.json name.
+func (c *txnCommitter) pendingCount() int {
+	n := 0
+	for _, p := range c.parts {
+		n += p.pending.count()
+	}
+	return n
 }
 
 // committedOffset is the position of file k in the last committed transaction (or read back
 // from the state topic at the start), for the Tailer's Stats.
-func (c *txnCommitter) committedOffset(k filetail.FileKey) (int64, bool) {
-	m := c.committedView.Load()
+func (p *txnInput) committedOffset(k filetail.FileKey) (int64, bool) {
+	m := p.committedView.Load()
 	if m == nil {
 		return 0, false
 	}
@@ -98,19 +139,25 @@ func (c *txnCommitter) committedOffset(k filetail.FileKey) (int64, bool) {
 	return e.Offset, ok
 }
 
-// stateKey is a file's checkpoint record key: the transactional id, '/', and the file's device
-// and inode (a file's fingerprint grows with it; its key must not).
-func stateKey(txnID string, k filetail.FileKey) string {
-	return fmt.Sprintf("%s/%d:%d", txnID, k.Dev, k.Inode)
+// stateKey is a file's checkpoint record key: the transactional id, '/', the file's device and
+// inode (a file's fingerprint grows with it; its key must not), and the input's suffix
+// ("@NAME", none for the implicit input, whose keys are those of an agent without inputs).
+func stateKey(txnID string, p *txnInput, k filetail.FileKey) string {
+	return fmt.Sprintf("%s/%d:%d%s", txnID, k.Dev, k.Inode, p.key)
 }
 
-// readStateTopic returns the last committed checkpoint of every file of txnID in the state topic.
-func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID string) ([]filetail.Checkpoint, error) {
+// stateKeyRest is what follows the transactional id and '/' in a state key of ours: a longer
+// transactional id that begins with ours and a '/' is another agent's.
+var stateKeyRest = regexp.MustCompile(`^[0-9]+:[0-9]+(@[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?$`)
+
+// readStateTopic returns the last committed checkpoint of every file of txnID in the state
+// topic, by input name.
+func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID string) (map[string][]filetail.Checkpoint, error) {
 	prefix := txnID + "/"
 	latest := map[string]*filetail.Checkpoint{}
 	err := cl.ReadCommitted(ctx, topic, func(r consumer.Record) error {
 		key := string(r.Key)
-		if !strings.HasPrefix(key, prefix) {
+		if !strings.HasPrefix(key, prefix) || !stateKeyRest.MatchString(key[len(prefix):]) {
 			return nil // another agent's
 		}
 		if r.Value == nil {
@@ -130,9 +177,13 @@ func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID strin
 	if err != nil {
 		return nil, err
 	}
-	out := make([]filetail.Checkpoint, 0, len(latest))
-	for _, e := range latest {
-		out = append(out, *e)
+	out := map[string][]filetail.Checkpoint{}
+	for key, e := range latest {
+		name := ImplicitInput
+		if _, in, ok := strings.Cut(key[len(prefix):], "@"); ok {
+			name = in
+		}
+		out[name] = append(out[name], *e)
 	}
 	return out, nil
 }
@@ -141,25 +192,25 @@ func readStateTopic(ctx context.Context, cl *consumer.Client, topic, txnID strin
 // compacted, fences any earlier agent with the same transactional id (InitTransactions: the
 // coordinator aborts a transaction that agent left open, so nothing it sent after its last
 // commit can become visible later), and only then reads the positions back, which are therefore
-// final. ok is false when the state topic holds no position of this transactional id.
-func (a *Agent) startExactlyOnce(ctx context.Context) (entries []filetail.Checkpoint, ok bool, err error) {
+// final, by input name (an input without any is not in the map).
+func (a *Agent) startExactlyOnce(ctx context.Context) (positions map[string][]filetail.Checkpoint, err error) {
 	pc, err := a.cfg.ProducerConfig()
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	nc, err := pc.NetworkConfig()
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	cl, err := consumer.NewClient(pc.BootstrapServers, nc)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer cl.Close()
 	topic, txnID := a.cfg.StateTopic, pc.TransactionalID
 	created, err := cl.EnsureCompactedTopic(ctx, topic)
 	if err != nil {
-		return nil, false, fmt.Errorf("exactly-once: state topic: %w", err)
+		return nil, fmt.Errorf("exactly-once: state topic: %w", err)
 	}
 	if created {
 		a.log.Info("exactly-once: created the state topic", "topic", topic, "cleanup.policy", "compact")
@@ -171,18 +222,22 @@ func (a *Agent) startExactlyOnce(ctx context.Context) (entries []filetail.Checkp
 			break
 		}
 		if ctx.Err() != nil || !stillGoing(err) {
-			return nil, false, fmt.Errorf("exactly-once: InitTransactions for transactional-id %q: %w", txnID, err)
+			return nil, fmt.Errorf("exactly-once: InitTransactions for transactional-id %q: %w", txnID, err)
 		}
 		a.log.Warn("exactly-once: InitTransactions still waiting for the transaction coordinator", "transactional_id", txnID, "error", err)
 	}
 	a.log.Info("exactly-once: transactional producer ready (an earlier agent with this id is fenced)",
 		"transactional_id", txnID, "took", time.Since(start).Round(time.Millisecond))
-	entries, err = readStateTopic(ctx, cl, topic, txnID)
+	positions, err = readStateTopic(ctx, cl, topic, txnID)
 	if err != nil {
-		return nil, false, fmt.Errorf("exactly-once: reading the committed positions: %w", err)
+		return nil, fmt.Errorf("exactly-once: reading the committed positions: %w", err)
 	}
-	a.log.Info("exactly-once: committed positions read back (read_committed)", "topic", topic, "files", len(entries))
-	return entries, len(entries) > 0, nil
+	files := 0
+	for _, entries := range positions {
+		files += len(entries)
+	}
+	a.log.Info("exactly-once: committed positions read back (read_committed)", "topic", topic, "files", files, "inputs", len(positions))
+	return positions, nil
 }
 
 // stillGoing reports an error of a transactional call that only says it did not finish within
@@ -197,13 +252,17 @@ func stillGoing(err error) bool {
 	return strings.Contains(err.Error(), "it goes on")
 }
 
-// fileLines is the tailer's FileHandler in exactly-once mode: each line is sent (as the agent's
-// fileLines sends it) under the read lock, so that it belongs to the transaction the committer
-// commits next. A line a broker refused in an earlier run (dead-letter-pending.json) is not
-// sent: the redelivery dead-letters it, inside the transaction too.
-func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
+// fileLines is the FileHandler of p's tailer in exactly-once mode: each line is sent (as the
+// agent's fileLines sends it) under the read lock, so that it belongs to the transaction the
+// committer commits next. A line a broker refused in an earlier run (dead-letter-pending.json)
+// is not sent: the redelivery dead-letters it, inside the transaction too.
+func (c *txnCommitter) fileLines(p *txnInput) filetail.FileHandler {
+	return func(f *filetail.File) filetail.LineHandler { return c.fileLinesOf(p, f) }
+}
+
+func (c *txnCommitter) fileLinesOf(p *txnInput, f *filetail.File) filetail.LineHandler {
 	a := c.a
-	src := &lineOrigin{in: a.inputList()[0], file: f} // --exactly-once runs one input
+	src := &lineOrigin{in: p.in, file: f}
 	return func(ctx context.Context, line filetail.Line) error {
 		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
 			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
@@ -221,8 +280,8 @@ func (c *txnCommitter) fileLines(f *filetail.File) filetail.LineHandler {
 		var kept bool
 		var err error
 		c.mu.RLock()
-		if p, ok := c.pending.lookup(f.ID.Key(), line.End); ok {
-			kept, err = a.deadLetterPending(ctx, src, line, p)
+		if e, ok := p.pending.lookup(f.ID.Key(), line.End); ok {
+			kept, err = a.deadLetterPending(ctx, src, line, e)
 		}
 		if !kept {
 			err = a.sendLine(ctx, line, f.Path, line.End, a.readAhead, src)
@@ -294,7 +353,6 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 		c.savePending()
 		return &producer.TransactionAbortableError{Cause: fmt.Errorf("a line was not delivered: %w", a.stats.FirstError())}
 	}
-	snap := c.t.Snapshot()
 	sent := 0
 	send := func(key string, value []byte) error {
 		rec := &producer.Record{Topic: c.topic, Partition: producer.PartitionAny, Key: []byte(key), Value: value}
@@ -309,22 +367,27 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 		sent++
 		return nil
 	}
-	for k, e := range snap {
-		if old, ok := c.committed[k]; ok && old.SameAs(e) {
-			continue
-		}
-		value, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if err := send(stateKey(c.txnID, k), value); err != nil {
-			return err
-		}
-	}
-	for k := range c.committed {
-		if _, ok := snap[k]; !ok {
-			if err := send(stateKey(c.txnID, k), nil); err != nil {
+	snaps := make([]map[filetail.FileKey]filetail.Checkpoint, len(c.parts))
+	for i, p := range c.parts {
+		snap := p.t.Snapshot()
+		snaps[i] = snap
+		for k, e := range snap {
+			if old, ok := p.committed[k]; ok && old.SameAs(e) {
+				continue
+			}
+			value, err := json.Marshal(e)
+			if err != nil {
 				return err
+			}
+			if err := send(stateKey(c.txnID, p, k), value); err != nil {
+				return err
+			}
+		}
+		for k := range p.committed {
+			if _, ok := snap[k]; !ok {
+				if err := send(stateKey(c.txnID, p, k), nil); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -349,15 +412,17 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 	c.open = false
 	c.lines.Store(0)
 	c.commits.Add(1)
-	old := c.committed
-	c.committed = snap
-	c.committedView.Store(&snap)
-	// The lines of dead-letter-pending.json that this commit passed are dead letters now.
-	c.pending.passed(snap, old)
-	if err := c.pending.save(); err != nil {
-		// A stale entry names a line the position has passed: it is never read again, and the
-		// next start drops the entry.
-		a.log.Warn("exactly-once: updating the lines to dead-letter", "file", c.pending.path, "error", err)
+	for i, p := range c.parts {
+		old := p.committed
+		p.committed = snaps[i]
+		p.committedView.Store(&snaps[i])
+		// The lines of dead-letter-pending.json that this commit passed are dead letters now.
+		p.pending.passed(snaps[i], old)
+		if err := p.pending.save(); err != nil {
+			// A stale entry names a line the position has passed: it is never read again, and
+			// the next start drops the entry.
+			a.log.Warn("exactly-once: updating the lines to dead-letter", "file", p.pending.path, "error", err)
+		}
 	}
 	if !last {
 		if err := a.prod.BeginTransaction(); err != nil {
@@ -365,9 +430,11 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 		}
 		c.open = true
 	}
-	if err := c.t.SaveSnapshot(snap); err != nil {
-		// The state topic has the positions; the local file is only a copy.
-		a.log.Warn("exactly-once: saving checkpoints.json (the state topic has the positions)", "error", err)
+	for i, p := range c.parts {
+		if err := p.t.SaveSnapshot(snaps[i]); err != nil {
+			// The state topic has the positions; the local file is only a copy.
+			a.inputLog(p.in).Warn("exactly-once: saving checkpoints.json (the state topic has the positions)", "error", err)
+		}
 	}
 	return nil
 }

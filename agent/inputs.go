@@ -132,15 +132,12 @@ func inputStateDir(stateDir, name string) string {
 
 // validateInputs checks the `inputs:` entries: each one's effective configuration, its errors
 // named inputs[NAME].KEY (only those of the keys an input can set: the others are the top
-// level's, reported once), and what the agent cannot do with several inputs yet.
+// level's, reported once), and what the agent cannot do with several inputs.
 func (c *Config) validateInputs() []error {
 	if len(c.Inputs) == 0 {
 		return nil
 	}
 	var errs []error
-	if c.ExactlyOnce {
-		errs = append(errs, &ConfigError{Key: "inputs", Reason: "not with --exactly-once yet: its transactions carry the positions of one input's files"})
-	}
 	if c.Stdin {
 		errs = append(errs, &ConfigError{Key: "inputs", Reason: "not with --stdin yet: an agent with inputs follows files"})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -111,7 +112,7 @@ inputs:
 		})
 	}
 	c, _ = load(t, []string{"--config", writeFile(t, "brokers: [127.0.0.1:9092]\ntopic: t\nexactly-once: true\ninputs:\n  - {name: a, tail: [/x]}\n")}, nil)
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "inputs: not with --exactly-once") {
+	if err := c.Validate(); err != nil {
 		t.Errorf("exactly-once with inputs: %v", err)
 	}
 }
@@ -500,6 +501,93 @@ func TestRefusedInputDoesNotStopTheOthers(t *testing.T) {
 		for v, n := range seen {
 			if n != 1 {
 				t.Errorf("topic %s: %q arrived %d times", topic, v, n)
+			}
+		}
+	}
+}
+
+// TestExactlyOnceSpansEveryInput: with --exactly-once, one transaction carries the lines and
+// positions of every input: the flags' input and a named one, each to its topic. A line the
+// named input's topic refuses aborts a transaction; the next round dead-letters it from that
+// input's own dead-letter-pending.json. Each input's positions are in the state topic under its
+// own keys, and a second run with no local checkpoints resumes each input from them: every
+// line of both files once at read_committed.
+func TestExactlyOnceSpansEveryInput(t *testing.T) {
+	small := "3000"
+	c := eosCluster(t, map[string]map[string]*string{"ta": nil, "tb": {"max.message.bytes": &small}, "dlq": nil})
+	dir := t.TempDir()
+	pathA, pathB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	long := strings.Repeat("L", 4000)
+	lines := func(prefix string, from, to int) string {
+		var b strings.Builder
+		for i := from; i < to; i++ {
+			fmt.Fprintf(&b, "%s-%03d\n", prefix, i)
+		}
+		return b.String()
+	}
+	if err := os.WriteFile(pathA, []byte(lines("a", 0, 50)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pathB, []byte(lines("b", 0, 20)+long+"\n"+lines("b", 20, 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	cfg := eosConfig(c, "ta", pathA, stateDir)
+	cfg.Inputs = []map[string]any{{"name": "b", "tail": []string{pathB}, "topic": "tb", "dead-letter-topic": "dlq"}}
+	run := func() {
+		t.Helper()
+		a, err := New(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runTail(t, a)
+		waitUntil(t, 40*time.Second, "both files committed to their ends", func() bool {
+			fs := a.InputFileStats()
+			for _, f := range fs {
+				st, err := os.Stat(f.Path)
+				if err != nil || f.Committed != st.Size() {
+					return false
+				}
+			}
+			return len(fs) == 2
+		})
+		stop()
+	}
+	run()
+	if got := valueCounts(topicRecords(t, c, "dlq", true)); len(got) != 1 || got[long] != 1 {
+		t.Errorf("dlq at read_committed: %d values, want b.log's long line once", len(got))
+	}
+	keys := map[string]bool{}
+	for _, r := range topicRecords(t, c, cfg.StateTopic, true) {
+		keys[regexp.MustCompile(`^kafkatrail-test/[0-9]+:[0-9]+`).ReplaceAllString(string(r.Key), "")] = true
+	}
+	if !keys[""] || !keys["@b"] || len(keys) != 2 {
+		t.Errorf("state topic keys (transactional id and file stripped) %v, want the flags' input's (no suffix) and @b", keys)
+	}
+
+	// Positions from the state topic alone: the local copies go.
+	for _, d := range []string{stateDir, filepath.Join(stateDir, "inputs", "b")} {
+		if err := os.Remove(filepath.Join(d, "checkpoints.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, more := range map[string]string{pathA: lines("a", 50, 60), pathB: lines("b", 40, 50)} {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(more)
+		f.Close()
+	}
+	run()
+	for topic, want := range map[string]int{"ta": 60, "tb": 50} {
+		got := valueCounts(topicRecords(t, c, topic, true))
+		if len(got) != want {
+			t.Errorf("%s at read_committed: %d distinct lines, want %d", topic, len(got), want)
+		}
+		for v, n := range got {
+			if n != 1 {
+				t.Errorf("%s: %q %d times at read_committed", topic, v, n)
 			}
 		}
 	}

@@ -300,8 +300,10 @@ func syncDir(dir string) error {
 // savePending writes dead-letter-pending.json, logging a failure: the run is ending with an
 // abort, and a line the file fails to name is refused again after the restart and named again.
 func (c *txnCommitter) savePending() {
-	if err := c.pending.save(); err != nil {
-		c.a.log.Error("exactly-once: writing the lines to dead-letter at the next start", "file", c.pending.path, "error", err)
+	for _, p := range c.parts {
+		if err := p.pending.save(); err != nil {
+			c.a.log.Error("exactly-once: writing the lines to dead-letter at the next start", "file", p.pending.path, "error", err)
+		}
 	}
 }
 
@@ -359,7 +361,8 @@ func (a *Agent) keepPendingDeadLetter(src *lineOrigin, end int64, topic string, 
 	if errors.As(err, &ke) {
 		e.Code = ke.Code
 	}
-	if c.pending.add(e) {
+	pending := c.partOf(src.in).pending
+	if pending.add(e) {
 		c.newPending.Add(1)
 	}
 	where := "the dead-letter topic"
@@ -367,7 +370,7 @@ func (a *Agent) keepPendingDeadLetter(src *lineOrigin, end int64, topic string, 
 		where = "the dead-letter file"
 	}
 	a.log.Warn("exactly-once: Kafka refused a line for good inside the transaction, which must abort: the agent resumes from the last commit and keeps the line in "+where+" instead of sending it",
-		"source", src.file.Path, "offset", end, "topic", topic, "reason", reason, "error", err, "pending", c.pending.path)
+		"source", src.file.Path, "offset", end, "topic", topic, "reason", reason, "error", err, "pending", pending.path)
 }
 
 // deadLetterRefusedInTransaction is told, with --exactly-once, that the dead-letter topic did

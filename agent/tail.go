@@ -198,7 +198,7 @@ func (a *Agent) inputLog(in *input) *slog.Logger {
 // producer or any other failed transaction ends the run with an error.
 func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	txnID := a.cfg.EffectiveTransactionalID()
-	entries, found, err := a.startExactlyOnce(ctx)
+	positions, err := a.startExactlyOnce(ctx)
 	if err != nil {
 		_ = a.shutdown()
 		if ctx.Err() != nil {
@@ -209,7 +209,7 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
 	for round := 1; ; round++ {
-		c, runErr := a.exactlyOnceRound(ctx, txnID, entries, found)
+		c, runErr := a.exactlyOnceRound(ctx, txnID, positions)
 		if runErr == nil {
 			a.log.Info("exactly-once: last transaction committed", "transactional_id", txnID, "commits", c.commits.Load())
 			if err := a.shutdown(); err != nil {
@@ -224,14 +224,16 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 			return runErr
 		}
 		a.log.Warn("exactly-once: a transaction aborted for a line Kafka refused for good: resuming from the last commit, where that line goes to the dead-letter destination instead",
-			"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pending.count(), "error", runErr)
-		// The positions of the last commit; with none yet (a first run that aborted before its
-		// first commit), where the aborted round began reading each file, so that a file it
-		// started at its end (--start-at end) is not skipped past what that round read.
-		if len(c.committed) > 0 {
-			entries, found = slices.Collect(maps.Values(c.committed)), true
-		} else if c.t != nil {
-			entries, found = c.t.Starts(), true
+			"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pendingCount(), "error", runErr)
+		// Each input's positions of the last commit; with none yet (a first run that aborted
+		// before its first commit), where the aborted round began reading each file, so that a
+		// file it started at its end (--start-at end) is not skipped past what that round read.
+		for _, p := range c.parts {
+			if len(p.committed) > 0 {
+				positions[p.in.name] = slices.Collect(maps.Values(p.committed))
+			} else if p.t != nil {
+				positions[p.in.name] = p.t.Starts()
+			}
 		}
 	}
 }
@@ -259,36 +261,40 @@ func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr er
 	return true
 }
 
-// exactlyOnceRound runs one exactly-once round: a tailer from the positions entries (when
-// found; else checkpoints.json and --start-at) sends lines into transactions that a committer
-// commits, until ctx ends (then the last commit; nil) or a transaction cannot commit (its
-// error, the transaction still to abort).
-func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []filetail.Checkpoint, found bool) (*txnCommitter, error) {
-	c := newTxnCommitter(a, txnID, entries)
-	tc := a.inputList()[0].tailerConfig() // --exactly-once runs one input
-	tc.CommittedOnly, tc.CommittedOf = true, c.committedOffset
-	if found {
-		tc.Initial, tc.UseInitial = entries, true
-	} else {
-		a.log.Info("exactly-once: the state topic has no position of this transactional-id: starting from checkpoints.json (if any) and --start-at",
-			"transactional_id", txnID)
+// exactlyOnceRound runs one exactly-once round: a tailer per input, each from its positions
+// (when positions has its name; else its checkpoints.json and --start-at), sends lines into
+// transactions that a committer commits, until ctx ends (then the last commit; nil) or a
+// transaction cannot commit (its error, the transaction still to abort).
+func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, positions map[string][]filetail.Checkpoint) (*txnCommitter, error) {
+	c := newTxnCommitter(a, txnID, positions)
+	for _, p := range c.parts {
+		tc := p.in.tailerConfig()
+		tc.CommittedOnly, tc.CommittedOf = true, p.committedOffset
+		if entries, found := positions[p.in.name]; found {
+			tc.Initial, tc.UseInitial = entries, true
+		} else {
+			a.inputLog(p.in).Info("exactly-once: the state topic has no position of this transactional-id: starting from checkpoints.json (if any) and --start-at",
+				"transactional_id", txnID)
+		}
+		t, err := filetail.NewTailer(tc, c.fileLines(p), a.inputLog(p.in).With("component", "tailer"))
+		if err != nil {
+			return nil, err
+		}
+		p.t = t
 	}
-	t, err := filetail.NewTailer(tc, c.fileLines, a.log.With("component", "tailer"))
-	if err != nil {
-		return nil, err
-	}
-	c.t = t
 	if err := a.prod.BeginTransaction(); err != nil {
 		return nil, err
 	}
 	c.open = true
-	a.inputList()[0].tailer.Store(t)
+	for _, p := range c.parts {
+		p.in.tailer.Store(p.t)
+	}
 	a.txn.Store(c)
 
 	// Who stops what, in this order:
-	//   - ctx (the caller's: a signal) ends runCtx, which stops the tailer's reading and the
-	//     committer's loop; a commit that fails ends runCtx too, so that the tailer stops
-	//     reading into a transaction that cannot commit.
+	//   - ctx (the caller's: a signal) ends runCtx, which stops the tailers' reading and the
+	//     committer's loop; a commit that fails ends runCtx too, so that the tailers stop
+	//     reading into a transaction that cannot commit, and so does a tailer that fails.
 	//   - Once both have stopped, no line is being sent: the last commit covers every line
 	//     read. It runs under commitCtx, like every commit, which ends ShutdownTimeout after
 	//     ctx, so that a cluster that is gone cannot hold the agent after SIGTERM.
@@ -315,8 +321,25 @@ func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, entries []fi
 		}
 		committerErr <- err
 	}()
-	runErr := t.Run(runCtx) // nil when runCtx ended, else a handler's error (fenced, say)
-	stopRun(nil)            // the committer's loop stops too
+	// Each tailer's Run returns nil when runCtx ended, else a handler's error (fenced, say),
+	// which stops the others.
+	tailerErrs := make(chan error, len(c.parts))
+	for _, p := range c.parts {
+		go func() {
+			err := p.t.Run(runCtx)
+			if err != nil {
+				stopRun(err)
+			}
+			tailerErrs <- err
+		}()
+	}
+	var runErr error
+	for range c.parts {
+		if err := <-tailerErrs; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	stopRun(nil) // the committer's loop stops too
 	if err := <-committerErr; err != nil {
 		runErr = err
 	} else if runErr == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // TestExactlyOnceRefusesStdin: --exactly-once with standard input is a configuration error
@@ -170,4 +171,50 @@ func TestExactlyOncePoisonLineWithoutARestart(t *testing.T) {
 	if got := readCommitted(t, dlq, 1); len(got) != 1 || got[0] != long {
 		t.Fatalf("dead-letter topic at read_committed: %d records, want the long line once", len(got))
 	}
+}
+
+// TestExactlyOnceSeveralInputs: on the real broker, an exactly-once agent with two inputs (the
+// flags' and one of the file's `inputs:`) to two topics; stopped, its local checkpoints
+// removed, more lines written and started again, it resumes each input from the state topic:
+// every line of each file is once in its topic at read_committed.
+func TestExactlyOnceSeveralInputs(t *testing.T) {
+	bootstrap, topicA, dir, pathA, lwA := tailSetup(t, 1)
+	topicB := kafkatest.NewTopic(t, 1)
+	pathB := filepath.Join(dir, "b.log")
+	lwB := testkit.NewLineFile(t, pathB, lineLen)
+	state := filepath.Join(dir, "state")
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	cfg := fmt.Sprintf("inputs:\n  - {name: b, tail: [%s], topic: %s}\n", pathB, topicB)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", cfgPath, "--brokers", bootstrap, "--topic", topicA, "--tail", pathA, "--state-dir", state,
+		"--start-at", "beginning", "--exactly-once", "--transactional-id", topicA + "-txn", "--state-topic", topicA + "-state",
+		"--commit-interval", "200ms", "--log-format", "text"}
+	checkpoints := []string{filepath.Join(state, "checkpoints.json"), filepath.Join(state, "inputs", "b", "checkpoints.json")}
+	committed := func(a *runningAgent) {
+		t.Helper()
+		waitCond(t, "both files committed to their ends", func() bool {
+			return strings.Contains(readFile(checkpoints[0]), fmt.Sprintf(`"offset": %d`, fileSize(t, pathA))) &&
+				strings.Contains(readFile(checkpoints[1]), fmt.Sprintf(`"offset": %d`, fileSize(t, pathB)))
+		}, a)
+	}
+	lwA.Write(500)
+	lwB.Write(300)
+	a := startAgent(t, nil, args...)
+	committed(a)
+	a.stop(time.Minute)
+
+	for _, p := range checkpoints {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lwA.Write(200)
+	lwB.Write(200)
+	a = startAgent(t, nil, args...)
+	committed(a)
+	a.stop(time.Minute)
+	checkEveryLineOnce(t, readCommitted(t, topicA, 1), 700)
+	checkEveryLineOnce(t, readCommitted(t, topicB, 1), 500)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -58,6 +59,11 @@ type Agent struct {
 	tel *telemetry.Provider // nil: no telemetry
 
 	filtered filterCountsBySource // lines the filters left out, by source
+
+	// stdin is what an input with stdin: true reads in RunTail (SetStdin; nil: os.Stdin);
+	// stdinRead counts the lines and bytes read from it, for its metrics.
+	stdin     io.Reader
+	stdinRead struct{ lines, bytes atomic.Int64 }
 }
 
 // Stats counts lines through the agent. Safe for concurrent use.

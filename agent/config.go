@@ -35,7 +35,7 @@ type Config struct {
 	Topic   string   `koanf:"topic" doc:"topic every line is sent to, or a template such as logs-{service}: {name} is a JSON field of the line (a.b for a nested one), a --parse-regex group, or {host}, {file.name}, {file.dir}"`
 	Tail    []string `koanf:"tail" doc:"file path or glob to follow; repeat for more (re-scanned for new files)"`
 	// Inputs are the file's `inputs:` entries, each a map of its keys (InputConfigs reads them).
-	Inputs []map[string]any `koanf:"inputs" doc:"in the file only: more inputs, each {name, tail, and any of the keys of how lines become records: topic, format, multiline, key, header, include-lines, exclude-lines, redact, ...}; a key an input leaves out takes the top level's value. All inputs share one producer (its connections and buffer.memory), the read-ahead budget and the dead-letter file; an input that sets a rate limit key has a limit of its own. See Inputs"`
+	Inputs []map[string]any `koanf:"inputs" doc:"in the file only: more inputs, each {name, tail (or stdin: true), and any of the keys of how lines become records: topic, format, multiline, key, header, include-lines, exclude-lines, redact, ...}; a key an input leaves out takes the top level's value. All inputs share one producer (its connections and buffer.memory), the read-ahead budget and the dead-letter file; an input that sets a rate limit key has a limit of its own. See Inputs"`
 	Stdin  bool             `koanf:"stdin" doc:"read lines from standard input (the default when no --tail is given and stdin is not a terminal)"`
 
 	KeyField string `koanf:"key-field" doc:"record key from this field of a JSON line (dotted path for a nested field: a.b)"`
@@ -308,7 +308,7 @@ func (c *Config) Validate() error {
 		bad("producer.transactional.id", "the agent sets transactional.id itself: use --exactly-once (and --transactional-id to choose the id)")
 	}
 	if c.ExactlyOnce {
-		if len(c.Tail) == 0 && len(c.Inputs) == 0 {
+		if (len(c.Tail) == 0 && len(c.Inputs) == 0) || c.Stdin {
 			bad("exactly-once", "needs --tail: standard input cannot be read again after a crash, so its lines cannot be sent exactly once")
 		}
 		if strings.TrimSpace(c.StateTopic) == "" {

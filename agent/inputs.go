@@ -18,7 +18,7 @@ const ImplicitInput = "default"
 
 // inputKeys are the keys an entry of `inputs:` may set besides its name: its source and how its
 // lines become records. Every key it leaves out takes the top level's value.
-var inputKeys = []string{"tail",
+var inputKeys = []string{"tail", "stdin",
 	"topic", "fallback-topic", "max-topics", "parse-regex", "key", "key-field", "key-regex", "header",
 	"header-path", "header-host", "include-lines", "exclude-lines", "redact",
 	"format", "timestamp-field", "timestamp-layout",
@@ -54,6 +54,10 @@ func (c *Config) InputConfigs() ([]NamedConfig, error) {
 		out = append(out, NamedConfig{Name: ImplicitInput, Config: own})
 	}
 	seen := map[string]bool{ImplicitInput: true}
+	readsStdin := "" // the input that reads stdin
+	if c.Stdin {
+		readsStdin = ImplicitInput
+	}
 	var errs []error
 	for i, entry := range c.Inputs {
 		name, _ := entry["name"].(string)
@@ -86,9 +90,18 @@ func (c *Config) InputConfigs() ([]NamedConfig, error) {
 			bad("", "%v", err) // a value of the wrong type: the decoder's error names the key
 			continue
 		}
-		if len(ic.Tail) == 0 {
-			bad("tail", "required: the files this input follows")
+		switch {
+		case len(ic.Tail) == 0 && !ic.Stdin:
+			bad("tail", "required: the files this input follows (or stdin: true)")
 			continue
+		case len(ic.Tail) > 0 && ic.Stdin:
+			bad("stdin", "an input follows files (tail) or reads stdin, not both")
+			continue
+		case ic.Stdin && readsStdin != "":
+			bad("stdin", "only one input can read stdin, and %q does", readsStdin)
+			continue
+		case ic.Stdin:
+			readsStdin = name
 		}
 		own := slices.ContainsFunc(rateKeys, func(k string) bool { _, ok := entry[k]; return ok })
 		out = append(out, NamedConfig{Name: name, OwnRateLimit: own, Config: ic})
@@ -103,6 +116,7 @@ func (c *Config) InputConfigs() ([]NamedConfig, error) {
 func (c *Config) inputConfig(entry map[string]any) (Config, error) {
 	m := toMap(*c)
 	delete(m, "inputs")
+	m["stdin"] = false // the top level's source is its own
 	for key, v := range entry {
 		if key != "name" {
 			m[key] = v
@@ -116,7 +130,7 @@ func (c *Config) inputConfig(entry map[string]any) (Config, error) {
 	if err := k.UnmarshalWithConf("", &ic, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return Config{}, err
 	}
-	ic.Producer, ic.Stdin, ic.Inputs = c.Producer, false, nil
+	ic.Producer, ic.Inputs = c.Producer, nil
 	return ic, nil
 }
 
@@ -138,9 +152,6 @@ func (c *Config) validateInputs() []error {
 		return nil
 	}
 	var errs []error
-	if c.Stdin {
-		errs = append(errs, &ConfigError{Key: "inputs", Reason: "not with --stdin yet: an agent with inputs follows files"})
-	}
 	inputs, err := c.InputConfigs()
 	if err != nil {
 		return append(errs, unjoin(err)...)
@@ -148,6 +159,9 @@ func (c *Config) validateInputs() []error {
 	for _, in := range inputs {
 		if in.Name == ImplicitInput {
 			continue
+		}
+		if in.Stdin && c.ExactlyOnce {
+			errs = append(errs, &ConfigError{Key: "inputs[" + in.Name + "].stdin", Reason: "not with --exactly-once: standard input cannot be read again after a crash, so its lines cannot be sent exactly once"})
 		}
 		for _, e := range unjoin(in.Config.Validate()) {
 			var ce *ConfigError

@@ -89,6 +89,10 @@ inputs:
 		{"a bad pattern", "  - {name: a, tail: [/x], redact: ['(']}", "inputs[a].redact"},
 		{"a bad format", "  - {name: a, tail: [/x], format: xml}", "inputs[a].format"},
 		{"no topic anywhere", "  - {name: a, tail: [/x]}", "inputs[a].topic"},
+		{"stdin and files", "  - {name: a, tail: [/x], stdin: true}", "inputs[a].stdin"},
+		{"two inputs read stdin", "  - {name: a, stdin: true}\n  - {name: b, stdin: true}", "inputs[b].stdin"},
+		{"stdin with the top level's", "  - {name: a, stdin: true}\nstdin: true", "inputs[a].stdin"},
+		{"stdin with exactly-once", "  - {name: a, stdin: true}\n  - {name: b, tail: [/x]}\nexactly-once: true", "inputs[a].stdin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "topic: t\n"
@@ -590,5 +594,90 @@ func TestExactlyOnceSpansEveryInput(t *testing.T) {
 				t.Errorf("%s: %q %d times at read_committed", topic, v, n)
 			}
 		}
+	}
+}
+
+// TestStdinBesideFiles: the flags' input reads stdin (--stdin) while an input of the file
+// follows a file: each to its topic. stdin's end ends its input alone: lines written to the
+// file afterwards still go, until the run is stopped.
+func TestStdinBesideFiles(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "piped", "files"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	path := writeTemp(t, "app.log", []byte("f1\nf2\n"))
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StartAt, cfg.StateDir = c.ListenAddrs(), string(filetail.StartAtBeginning), t.TempDir()
+	cfg.Topic, cfg.Stdin = "piped", true
+	cfg.Inputs = []map[string]any{{"name": "files", "tail": []string{path}, "topic": "files", "exclude-lines": []string{"^skip"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.StdinOnly() {
+		t.Fatal("StdinOnly with an input that follows a file")
+	}
+	a.SetStdin(strings.NewReader("s1\ns2\ns3\n"))
+	stop := runTail(t, a)
+	waitUntil(t, 30*time.Second, "stdin's and the file's lines acknowledged", func() bool { return a.Stats().LinesAcked.Load() == 5 })
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("f3\nskip me\n")
+	f.Close()
+	waitUntil(t, 30*time.Second, "the file's new line after stdin ended", func() bool {
+		fs := a.InputFileStats()
+		return len(fs) == 1 && fs[0].Committed == int64(len("f1\nf2\nf3\nskip me\n"))
+	})
+	stop()
+	for topic, want := range map[string]string{"piped": "[s1 s2 s3]", "files": "[f1 f2 f3]"} {
+		var got []string
+		for _, r := range topicRecords(t, c, topic, false) {
+			got = append(got, string(r.Value))
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("topic %s: %v, want %s", topic, got, want)
+		}
+	}
+	if n := a.stdinRead.lines.Load(); n != 3 {
+		t.Errorf("%d lines read from stdin, want 3", n)
+	}
+}
+
+// TestStdinOnlyInput: an agent whose one input (of the file's inputs) reads stdin runs as
+// --stdin does: RunStdin, with that input's settings, ending with stdin.
+func TestStdinOnlyInput(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "piped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.StateDir = c.ListenAddrs(), t.TempDir()
+	cfg.Inputs = []map[string]any{{"name": "pipe", "stdin": true, "topic": "piped", "include-lines": []string{"keep"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.StdinOnly() {
+		t.Fatal("not StdinOnly with one input that reads stdin")
+	}
+	if err := a.RunStdin(context.Background(), strings.NewReader("keep 1\ndrop\nkeep 2\n")); err != nil {
+		t.Fatalf("RunStdin: %v", err)
+	}
+	var got []string
+	for _, r := range topicRecords(t, c, "piped", false) {
+		got = append(got, string(r.Value))
+	}
+	if fmt.Sprint(got) != "[keep 1 keep 2]" {
+		t.Errorf("topic piped: %q, want the two kept lines", got)
 	}
 }

@@ -166,29 +166,37 @@ func (r *metricsReporter) report() {
 	}
 	r.reportTopics(am)
 	r.reportEncodingAndSASL(am)
-	if r.a.cfg.Stdin {
-		if r.stdin == nil {
-			r.stdin = &fileReport{m: am.InputFile(r.a.inputList()[0].name, telemetry.StdinPath)}
+	for _, in := range r.a.inputList() {
+		if in.cfg.Stdin {
+			r.reportStdin(am, in)
 		}
-		lines, bytes := r.a.stats.LinesRead.Load(), r.a.stats.BytesRead.Load()
-		if d := lines - r.stdin.lines; d > 0 {
-			r.stdin.m.Read(int(d), int(bytes-r.stdin.bytes))
-		}
-		r.stdin.lines, r.stdin.bytes = lines, bytes
-		for n := r.a.stats.LongLines.Truncated.Load(); r.stdin.truncated < n; r.stdin.truncated++ {
-			r.stdin.m.Truncated()
-		}
-		for n := r.a.stats.LongLines.Split.Load(); r.stdin.split < n; r.stdin.split++ {
-			r.stdin.m.Split()
-		}
-		if n := r.a.stats.LongLines.Dropped.Load(); n > r.stdin.dropped {
-			r.stdin.m.Dropped("long-line", int(n-r.stdin.dropped))
-			r.stdin.dropped = n
-		}
-		r.stdin.reportFiltered(r.a.filtered.lookup(sourceKey(r.a.inputList()[0], "")))
-		c := &r.a.stats.Container
-		r.stdin.container.report(r.stdin.m, c.Joined.Load(), c.Malformed.Load(), c.Interrupted.Load())
 	}
+}
+
+// reportStdin adds what reading stdin (input in, the only one that reads it) met since the last
+// report.
+func (r *metricsReporter) reportStdin(am *telemetry.AgentMetrics, in *input) {
+	if r.stdin == nil {
+		r.stdin = &fileReport{m: am.InputFile(in.name, telemetry.StdinPath)}
+	}
+	lines, bytes := r.a.stdinRead.lines.Load(), r.a.stdinRead.bytes.Load()
+	if d := lines - r.stdin.lines; d > 0 {
+		r.stdin.m.Read(int(d), int(bytes-r.stdin.bytes))
+	}
+	r.stdin.lines, r.stdin.bytes = lines, bytes
+	for n := r.a.stats.LongLines.Truncated.Load(); r.stdin.truncated < n; r.stdin.truncated++ {
+		r.stdin.m.Truncated()
+	}
+	for n := r.a.stats.LongLines.Split.Load(); r.stdin.split < n; r.stdin.split++ {
+		r.stdin.m.Split()
+	}
+	if n := r.a.stats.LongLines.Dropped.Load(); n > r.stdin.dropped {
+		r.stdin.m.Dropped("long-line", int(n-r.stdin.dropped))
+		r.stdin.dropped = n
+	}
+	r.stdin.reportFiltered(r.a.filtered.lookup(sourceKey(in, "")))
+	c := &r.a.stats.Container
+	r.stdin.container.report(r.stdin.m, c.Joined.Load(), c.Malformed.Load(), c.Interrupted.Load())
 }
 
 // reportTopics adds each topic's line counts since the last report, and the unrouted lines.

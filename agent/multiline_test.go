@@ -53,7 +53,7 @@ func TestStdinMultiline(t *testing.T) {
 	input := "first\njava.lang.Exception: x\n\tat a.b(C.java:1)\nCaused by: y\n\t... 1 more\nlast"
 	a := &Agent{cfg: Config{MaxLineBytes: 1000, LongLines: "split", Multiline: "java", MultilineMaxLines: 500, MultilineTimeout: time.Hour}}
 	c := &stdinLines{t: t, max: 1000}
-	if err := a.readStdin(strings.NewReader(input), c); err != nil {
+	if err := a.readStdin(&a.cfg, strings.NewReader(input), c); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"first\njava.lang.Exception: x\n\tat a.b(C.java:1)\nCaused by: y\n\t... 1 more", "last"}
@@ -91,7 +91,7 @@ func TestStdinMultilineIdleFlush(t *testing.T) {
 	a := &Agent{cfg: Config{MaxLineBytes: 1000, LongLines: "split", Multiline: "java", MultilineMaxLines: 500, MultilineTimeout: 200 * time.Millisecond}}
 	c := make(lineChan, 10)
 	done := make(chan error, 1)
-	go func() { done <- a.readStdin(&stdinFile{f: pr}, c) }()
+	go func() { done <- a.readStdin(&a.cfg, &stdinFile{f: pr}, c) }()
 
 	start := time.Now()
 	if _, err := pw.WriteString("boom\n\tat x\n"); err != nil {
@@ -134,7 +134,7 @@ func TestStdinMultilineStopWhileHeld(t *testing.T) {
 	c := make(lineChan, 10)
 	sf := &stdinFile{f: pr}
 	done := make(chan error, 1)
-	go func() { done <- a.readStdin(sf, c) }()
+	go func() { done <- a.readStdin(&a.cfg, sf, c) }()
 	if _, err := pw.WriteString("one\nboom\n\tat x\n"); err != nil {
 		t.Fatal(err)
 	}

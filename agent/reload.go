@@ -45,6 +45,12 @@ func (a *Agent) ApplyInputs(ctx context.Context, cfg *Config) error {
 	for _, in := range old {
 		i := slices.IndexFunc(named, func(n NamedConfig) bool { return n.Name == in.name })
 		switch {
+		case in.cfg.Stdin:
+			// Standard input cannot be read again: its input stays as it started.
+			if i < 0 || !sameLines(&in.cfg, &named[i].Config) {
+				errs = append(errs, fmt.Errorf("input %s reads stdin: not changed (stdin cannot be read again; it changes at the next start)", in.name))
+			}
+			keep = append(keep, in)
 		case i < 0:
 			removed = append(removed, in)
 		case sameLines(&in.cfg, &named[i].Config):
@@ -58,6 +64,10 @@ func (a *Agent) ApplyInputs(ctx context.Context, cfg *Config) error {
 	}
 	for _, n := range named {
 		if slices.ContainsFunc(keep, func(in *input) bool { return in.name == n.Name }) {
+			continue
+		}
+		if n.Stdin {
+			errs = append(errs, fmt.Errorf("input %s reads stdin: not started (stdin is read by an input that starts with the agent)", n.Name))
 			continue
 		}
 		in, err := newInput(n, a.cfg.StateDir, &a.stats.Encoding, a.limit)

@@ -17,23 +17,10 @@ import (
 //
 // stdin cannot be re-read, so there is no checkpoint: the exit status is the guarantee.
 func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
-	if f, ok := r.(*os.File); ok {
-		// A blocked read on a pipe returns once its deadline passes: that is how a signal
-		// interrupts reading stdin (and how a held multiline event is sent when stdin is idle).
-		pf, restore := pollable(f)
-		defer restore()
-		sf := &stdinFile{f: pf}
-		stop := context.AfterFunc(ctx, sf.stop)
-		defer stop()
-		r = sf
-	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
-	src := &lineOrigin{in: a.inputList()[0]} // --stdin is the implicit input, the only one
-	src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
-	sink := &stdinSink{a: a, ctx: ctx, src: src}
 	a.startRedo()
-	readErr := a.readStdin(r, sink)
+	readErr := a.readStdinInput(ctx, a.inputList()[0], r) // the only input: StdinOnly
 	if ctx.Err() != nil {
 		a.log.Info("stopped reading stdin", "reason", context.Cause(ctx))
 	} else if readErr != nil {
@@ -52,15 +39,46 @@ func (a *Agent) RunStdin(ctx context.Context, r io.Reader) error {
 	return readErr
 }
 
-// readStdin splits r into lines under the long-line policy, handing each to sink, until r ends
-// (nil) or fails, or sink fails (sendLine: the run's context ended).
-func (a *Agent) readStdin(r io.Reader, sink filetail.LineSink) error {
-	s := filetail.NewSplitter(a.cfg.EffectiveMaxLineBytes(), filetail.LongLinePolicy(a.cfg.LongLines), stdinChunk, 0)
-	s.JoinEvents(a.cfg.multilineRule())
+// readStdinInput reads r, standard input, as input in: it splits r into lines under the
+// input's long-line policy and multiline rule, sending each, until r ends (nil) or fails, or
+// ctx ends (its error).
+func (a *Agent) readStdinInput(ctx context.Context, in *input, r io.Reader) error {
+	if f, ok := r.(*os.File); ok {
+		// A blocked read on a pipe returns once its deadline passes: that is how a signal
+		// interrupts reading stdin (and how a held multiline event is sent when stdin is idle).
+		pf, restore := pollable(f)
+		defer restore()
+		sf := &stdinFile{f: pf}
+		stop := context.AfterFunc(ctx, sf.stop)
+		defer stop()
+		r = sf
+	}
+	src := &lineOrigin{in: in}
+	src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
+	return a.readStdin(&in.cfg, r, &stdinSink{a: a, ctx: ctx, src: src})
+}
+
+// readStdin splits r into lines under c's long-line policy and multiline rule, handing each to
+// sink, until r ends (nil) or fails, or sink fails (sendLine: the run's context ended).
+func (a *Agent) readStdin(c *Config, r io.Reader, sink filetail.LineSink) error {
+	s := filetail.NewSplitter(c.EffectiveMaxLineBytes(), filetail.LongLinePolicy(c.LongLines), stdinChunk, 0)
+	s.JoinEvents(c.multilineRule())
 	// Stdin has no path: only a container-format set explicitly applies (empty: off).
-	s.DecodeContainer(filetail.ContainerFormat(a.cfg.ContainerFormat), &a.stats.Container)
+	s.DecodeContainer(filetail.ContainerFormat(c.ContainerFormat), &a.stats.Container)
 	return s.ReadLines(r, sink)
 }
+
+// StdinOnly reports that the agent's one input reads standard input: RunStdin runs it, and
+// the run ends with stdin. An agent with inputs that follow files too runs RunTail, which
+// reads stdin beside them (SetStdin).
+func (a *Agent) StdinOnly() bool {
+	inputs := a.inputList()
+	return len(inputs) == 1 && inputs[0].cfg.Stdin
+}
+
+// SetStdin is what an input with stdin: true reads while RunTail runs (os.Stdin unless set).
+// Call it before RunTail.
+func (a *Agent) SetStdin(r io.Reader) { a.stdin = r }
 
 // stdinChunk is the size of one read of stdin.
 const stdinChunk = 64 << 10
@@ -75,8 +93,10 @@ type stdinSink struct {
 
 // Line sends l; its error is the context's, when the run ends.
 func (s *stdinSink) Line(l filetail.Line) error {
+	s.a.stdinRead.lines.Add(1)
+	s.a.stdinRead.bytes.Add(int64(len(l.Data)))
 	if s.a.stats.LongLines.CountLine(l) {
-		s.a.logLongLine(l.Start)
+		s.a.logLongLine(s.src.in, l.Start)
 	}
 	if err := s.src.in.limit.wait(s.ctx, len(l.Data)); err != nil {
 		return err
@@ -90,11 +110,11 @@ func (s *stdinSink) Line(l filetail.Line) error {
 // Dropped counts a long line that long-lines=drop skipped.
 func (s *stdinSink) Dropped(start, _ int64) error {
 	s.a.stats.LongLines.CountDropped()
-	s.a.logLongLine(start)
+	s.a.logLongLine(s.src.in, start)
 	return nil
 }
 
-func (a *Agent) logLongLine(offset int64) {
-	a.log.Warn("line longer than max-line-bytes", "source", "stdin", "offset", offset,
-		"policy", a.cfg.LongLines, "max_line_bytes", a.cfg.EffectiveMaxLineBytes())
+func (a *Agent) logLongLine(in *input, offset int64) {
+	a.inputLog(in).Warn("line longer than max-line-bytes", "source", "stdin", "offset", offset,
+		"policy", in.cfg.LongLines, "max_line_bytes", in.cfg.EffectiveMaxLineBytes())
 }

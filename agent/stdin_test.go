@@ -41,7 +41,7 @@ func readAllLines(t *testing.T, r io.Reader, max int, policy filetail.LongLinePo
 	t.Helper()
 	a := &Agent{cfg: Config{MaxLineBytes: max, LongLines: string(policy)}}
 	c := &stdinLines{t: t, max: max}
-	if err := a.readStdin(r, c); err != nil {
+	if err := a.readStdin(&a.cfg, r, c); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -57,8 +58,10 @@ func (a *Agent) RunTail(ctx context.Context) error {
 	closeErr := a.shutdown()
 	var saveErr error
 	for _, in := range a.inputList() {
-		if err := in.tailer.Load().SaveCheckpoints(); err != nil && saveErr == nil {
-			saveErr = err
+		if t := in.tailer.Load(); t != nil {
+			if err := t.SaveCheckpoints(); err != nil && saveErr == nil {
+				saveErr = err
+			}
 		}
 	}
 	if saveErr != nil {
@@ -77,6 +80,30 @@ func (a *Agent) RunTail(ctx context.Context) error {
 		return err // a dead letter is not an error of a tailing run: nothing was lost
 	}
 	return ErrInterrupted
+}
+
+// startStdinInput reads stdin as input in while run goes on (readStdinInput). The end of stdin
+// ends that input alone: the files' inputs go on until the run ends.
+func (a *Agent) startStdinInput(run *tailRun, in *input) {
+	ctx, stop := context.WithCancel(run.ctx)
+	in.cancel, in.done = stop, make(chan struct{})
+	r := a.stdin
+	if r == nil {
+		r = os.Stdin
+	}
+	run.wg.Add(1)
+	go func() {
+		defer run.wg.Done()
+		defer close(in.done)
+		err := a.readStdinInput(ctx, in, r)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			a.inputLog(in).Error("reading stdin", "error", err)
+		default:
+			a.inputLog(in).Info("stdin ended: the other inputs go on", "lines", a.stdinRead.lines.Load())
+		}
+	}()
 }
 
 // tailRun is a RunTail in progress: the context its inputs' tailers run under, ended by the
@@ -102,8 +129,13 @@ func (r *tailRun) failed() error {
 	return nil
 }
 
-// startInput starts in's tailer in run: a tailer's error ends the run.
+// startInput starts in's tailer in run: a tailer's error ends the run. An input that reads
+// stdin reads it until it ends; the other inputs go on.
 func (a *Agent) startInput(run *tailRun, in *input) error {
+	if in.cfg.Stdin {
+		a.startStdinInput(run, in)
+		return nil
+	}
 	t, err := filetail.NewTailer(in.tailerConfig(), a.fileLines(in), a.inputLog(in).With("component", "tailer"))
 	if err != nil {
 		if in.name != ImplicitInput {

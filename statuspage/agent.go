@@ -1,6 +1,7 @@
 package statuspage
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/agent"
@@ -60,6 +61,27 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 		for _, c := range d.DeadLettered {
 			out.DeadLetters = append(out.DeadLetters, DeadLetterCount{Reason: c.Reason, Destination: c.Destination, Lines: c.Lines})
 			out.DeadLettered += c.Lines
+		}
+		return out
+	}
+	src.Inputs = func() []Input {
+		is := a.InputStats()
+		out := make([]Input, 0, len(is))
+		for _, s := range is {
+			in := Input{Name: s.Name, Source: strings.Join(s.Tail, " "), Files: s.Files, Topic: s.Topic,
+				LinesRead: s.LinesRead, LinesSent: s.LinesSent, LinesAcked: s.LinesAcked, LinesFailed: s.LinesFailed,
+				LinesDeadLettered: s.LinesDeadLettered, LinesNotIncluded: s.NotIncluded, LinesExcluded: s.Excluded}
+			if s.Stdin {
+				in.Source = "stdin"
+			}
+			if s.Stopped != nil {
+				in.Stopped, in.StoppedSeconds = s.Stopped.Error(), time.Since(s.StoppedSince).Seconds()
+			}
+			if s.OwnRateLimit {
+				p := s.RatePaused.Seconds()
+				in.RatePausedSeconds = &p
+			}
+			out = append(out, in)
 		}
 		return out
 	}

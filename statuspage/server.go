@@ -78,6 +78,28 @@ type Sources struct {
 	// Delivery is what became of the lines Kafka did not take at the first try: sent again,
 	// dead-lettered, or holding the agent stopped.
 	Delivery func() Delivery
+	// Inputs is each of the agent's inputs: its source and its lines by outcome.
+	Inputs func() []Input
+}
+
+// Input is one of the agent's inputs in /api/status.
+type Input struct {
+	Name string `json:"name"`
+	// Source is "stdin", or the input's tail patterns.
+	Source            string  `json:"source"`
+	Files             int     `json:"files"`
+	Topic             string  `json:"topic"`
+	LinesRead         int64   `json:"lines_read"`
+	LinesSent         int64   `json:"lines_sent"`
+	LinesAcked        int64   `json:"lines_acked"`
+	LinesFailed       int64   `json:"lines_failed"`
+	LinesDeadLettered int64   `json:"lines_dead_lettered"`
+	LinesNotIncluded  int64   `json:"lines_not_included"` // left out by include-lines
+	LinesExcluded     int64   `json:"lines_excluded"`     // left out by exclude-lines
+	Stopped           string  `json:"stopped,omitempty"`  // why its sending stopped
+	StoppedSeconds    float64 `json:"stopped_seconds,omitempty"`
+	// RatePausedSeconds is the time its own rate limit paused it (absent: it has none).
+	RatePausedSeconds *float64 `json:"rate_paused_seconds,omitempty"`
 }
 
 // Delivery is /api/status's account of the lines Kafka did not take at the first try.
@@ -457,6 +479,8 @@ type Status struct {
 	LineAge *LineAge `json:"line_age,omitempty"`
 	// Delivery: lines sent again, dead letters, and why sending stopped, if it did.
 	Delivery Delivery `json:"delivery"`
+	// Inputs is each of the agent's inputs (the flags' alone is "default").
+	Inputs []Input `json:"inputs"`
 }
 
 // LineAge summarises kafkatrail.producer.record.age over a window: a line's age at
@@ -498,7 +522,8 @@ func (s *Server) StatusNow() Status {
 	now := time.Now()
 	src := s.sources()
 	st := Status{Now: now, UptimeSeconds: now.Sub(s.started).Seconds(), Info: s.cfg.Info,
-		Files: []File{}, Brokers: []Broker{}, History: []RatePoint{}, MetadataAgeSeconds: -1, Routing: Routing{Topics: []Topic{}}}
+		Files: []File{}, Brokers: []Broker{}, History: []RatePoint{}, MetadataAgeSeconds: -1, Routing: Routing{Topics: []Topic{}},
+		Inputs: []Input{}}
 	st.Ready, st.ReadyReason = s.Readiness()
 	st.Totals = s.counters()
 	st.Delivery.DeadLetters = []DeadLetterCount{}
@@ -533,6 +558,9 @@ func (s *Server) StatusNow() Status {
 	}
 	if src.RateLimit != nil {
 		st.RateLimit = src.RateLimit()
+	}
+	if src.Inputs != nil {
+		st.Inputs = append(st.Inputs, src.Inputs()...)
 	}
 	if src.Topics != nil {
 		st.Routing = src.Topics()

@@ -146,7 +146,8 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 			}
 		}()
 	}
-	if cfg.Stdin {
+	stdinOnly := a.StdinOnly() // else the files' inputs, and an input that reads stdin beside them
+	if stdinOnly {
 		stopProgress := func() {}
 		if f, ok := stderr.(*os.File); ok && isTerminal(f) {
 			pctx, pstop := context.WithCancel(ctx)
@@ -157,6 +158,7 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 		err = a.RunStdin(ctx, stdin)
 		stopProgress() // clear the line before the result is printed
 	} else {
+		a.SetStdin(stdin)
 		err = a.RunTail(ctx)
 	}
 	var failed *agent.LinesFailedError
@@ -170,7 +172,7 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	case errors.As(err, &deadLettered):
 		fmt.Fprintf(stderr, "agent: %v\n", err)
 		return exitDeadLettered
-	case errors.Is(err, agent.ErrInterrupted) && !cfg.Stdin:
+	case errors.Is(err, agent.ErrInterrupted) && !stdinOnly:
 		return exitOK // tailing ends by signal: a normal stop
 	default:
 		fmt.Fprintf(stderr, "agent: %v\n", err)
@@ -268,7 +270,7 @@ func reload(args []string, environ []string, level *slog.LevelVar, a *agent.Agen
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log.Info("SIGHUP: configuration reloaded", "log_level", cfg.LogLevel, "tail", cfg.Tail,
 		"note", "log-level and the inputs apply now; other keys at the next start")
-	if cfg.Stdin {
+	if cfg.Stdin && len(cfg.Inputs) == 0 {
 		return
 	}
 	// Not on the signals' goroutine: stopping an input waits for its acknowledgements, and a
@@ -299,7 +301,7 @@ func newStatusPage(cfg agent.Config, log *slog.Logger, otelEnv telemetry.Env, hi
 		}
 		info.Topic = strings.Join(topics, ", ")
 	}
-	if cfg.Stdin {
+	if cfg.Stdin && len(cfg.Inputs) == 0 {
 		info.Mode = "stdin"
 	}
 	if pc, err := cfg.ProducerConfig(); err == nil {

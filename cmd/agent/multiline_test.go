@@ -269,6 +269,9 @@ func startPipedAgent(t *testing.T, args ...string) *pipedAgent {
 	return a
 }
 
+// log is what the agent wrote to stderr so far.
+func (a *pipedAgent) log() string { return a.stderr.String() }
+
 // stopsOnSIGTERM fails unless the agent exits within 15 s of SIGTERM.
 func (a *pipedAgent) stopsOnSIGTERM(t *testing.T) {
 	t.Helper()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +101,7 @@ func tailSetup(t *testing.T, partitions int) (bootstrap, topic, dir, path string
 }
 
 // waitForRecords consumes topic until n distinct lines arrived, or fails at the deadline.
-func waitForRecords(t *testing.T, bootstrap, topic string, n int, timeout time.Duration, agent *runningAgent) {
+func waitForRecords(t *testing.T, bootstrap, topic string, n int, timeout time.Duration, agent interface{ log() string }) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -352,5 +353,39 @@ func TestSIGHUPAppliesInputs(t *testing.T) {
 	a.stop(time.Minute)
 	if n := checkpointLines(t, filepath.Join(dir, "state", "inputs", "a"), fileA); n != 100 {
 		t.Errorf("input a's checkpoint at line %d, want its file's end, 100", n)
+	}
+}
+
+// TestStdinBesideInputs: `app | agent --stdin --config FILE` where the file's inputs follow a
+// file: the piped lines go to --topic, the file's to its input's topic; the end of stdin ends
+// that input alone, the file is followed on, and SIGTERM stops the agent with exit 0.
+func TestStdinBesideInputs(t *testing.T) {
+	bootstrap, piped, dir, path, lw := tailSetup(t, 1)
+	files := kafkatest.NewTopic(t, 1)
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("inputs:\n  - {name: files, tail: [%s], topic: %s}\n", path, files)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lw.Write(100)
+	a := startPipedAgent(t, "--config", cfgPath, "--brokers", bootstrap, "--topic", piped, "--stdin",
+		"--state-dir", filepath.Join(dir, "state"), "--start-at", "beginning", "--log-format", "text")
+	if _, err := io.WriteString(a.in, "piped-1\npiped-2\n"); err != nil {
+		t.Fatal(err)
+	}
+	a.in.Close()
+	waitForRecords(t, bootstrap, piped, 2, time.Minute, a)
+	waitForRecords(t, bootstrap, files, 100, time.Minute, a)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(a.log(), "stdin ended") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the end of stdin is not logged:\n%s", a.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lw.Write(50) // after stdin ended: still followed
+	waitForRecords(t, bootstrap, files, 150, time.Minute, a)
+	a.stopsOnSIGTERM(t)
+	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", code, a.log())
 	}
 }

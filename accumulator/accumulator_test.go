@@ -586,6 +586,29 @@ func TestIdempotentDrain(t *testing.T) {
 			t.Fatalf("decoded %d records", len(recs))
 		}
 	})
+	t.Run("a reset sequence is cleared at the next drain", func(t *testing.T) {
+		// Java's ProducerBatch.close, at every drain, clears reopened: the refusal of the
+		// batch's next attempt concerns the sequences it was sent with.
+		a, _ := setup(t)
+		b := drainAll(a)[0]
+		b.ResetProducerState(1000, 3, 0)
+		if !b.SequenceHasBeenReset() {
+			t.Fatal("ResetProducerState did not mark the batch")
+		}
+		a.Reenqueue(b, t0.Add(time.Second))
+		var again *ProducerBatch
+		for _, d := range a.Drain(cluster, []int32{1}, 1<<20, t0.Add(time.Hour))[1] {
+			if d == b {
+				again = d
+			}
+		}
+		if again == nil {
+			t.Fatal("the batch sent again was not drained")
+		}
+		if again.SequenceHasBeenReset() {
+			t.Error("SequenceHasBeenReset still true after the batch was drained again")
+		}
+	})
 	t.Run("no producer id drains nothing", func(t *testing.T) {
 		a, seqs := setup(t)
 		seqs.ok = false

@@ -382,7 +382,7 @@ func (b *ProducerBatch) SetProducerState(id int64, epoch int16, baseSequence int
 // ResetProducerState gives a batch that already has a sequence a new producer id, epoch and
 // base sequence: after an epoch bump, or when an earlier batch of a transaction failed and its
 // sequences go to the batches after it (Java resetProducerState). SequenceHasBeenReset reports
-// it from then on.
+// it until the batch is drained again.
 func (b *ProducerBatch) ResetProducerState(id int64, epoch int16, baseSequence int32) {
 	b.sequenceReset = true
 	b.SetProducerState(id, epoch, baseSequence)
@@ -738,6 +738,9 @@ func (b *ProducerBatch) hasLeaderChangedForTheOngoingRetry() bool {
 
 // drained records that the batch left its deque for node.
 func (b *ProducerBatch) drained(node int32, now time.Time) {
+	// Java's ProducerBatch.close, which drainBatchesForOneNode calls at every drain, clears
+	// reopened: from this attempt on, a refusal concerns the sequences the batch now carries.
+	b.sequenceReset = false
 	b.Node = node
 	if now.After(b.Drained) {
 		b.Drained = now

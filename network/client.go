@@ -204,7 +204,8 @@ func (c *NetworkClient) canSendRequest(node int32) bool {
 }
 
 // ConnectionDelay returns how long until node may be connected to: the rest of its reconnect
-// backoff, 0 if it may connect now, or a practically infinite wait while connecting or connected.
+// backoff, 0 if it may connect now, the connection setup timeout while connecting, or a
+// practically infinite wait once connected (ClusterConnectionStates.ConnectionDelay).
 func (c *NetworkClient) ConnectionDelay(node int32, now time.Time) time.Duration {
 	return c.states.ConnectionDelay(node, now)
 }

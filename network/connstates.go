@@ -117,15 +117,19 @@ func (s *ClusterConnectionStates) IsBlackedOut(node int32, now time.Time) bool {
 	return n != nil && n.state.isDisconnected() && now.Sub(n.lastConnectAttempt) < n.reconnectBackoff
 }
 
-// ConnectionDelay returns how long until a connection to node may be attempted: the rest of the
-// backoff when disconnected, 0 for an unknown node, and a practically infinite wait while
-// connecting or connected, because then only a network event can change anything.
+// ConnectionDelay returns how long the sender may wait for node (Java's
+// ClusterConnectionStates.connectionDelay): the rest of the backoff when disconnected, 0 for an
+// unknown node, the connection setup timeout while connecting (so that the poll wakes to find a
+// connection that never completes: a blackholed broker), and a practically infinite wait once
+// connected, because then only a network event can change anything.
 func (s *ClusterConnectionStates) ConnectionDelay(node int32, now time.Time) time.Duration {
 	n := s.nodes[node]
-	if n == nil {
+	switch {
+	case n == nil:
 		return 0
-	}
-	if n.state.isDisconnected() {
+	case n.state == Connecting:
+		return n.connectionSetupTimeout
+	case n.state.isDisconnected():
 		return max(n.reconnectBackoff-now.Sub(n.lastConnectAttempt), 0)
 	}
 	return maxDuration

@@ -88,8 +88,10 @@ func TestConnectionStatesLifecycle(t *testing.T) {
 	if s.State(node) != Connecting || s.CanConnect(node, now) || !s.IsPreparingConnection(node) {
 		t.Fatalf("state %v after Connecting", s.State(node))
 	}
-	if d := s.ConnectionDelay(node, now); d != maxDuration {
-		t.Fatalf("delay while connecting = %v", d)
+	// Java's connectionDelay: while connecting, the connection setup timeout, so that the poll
+	// wakes to find a connection that never completes (NetworkClient.handleTimedOutConnections).
+	if d := s.ConnectionDelay(node, now); d != s.ConnectionSetupTimeout(node) || d == maxDuration {
+		t.Fatalf("delay while connecting = %v, want the setup timeout %v", d, s.ConnectionSetupTimeout(node))
 	}
 	if ids := s.ConnectingNodes(); len(ids) != 1 || ids[0] != node {
 		t.Fatalf("connecting nodes %v", ids)
@@ -97,6 +99,9 @@ func TestConnectionStatesLifecycle(t *testing.T) {
 	s.CheckingAPIVersions(node)
 	if s.State(node) != CheckingAPIVersions || len(s.ConnectingNodes()) != 0 || !s.IsPreparingConnection(node) {
 		t.Fatalf("state %v", s.State(node))
+	}
+	if d := s.ConnectionDelay(node, now); d != maxDuration {
+		t.Fatalf("delay once connected = %v, want none (a network event wakes the poll)", d)
 	}
 	s.Ready(node)
 	if !s.IsReady(node) || s.IsPreparingConnection(node) {

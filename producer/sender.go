@@ -23,6 +23,7 @@ import (
 type KafkaClient interface {
 	Ready(node metadata.Node, now time.Time) bool
 	ConnectionDelay(node int32, now time.Time) time.Duration
+	ConnectionFailed(node int32) bool
 	Send(req *network.ClientRequest, now time.Time)
 	Poll(timeout time.Duration, now time.Time) []*inflight.Response
 	LeastLoadedNode(now time.Time) (metadata.Node, bool)
@@ -87,9 +88,12 @@ func (s *Sender) run() {
 		// the buffered records are sent.
 		s.telemetry.initiateClose(s.clock())
 	}
-	// Graceful close: keep going while there is buffered data or a response to wait for.
-	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0 || s.txn.hasPendingRequests() ||
-		s.telemetry.closing(s.clock())) {
+	// Graceful close: keep going while there is buffered data or a response to wait for. A
+	// transactional request counts only for a transaction under way (Java's
+	// hasPendingTransactionalRequests): an InitProducerId or FindCoordinator of a producer
+	// still initializing would hold Close until a coordinator answered.
+	for !s.forced.Load() && (s.acc.HasUndrained() || s.client.InFlightRequestCount() > 0 ||
+		(s.txn.hasPendingRequests() && s.txn.hasOngoingTransaction()) || s.telemetry.closing(s.clock())) {
 		s.runOnce(s.clock())
 	}
 	// A transaction left open is aborted, as the Java Sender does: its records were sent above,
@@ -214,7 +218,7 @@ func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bo
 	if !s.client.Ready(node, now) {
 		t.requeue(r, now, 0)
 		delay := s.client.ConnectionDelay(node.ID, now)
-		if r.kind != reqFindCoordinator && delay < time.Duration(1<<62) {
+		if r.kind != reqFindCoordinator && s.client.ConnectionFailed(node.ID) {
 			// The coordinator's connection failed and is in reconnect backoff: the coordinator
 			// may have moved, so look it up again (Java's maybeFindCoordinatorAndRetry).
 			t.lookupCoordinator()

@@ -40,6 +40,7 @@ func (m *mockClient) Ready(node metadata.Node, now time.Time) bool { return !m.n
 func (m *mockClient) ConnectionDelay(int32, time.Time) time.Duration {
 	return time.Second
 }
+func (m *mockClient) ConnectionFailed(int32) bool { return false }
 func (m *mockClient) Send(req *network.ClientRequest, now time.Time) {
 	// The real client copies the request into its frame during Send and the Sender reuses the
 	// encoded batches afterwards; keep a copy, as the wire would.

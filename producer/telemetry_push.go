@@ -163,12 +163,12 @@ func (p *telemetryPusher) maybeUpdate(now time.Time) time.Duration {
 		// KIP-714: a node that cannot take the request now is dropped; the next call picks
 		// again (Ready started connecting to it if it could). A node in reconnect backoff is
 		// looked at when its backoff ends, not every reconnect.backoff.ms.
-		delay := p.client.ConnectionDelay(p.node.ID, now)
+		id := p.node.ID
 		p.node = nil
-		if delay >= time.Duration(1<<62) {
+		if !p.client.ConnectionFailed(id) {
 			return p.reconnectBackoff // connecting, or connected with no room in flight
 		}
-		return max(delay, p.reconnectBackoff)
+		return max(p.client.ConnectionDelay(id, now), p.reconnectBackoff)
 	}
 	body := p.createRequest(now)
 	if body == nil {

@@ -649,3 +649,52 @@ func TestKfakeTxnCloseWithEmptyTransaction(t *testing.T) {
 		t.Fatalf("Close with an empty transaction open: %v", err)
 	}
 }
+
+// TestKfakeTxnCloseWhileInitializing: Close with no deadline while InitTransactions still
+// waits for a coordinator (FindCoordinator answers COORDINATOR_NOT_AVAILABLE for good) returns:
+// an initializing producer has no transaction to finish (Java's Sender loops on
+// hasPendingTransactionalRequests, pending requests of an ongoing transaction only). It used
+// to run the sender until a coordinator answered.
+func TestKfakeTxnCloseWhileInitializing(t *testing.T) {
+	c := newKfake(t, 1)
+	var asked atomic.Int64
+	c.ControlKey(int16(kmsg.FindCoordinator), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		asked.Add(1)
+		req := r.(*kmsg.FindCoordinatorRequest)
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		for _, k := range req.CoordinatorKeys {
+			rc := kmsg.NewFindCoordinatorResponseCoordinator()
+			rc.Key, rc.ErrorCode = k, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, rc)
+		}
+		return resp, nil, true
+	})
+	p := newTxnProducer(t, c.ListenAddrs(), "txn-init-close", nil)
+	initCtx, cancel := context.WithCancel(context.Background())
+	initDone := make(chan error, 1)
+	go func() { initDone <- p.InitTransactions(initCtx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for asked.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("FindCoordinator asked %d times within 10 s", asked.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("Close with no deadline did not return within 20 s while InitTransactions waited for a coordinator")
+	}
+	cancel()
+	if err := <-initDone; err == nil {
+		t.Fatal("InitTransactions succeeded with no coordinator")
+	}
+}

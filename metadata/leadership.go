@@ -18,7 +18,8 @@ type LeaderHint struct {
 // metadata response, after the Java Metadata.updatePartitionLeadership: nodes (the response's
 // NodeEndpoints) join the known brokers, and a hint is ignored when the partition is unknown,
 // when its epoch is not newer than the known leader's, or when its leader is not a known node.
-// It returns the partitions that changed. The metadata version does not change: a regular
+// It returns the partitions that changed, whose epochs become the last seen ones (as a metadata
+// response's would). The metadata version does not change: a regular
 // update still follows, and waiters for one keep waiting.
 func (m *Metadata) UpdatePartitionLeadership(hints []LeaderHint, nodes []Node) []TopicPartition {
 	m.mu.Lock()
@@ -54,6 +55,9 @@ func (m *Metadata) UpdatePartitionLeadership(hints []LeaderHint, nodes []Node) [
 			topics[h.Topic] = ps
 		}
 		ps[i].Leader, ps[i].LeaderEpoch, ps[i].Err = h.Leader, h.LeaderEpoch, nil
+		// Java records the hint's epoch as the last seen one, so that a lagging broker's
+		// metadata at an older epoch does not put the old leader back.
+		m.lastSeenLeaderEpochs[h.TopicPartition] = h.LeaderEpoch
 		changed = append(changed, h.TopicPartition)
 	}
 	if len(changed) == 0 {

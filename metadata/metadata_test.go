@@ -140,6 +140,27 @@ func TestUpdateKeepsNewerLeaderEpoch(t *testing.T) {
 	}
 }
 
+// TestLeaderHintEpochOutlivesALaggingResponse: a leader a produce response named (KIP-951) is
+// not undone by a lagging broker's metadata at the epoch before it: the hint's epoch becomes
+// the last seen one, as Java's Metadata.updatePartitionLeadership records it in
+// lastSeenLeaderEpochs. It used to put the old leader back.
+func TestLeaderHintEpochOutlivesALaggingResponse(t *testing.T) {
+	m := newTestMetadata(t)
+	tp := TopicPartition{"a", 0}
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 7, 0}}}, nil), t0)
+	if changed := m.UpdatePartitionLeadership([]LeaderHint{{TopicPartition: tp, Leader: 2, LeaderEpoch: 8}}, nil); len(changed) != 1 {
+		t.Fatalf("the hint changed %v", changed)
+	}
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 7, 0}}}, nil), t0.Add(time.Second))
+	if leader, _ := m.Fetch().LeaderFor(tp); leader != 2 {
+		t.Fatalf("leader %d after a response at epoch 7, want 2 from the hint at epoch 8", leader)
+	}
+	m.Update(response(map[string][]partitionSpec{"a": {{0, 1, 9, 0}}}, nil), t0.Add(2*time.Second))
+	if leader, _ := m.Fetch().LeaderFor(tp); leader != 1 {
+		t.Fatalf("leader %d after a response at epoch 9, want 1", leader)
+	}
+}
+
 func TestUpdateWithoutBrokersIsAFailure(t *testing.T) {
 	m := newTestMetadata(t)
 	m.Update(kmsg.NewPtrMetadataResponse(), t0)

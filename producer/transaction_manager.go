@@ -59,6 +59,9 @@ type transactionManager struct {
 	// nextInitAttempt delays the next one after a failure by retry.backoff.ms.
 	initInFlight    bool
 	nextInitAttempt time.Time
+	// initRefused is the authorization error of the last InitProducerId, logged once while it
+	// lasts ("" once a producer id is granted).
+	initRefused string
 	// fatal is set when the producer can go no further: the broker refused an idempotent
 	// producer a producer id for good, or a transactional producer reached FATAL_ERROR (then
 	// state and lastErr say the same to the callers, under mu). Every record fails with it.

@@ -2,9 +2,12 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
@@ -232,9 +235,22 @@ func (t *transactionManager) transitionLocked(op string, target txnState, req *t
 	if !t.state.canTransitionTo(target) {
 		return nil, &TransactionStateError{Op: op, State: t.state.String()}
 	}
+	// Java's beginCompletingTransaction: a coordinator that has no mapping for the producer id
+	// accepts no EndTxn, so an abort after INVALID_PRODUCER_ID_MAPPING goes straight to
+	// InitProducerId with the current id and epoch; the aborted transaction's partitions are
+	// forgotten as completeTransaction forgets them, and the sender drops its unsent batches
+	// while the state is ABORTING_TRANSACTION, until the new epoch arrives (READY).
+	skipEndTxn := target == txnAborting && errors.Is(t.lastErr, kerr.InvalidProducerIDMapping)
 	t.state = target
 	if target == txnAborting {
 		clear(t.newPartitions) // nothing more is sent in this transaction
+	}
+	if skipEndTxn {
+		t.transactionStarted = false
+		clear(t.pendingPartitions)
+		clear(t.partitionsInTxn)
+		t.epochBumpRequired = true
+		req = &txnRequest{kind: reqEpochBump}
 	}
 	req.result = newTxnResult(op)
 	t.enqueueLocked(req)

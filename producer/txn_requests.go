@@ -296,6 +296,15 @@ func (t *transactionManager) handleInitProducerID(r *txnRequest, resp *kmsg.Init
 	case errors.Is(err, kerr.TransactionAbortable):
 		t.abortableError(fmt.Errorf("InitProducerId: %w", err), false)
 		r.result.complete(&TransactionAbortableError{Cause: err})
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		// KIP-679: Java's InitProducerIdHandler makes an authorization failure abortable, and
+		// the Sender (shouldHandleAuthorizationError) fails what waits on it and returns the
+		// producer to UNINITIALIZED: InitTransactions may be called again once the ACL is
+		// granted, without a new producer.
+		t.mu.Lock()
+		t.state, t.lastErr = txnUninitialized, nil
+		t.mu.Unlock()
+		r.result.complete(fmt.Errorf("InitProducerId (call InitTransactions again once the ACL is granted): %w", err))
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		t.fatalError(fmt.Errorf("transaction.timeout.ms=%d: %w", t.txnTimeoutMs, err))
 	default:
@@ -464,9 +473,27 @@ func (s *Sender) handleIdempotentInitProducerID(resp *inflight.Response) {
 		}
 		if err = kerr.ErrorForCode(r.ErrorCode); err == nil {
 			s.log.Debug("producer id", "id", r.ProducerID, "epoch", r.ProducerEpoch)
+			if t.initRefused != "" {
+				s.log.Info("idempotent producer: producer id granted", "id", r.ProducerID)
+				t.initRefused = ""
+			}
 			t.setProducerIDAndEpoch(r.ProducerID, r.ProducerEpoch)
 			return
 		}
+	}
+	if errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		// KIP-679: no IDEMPOTENT_WRITE (or WRITE) yet. Java's InitProducerIdHandler makes it
+		// abortable and Sender.shouldHandleAuthorizationError fails the records the producer
+		// holds with it and returns to UNINITIALIZED, so the next loop asks again: once the
+		// ACL is granted, records go without a new producer.
+		aerr := fmt.Errorf("idempotent producer: InitProducerId refused (asked again every retry.backoff.ms): %w", err)
+		if msg := err.Error(); msg != t.initRefused {
+			t.initRefused = msg
+			s.log.Warn("idempotent producer: no producer id: records fail until the ACL is granted", "error", err)
+		}
+		s.acc.AbortIncompleteBatches(aerr)
+		t.nextInitAttempt = now.Add(s.retryBackoff)
+		return
 	}
 	if isRetriable(err) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
 		s.log.Debug("InitProducerId failed; retrying", "error", err)

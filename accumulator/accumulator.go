@@ -7,6 +7,7 @@ package accumulator
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkatrail/kafkatrail/internal/backoff"
 	"github.com/kafkatrail/kafkatrail/metadata"
 )
 
@@ -38,8 +40,13 @@ type Config struct {
 	BufferMemory int64
 	// Linger is linger.ms: how long a batch that is not full waits for more records.
 	Linger time.Duration
-	// RetryBackoff is retry.backoff.ms: how long a re-enqueued batch waits before it is sent again.
-	RetryBackoff time.Duration
+	// RetryBackoff is retry.backoff.ms: how long a batch re-enqueued the first time waits
+	// before it is sent again; each further retry doubles it, with 20 % jitter, up to
+	// RetryBackoffMax, retry.backoff.max.ms (KIP-580; Java's RecordAccumulator.retryBackoff).
+	// A RetryBackoffMax of zero keeps every wait at RetryBackoff.
+	RetryBackoff, RetryBackoffMax time.Duration
+	// Rand is the jitter's random source (tests); nil means a randomly seeded one.
+	Rand *rand.Rand
 	// DeliveryTimeout is delivery.timeout.ms: ExpiredBatches returns batches older than this.
 	// Zero means 120s.
 	DeliveryTimeout time.Duration
@@ -133,6 +140,8 @@ type InFlightTracker interface {
 type RecordAccumulator struct {
 	cfg  Config
 	pool *BufferPool
+	// retryBackoff gives a retried batch its wait (Reenqueue); the sender's goroutine only.
+	retryBackoff *backoff.Exponential
 
 	// deques is copy-on-write (Java's CopyOnWriteMap): Append looks its partition up without a
 	// lock, and partitions are added rarely.
@@ -183,11 +192,18 @@ func New(cfg Config) *RecordAccumulator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RetryBackoffMax <= 0 {
+		cfg.RetryBackoffMax = cfg.RetryBackoff
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
 	a := &RecordAccumulator{
-		cfg:        cfg,
-		pool:       NewBufferPool(cfg.BufferMemory, cfg.BatchSize, cfg.Now),
-		muted:      make(map[metadata.TopicPartition]struct{}),
-		drainIndex: make(map[int32]int),
+		cfg:          cfg,
+		retryBackoff: backoff.New(cfg.RetryBackoff, backoff.Multiplier, cfg.RetryBackoffMax, backoff.Jitter, cfg.Rand),
+		pool:         NewBufferPool(cfg.BufferMemory, cfg.BatchSize, cfg.Now),
+		muted:        make(map[metadata.TopicPartition]struct{}),
+		drainIndex:   make(map[int32]int),
 	}
 	a.deques.Store(&dequeTable{byTP: map[metadata.TopicPartition]*partitionDeque{}})
 	a.incomplete.set = make(map[*ProducerBatch]struct{})
@@ -394,11 +410,11 @@ func (a *RecordAccumulator) isMuted(tp metadata.TopicPartition) bool {
 	return ok
 }
 
-// backingOff reports whether a retried batch is still inside retry.backoff.ms. A retry that
-// goes to a newer leader than the attempt that failed does not wait (KIP-951, Java's
+// backingOff reports whether a retried batch is still inside its retry backoff (retryWait). A
+// retry that goes to a newer leader than the attempt that failed does not wait (KIP-951, Java's
 // shouldBackoff with hasLeaderChangedForTheOngoingRetry): the wait was for the old leader.
 func (a *RecordAccumulator) backingOff(b *ProducerBatch, now time.Time) bool {
-	return b.Attempts > 0 && now.Sub(b.LastAttempt) < a.cfg.RetryBackoff && !b.hasLeaderChangedForTheOngoingRetry()
+	return b.Attempts > 0 && now.Sub(b.LastAttempt) < b.retryWait && !b.hasLeaderChangedForTheOngoingRetry()
 }
 
 // noteLeaderEpoch tells the deque's first batch the partition's current leader epoch, before
@@ -428,6 +444,7 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 		noteLeaderEpoch(c, dq.tp, first)
 		waited := max(now.Sub(first.LastAttempt), 0)
 		backingOff := a.backingOff(first, now)
+		retryWait := first.retryWait
 		full := len(dq.batches) > 1 || first.IsFull()
 		dq.mu.Unlock()
 
@@ -441,7 +458,7 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 		}
 		timeToWait := a.cfg.Linger
 		if backingOff {
-			timeToWait = a.cfg.RetryBackoff
+			timeToWait = retryWait
 		}
 		sendable := full || waited >= timeToWait || forced
 		if sendable && !backingOff {
@@ -629,10 +646,13 @@ func (a *RecordAccumulator) MutePartition(tp metadata.TopicPartition) { a.muted[
 func (a *RecordAccumulator) UnmutePartition(tp metadata.TopicPartition) { delete(a.muted, tp) }
 
 // Reenqueue puts a batch back for retry: at the head of its deque, or, if it has a sequence, in
-// sequence order among the batches there (Java insertInSequenceOrder). Its retry.backoff.ms
-// counts from now. The delivery timeout is the sender's to check before calling.
+// sequence order among the batches there (Java insertInSequenceOrder). Its retry backoff
+// counts from now: Java's retryBackoff.backoff(attempts - 1), drawn once here for the attempt,
+// so that Ready and Drain agree on it. The delivery timeout is the sender's to check before
+// calling. The sender's goroutine only (the jitter's random source is its).
 func (a *RecordAccumulator) Reenqueue(b *ProducerBatch, now time.Time) {
 	b.reenqueued(now)
+	b.retryWait = a.retryBackoff.Backoff(b.Attempts - 1)
 	dq := a.getOrCreateDeque(b.TopicPartition)
 	dq.mu.Lock()
 	defer dq.mu.Unlock()

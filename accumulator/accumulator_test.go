@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -1091,5 +1092,35 @@ func TestTraceAtCompletionStampsWithoutAClockRead(t *testing.T) {
 	}
 	if reads != 0 {
 		t.Fatalf("the clock was read %d times for untraced records", reads)
+	}
+}
+
+// TestRetryBackoffGrowsExponentially: each retry of a batch waits retry.backoff.ms doubled per
+// earlier retry, with 20 % jitter, up to retry.backoff.max.ms (KIP-580, Java's
+// RecordAccumulator.retryBackoff.backoff(attempts - 1)). It used to wait retry.backoff.ms every time.
+func TestRetryBackoffGrowsExponentially(t *testing.T) {
+	a := newTestAccumulator(Config{RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: time.Second,
+		Rand: rand.New(rand.NewPCG(5, 5))})
+	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {p0}})
+	b := retried(t, a, p0, t0)
+	at := t0
+	for i, term := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
+		term *= time.Millisecond
+		lo, hi := time.Duration(float64(term)*0.8), min(time.Duration(float64(term)*1.2), time.Second)
+		if term == time.Second {
+			lo = 800 * time.Millisecond
+		}
+		if r := a.Ready(cluster, at.Add(lo-time.Millisecond)); len(r.ReadyNodes) != 0 {
+			t.Fatalf("retry %d: ready %v after %v, inside a backoff of at least %v", i+1, lo-time.Millisecond, r.ReadyNodes, lo)
+		}
+		if r := a.Ready(cluster, at.Add(hi+time.Millisecond)); len(r.ReadyNodes) != 1 {
+			t.Fatalf("retry %d: not ready after %v, past a backoff of at most %v", i+1, hi+time.Millisecond, hi)
+		}
+		drained := a.Drain(cluster, []int32{1}, 1<<20, at.Add(hi+time.Millisecond))[1]
+		if len(drained) != 1 || drained[0] != b {
+			t.Fatalf("retry %d: drained %v", i+1, drained)
+		}
+		at = at.Add(hi + 2*time.Millisecond)
+		a.Reenqueue(b, at)
 	}
 }

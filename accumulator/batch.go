@@ -139,9 +139,11 @@ type ProducerBatch struct {
 	Drained time.Time
 	// Attempts counts re-enqueues for retry; 0 until the first retry.
 	Attempts int
-	// LastAttempt is Created, then the time of the latest re-enqueue; retry.backoff.ms counts
+	// LastAttempt is Created, then the time of the latest re-enqueue; the retry backoff counts
 	// from it.
 	LastAttempt time.Time
+	// retryWait is the backoff of the current retry (RecordAccumulator.Reenqueue).
+	retryWait time.Duration
 	// Node is the broker node the batch was last drained for (its partition's leader then),
 	// -1 until its first drain: telemetry's server.address.
 	Node int32

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/internal/backoff"
 )
 
 // DefaultMaxIdle is how long a topic stays in metadata requests without being used: the default
@@ -36,7 +39,14 @@ type Metadata struct {
 	cluster atomic.Pointer[Cluster]
 
 	maxAge, refreshBackoff, maxIdle time.Duration
-	allowAutoCreate                 bool
+	// refreshBackoffs makes the wait between refreshes grow after failed ones (KIP-580: Java's
+	// Metadata.refreshBackoff, up to retry.backoff.max.ms; SetRefreshBackoffMax); attempts
+	// counts the failures since the last success, and refreshWait is the wait they give,
+	// drawn once per attempt so that every caller sees the same one.
+	refreshBackoffs *backoff.Exponential
+	attempts        int
+	refreshWait     time.Duration
+	allowAutoCreate bool
 
 	mu         sync.Mutex
 	version    int
@@ -83,6 +93,7 @@ func New(bootstrap []string, maxAge, refreshBackoff time.Duration, allowAutoCrea
 	m := &Metadata{
 		maxAge:          maxAge,
 		refreshBackoff:  refreshBackoff,
+		refreshWait:     refreshBackoff,
 		maxIdle:         DefaultMaxIdle,
 		allowAutoCreate: allowAutoCreate,
 		needUpdate:      true, // the bootstrap view knows no broker by id
@@ -183,7 +194,7 @@ func (m *Metadata) TimeToNextUpdate(now time.Time) time.Duration {
 	if !m.needUpdate {
 		toExpire = max(m.lastSuccessfulRefresh.Add(m.maxAge).Sub(now), 0)
 	}
-	toAllow := max(m.lastRefresh.Add(m.refreshBackoff).Sub(now), 0)
+	toAllow := max(m.lastRefresh.Add(m.refreshWait).Sub(now), 0)
 	return max(toExpire, toAllow)
 }
 
@@ -265,6 +276,8 @@ func (m *Metadata) UpdateFor(requestVersion int, resp *kmsg.MetadataResponse, no
 		}
 	}
 	m.lastRefresh, m.lastSuccessfulRefresh = now, now
+	m.attempts = 0
+	m.refreshWait = m.nextRefreshWaitLocked()
 	m.cluster.Store(c)
 	m.bumpVersionLocked()
 }
@@ -295,6 +308,32 @@ func (m *Metadata) FailedUpdate(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastRefresh = now
+	// Java's failedUpdate counts the attempt; timeToAllowUpdate waits backoff(attempts - 1).
+	m.attempts++
+	m.refreshWait = m.nextRefreshWaitLocked()
+}
+
+// SetRefreshBackoffMax makes the wait after failed refreshes grow from retry.backoff.ms,
+// doubling with 20 % jitter per failure, up to maxBackoff (retry.backoff.max.ms; Java's
+// Metadata.refreshBackoff). rnd is the jitter's source (nil: randomly seeded). Call it before
+// the metadata is used.
+func (m *Metadata) SetRefreshBackoffMax(maxBackoff time.Duration, rnd *rand.Rand) {
+	if rnd == nil {
+		rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refreshBackoffs = backoff.New(m.refreshBackoff, backoff.Multiplier, maxBackoff, backoff.Jitter, rnd)
+	m.refreshWait = m.nextRefreshWaitLocked()
+}
+
+// nextRefreshWaitLocked is the wait after the current attempts: backoff(attempts - 1), or the
+// fixed retry.backoff.ms without SetRefreshBackoffMax.
+func (m *Metadata) nextRefreshWaitLocked() time.Duration {
+	if m.refreshBackoffs == nil {
+		return m.refreshBackoff
+	}
+	return m.refreshBackoffs.Backoff(max(m.attempts-1, 0))
 }
 
 // FatalError records an error no retry will fix without a config change (authentication failed):

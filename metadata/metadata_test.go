@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -495,5 +496,33 @@ func TestRebootstrap(t *testing.T) {
 	}
 	if !slices.Contains(m.Topics(), "a") {
 		t.Fatal("the topics of interest were forgotten")
+	}
+}
+
+// TestRefreshBackoffGrowsAfterFailures: with retry.backoff.max.ms, each failed refresh doubles
+// the wait before the next (20 % jitter), up to the maximum; a success starts again at
+// retry.backoff.ms (KIP-580, Java's Metadata.refreshBackoff and attempts). It used to retry a
+// cluster that does not answer every retry.backoff.ms.
+func TestRefreshBackoffGrowsAfterFailures(t *testing.T) {
+	m := newTestMetadata(t) // retry.backoff.ms 100 ms
+	m.SetRefreshBackoffMax(time.Second, rand.New(rand.NewPCG(9, 9)))
+	m.RequestUpdate()
+	at := t0
+	for i, term := range []time.Duration{100, 200, 400, 800, 1000} {
+		m.FailedUpdate(at)
+		term *= time.Millisecond
+		lo, hi := time.Duration(float64(term)*0.8), min(time.Duration(float64(term)*1.2), time.Second)
+		if term == time.Second {
+			lo = 800 * time.Millisecond
+		}
+		if d := m.TimeToNextUpdate(at); d < lo || d > hi {
+			t.Fatalf("after %d failed refreshes: next in %v, want within [%v, %v]", i+1, d, lo, hi)
+		}
+		at = at.Add(hi)
+	}
+	m.Update(response(nil, nil), at)
+	m.RequestUpdate()
+	if d := m.TimeToNextUpdate(at); d < 80*time.Millisecond || d > 120*time.Millisecond {
+		t.Fatalf("after a success: next requested refresh in %v, want retry.backoff.ms ± 20%%", d)
 	}
 }

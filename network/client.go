@@ -194,13 +194,35 @@ func (c *NetworkClient) Ready(node metadata.Node, now time.Time) bool {
 }
 
 // IsReady reports whether node can take a request now: no metadata update is due (the update goes
-// first, as in the Java client) and the connection is READY with room in flight.
+// first, as in the Java client) and the connection is READY, not throttled, with room in flight.
 func (c *NetworkClient) IsReady(node int32, now time.Time) bool {
-	return !c.updater.isUpdateDue(now) && c.canSendRequest(node)
+	return !c.updater.isUpdateDue(now) && c.canSendRequest(node, now)
 }
 
-func (c *NetworkClient) canSendRequest(node int32) bool {
-	return c.states.IsReady(node) && c.selector.IsChannelReady(node) && c.inFlight.CanSendMore(node)
+// canSendRequest is Java's: a READY connection that its broker does not throttle (KIP-219,
+// ClusterConnectionStates.isReady), whose channel is ready, with room in flight.
+func (c *NetworkClient) canSendRequest(node int32, now time.Time) bool {
+	return c.states.IsReady(node) && c.states.ThrottleDelay(node, now) == 0 && c.selector.IsChannelReady(node) &&
+		c.inFlight.CanSendMore(node)
+}
+
+// PollDelay returns how long the sender may wait before node can take a request: its
+// broker's throttle while connected (KIP-219), else ConnectionDelay (Java's pollDelayMs).
+func (c *NetworkClient) PollDelay(node int32, now time.Time) time.Duration {
+	return c.states.PollDelay(node, now)
+}
+
+// maybeThrottle is Java's NetworkClient.maybeThrottle: a response that carries a throttle time
+// the client must honour (KIP-219: the response versions where the broker answers first and
+// throttles after) holds the connection back that long.
+func (c *NetworkClient) maybeThrottle(node int32, body kmsg.Response, now time.Time) {
+	tr, ok := body.(kmsg.ThrottleResponse)
+	if !ok {
+		return
+	}
+	if ms, clientThrottles := tr.Throttle(); ms > 0 && clientThrottles {
+		c.states.Throttle(node, now.Add(time.Duration(ms)*time.Millisecond))
+	}
 }
 
 // ConnectionDelay returns how long until node may be connected to: the rest of its reconnect
@@ -256,7 +278,7 @@ func (c *NetworkClient) Send(req *ClientRequest, now time.Time) {
 	case c.closed:
 		fail(ErrClientClosed)
 		return
-	case !c.canSendRequest(req.Destination):
+	case !c.canSendRequest(req.Destination, now):
 		fail(fmt.Errorf("%w: node %d", ErrNodeNotReady, req.Destination))
 		return
 	}
@@ -495,6 +517,9 @@ func (c *NetworkClient) handleCompletedReceives(responses []*inflight.Response, 
 			continue
 		}
 		c.noteDone(r, body, received, len(recv.Payload)+4, err)
+		if err == nil {
+			c.maybeThrottle(recv.Node, body, received)
+		}
 		switch {
 		case r.APIKey == kmsg.ApiVersions.Int16() && r.Internal:
 			responses = c.handleAPIVersionsResponse(responses, r, body, err, now)
@@ -685,7 +710,7 @@ func (c *NetworkClient) LeastLoadedNode(now time.Time) (metadata.Node, bool) {
 	for i := range nodes {
 		n := &nodes[(offset+i)%len(nodes)]
 		switch {
-		case c.canSendRequest(n.ID):
+		case c.canSendRequest(n.ID, now):
 			count := c.inFlight.CountFor(n.ID)
 			if count == 0 {
 				return *n, true

@@ -3,6 +3,8 @@ package network
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/kafkatrail/kafkatrail/internal/backoff"
 )
 
 // ConnectionState is the lifecycle state of the connection to one node.
@@ -59,6 +61,9 @@ type nodeConnectionState struct {
 	connectionSetupTimeout time.Duration
 	authErr                error
 	addr                   string
+	// throttleUntil is when the broker's last throttle (KIP-219) ends: until then nothing is
+	// sent on the connection.
+	throttleUntil time.Time
 }
 
 // ClusterConnectionStates tracks each node's connection state, reconnect backoff and connection
@@ -68,17 +73,11 @@ type nodeConnectionState struct {
 type ClusterConnectionStates struct {
 	nodes                  map[int32]*nodeConnectionState
 	connecting             map[int32]struct{}
-	reconnectBackoff       *exponentialBackoff
-	connectionSetupTimeout *exponentialBackoff
+	reconnectBackoff       *backoff.Exponential
+	connectionSetupTimeout *backoff.Exponential
 	// onChange, when set, is called after every state transition (telemetry).
 	onChange func(node int32, state ConnectionState)
 }
-
-// The Java client's constants for both backoffs.
-const (
-	backoffMultiplier = 2
-	backoffJitter     = 0.2
-)
 
 // NewClusterConnectionStates returns states with reconnect backoff growing from reconnectBackoff to
 // reconnectBackoffMax (reconnect.backoff.ms, reconnect.backoff.max.ms) and connection setup timeout
@@ -91,8 +90,8 @@ func NewClusterConnectionStates(reconnectBackoff, reconnectBackoffMax, setupTime
 	return &ClusterConnectionStates{
 		nodes:                  map[int32]*nodeConnectionState{},
 		connecting:             map[int32]struct{}{},
-		reconnectBackoff:       newExponentialBackoff(reconnectBackoff, backoffMultiplier, reconnectBackoffMax, backoffJitter, rnd),
-		connectionSetupTimeout: newExponentialBackoff(setupTimeout, backoffMultiplier, setupTimeoutMax, backoffJitter, rnd),
+		reconnectBackoff:       backoff.New(reconnectBackoff, backoff.Multiplier, reconnectBackoffMax, backoff.Jitter, rnd),
+		connectionSetupTimeout: backoff.New(setupTimeout, backoff.Multiplier, setupTimeoutMax, backoff.Jitter, rnd),
 	}
 }
 
@@ -145,8 +144,8 @@ func (s *ClusterConnectionStates) Connecting(node int32, now time.Time, addr str
 		// A node whose address changed is a new broker behind an old id: its failures say
 		// nothing about the new address, so it starts from fresh backoffs.
 		n = &nodeConnectionState{
-			reconnectBackoff:       s.reconnectBackoff.backoff(0),
-			connectionSetupTimeout: s.connectionSetupTimeout.backoff(0),
+			reconnectBackoff:       s.reconnectBackoff.Backoff(0),
+			connectionSetupTimeout: s.connectionSetupTimeout.Backoff(0),
 		}
 		s.nodes[node] = n
 	}
@@ -173,7 +172,7 @@ func (s *ClusterConnectionStates) Ready(node int32) {
 	n.state = Ready
 	n.authErr = nil
 	n.failedAttempts = 0
-	n.reconnectBackoff = s.reconnectBackoff.backoff(0)
+	n.reconnectBackoff = s.reconnectBackoff.Backoff(0)
 	s.resetConnectionSetupTimeout(n)
 	delete(s.connecting, node)
 	s.changed(node, Ready)
@@ -187,7 +186,7 @@ func (s *ClusterConnectionStates) Disconnected(node int32, now time.Time) {
 	s.updateReconnectBackoff(n)
 	if n.state == Connecting {
 		n.failedConnectAttempts++
-		n.connectionSetupTimeout = s.connectionSetupTimeout.backoff(n.failedConnectAttempts)
+		n.connectionSetupTimeout = s.connectionSetupTimeout.Backoff(n.failedConnectAttempts)
 		delete(s.connecting, node)
 	} else {
 		s.resetConnectionSetupTimeout(n)
@@ -216,13 +215,13 @@ func (s *ClusterConnectionStates) changed(node int32, state ConnectionState) {
 }
 
 func (s *ClusterConnectionStates) updateReconnectBackoff(n *nodeConnectionState) {
-	n.reconnectBackoff = s.reconnectBackoff.backoff(n.failedAttempts)
+	n.reconnectBackoff = s.reconnectBackoff.Backoff(n.failedAttempts)
 	n.failedAttempts++
 }
 
 func (s *ClusterConnectionStates) resetConnectionSetupTimeout(n *nodeConnectionState) {
 	n.failedConnectAttempts = 0
-	n.connectionSetupTimeout = s.connectionSetupTimeout.backoff(0)
+	n.connectionSetupTimeout = s.connectionSetupTimeout.Backoff(0)
 }
 
 // nodeState returns node's record, creating a Disconnected one for a node never seen so that
@@ -231,8 +230,8 @@ func (s *ClusterConnectionStates) nodeState(node int32) *nodeConnectionState {
 	n := s.nodes[node]
 	if n == nil {
 		n = &nodeConnectionState{
-			reconnectBackoff:       s.reconnectBackoff.backoff(0),
-			connectionSetupTimeout: s.connectionSetupTimeout.backoff(0),
+			reconnectBackoff:       s.reconnectBackoff.Backoff(0),
+			connectionSetupTimeout: s.connectionSetupTimeout.Backoff(0),
 		}
 		s.nodes[node] = n
 	}
@@ -241,6 +240,38 @@ func (s *ClusterConnectionStates) nodeState(node int32) *nodeConnectionState {
 
 // IsReady reports whether node is READY.
 func (s *ClusterConnectionStates) IsReady(node int32) bool { return s.State(node) == Ready }
+
+// Throttle records that node's broker asked, in a response, not to be sent to until until
+// (KIP-219; Java's ClusterConnectionStates.throttle). The deadline never moves back.
+func (s *ClusterConnectionStates) Throttle(node int32, until time.Time) {
+	if n := s.nodes[node]; n != nil && n.throttleUntil.Before(until) {
+		n.throttleUntil = until
+	}
+}
+
+// ThrottleDelay returns how long node's throttle lasts after now (0: none).
+func (s *ClusterConnectionStates) ThrottleDelay(node int32, now time.Time) time.Duration {
+	if n := s.nodes[node]; n != nil && n.throttleUntil.After(now) {
+		return n.throttleUntil.Sub(now)
+	}
+	return 0
+}
+
+// PollDelay is how long the sender may wait before node can take a request (Java's
+// pollDelayMs): a connected node's throttle, else ConnectionDelay.
+func (s *ClusterConnectionStates) PollDelay(node int32, now time.Time) time.Duration {
+	if d := s.ThrottleDelay(node, now); d > 0 && s.IsConnected(node) {
+		return d
+	}
+	return s.ConnectionDelay(node, now)
+}
+
+// IsConnected reports whether node's connection is established: CHECKING_API_VERSIONS or READY
+// (Java's ConnectionState.isConnected).
+func (s *ClusterConnectionStates) IsConnected(node int32) bool {
+	st := s.State(node)
+	return st == CheckingAPIVersions || st == Ready
+}
 
 // IsConnecting reports whether node is CONNECTING.
 func (s *ClusterConnectionStates) IsConnecting(node int32) bool { return s.State(node) == Connecting }

@@ -7,54 +7,6 @@ import (
 	"time"
 )
 
-func TestExponentialBackoffRanges(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(7, 7))
-	b := newExponentialBackoff(50*time.Millisecond, 2, time.Second, 0.2, rnd)
-	tests := []struct {
-		attempts int
-		term     time.Duration // before jitter
-	}{
-		{0, 50 * time.Millisecond},
-		{1, 100 * time.Millisecond},
-		{2, 200 * time.Millisecond},
-		{3, 400 * time.Millisecond},
-		{4, 800 * time.Millisecond},
-		{5, time.Second}, // 1600ms, capped
-		{30, time.Second},
-	}
-	for _, tt := range tests {
-		lo, hi := time.Duration(float64(tt.term)*0.8), time.Duration(float64(tt.term)*1.2)
-		hi = min(hi, time.Second)
-		if tt.attempts >= 5 {
-			// The term stops growing at max, jitter applies to max and the result is capped.
-			lo = 800 * time.Millisecond
-		}
-		seenLow, seenHigh := false, false
-		for range 2000 {
-			d := b.backoff(tt.attempts)
-			if d < lo || d > hi {
-				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", tt.attempts, d, lo, hi)
-			}
-			mid := (lo + hi) / 2
-			seenLow = seenLow || d < mid
-			seenHigh = seenHigh || d > mid
-		}
-		if tt.attempts < 5 && (!seenLow || !seenHigh) {
-			t.Fatalf("backoff(%d) shows no jitter", tt.attempts)
-		}
-	}
-}
-
-func TestExponentialBackoffWithoutRoom(t *testing.T) {
-	// max <= initial: the Java class returns initial, without jitter.
-	b := newExponentialBackoff(time.Second, 2, time.Second, 0.2, rand.New(rand.NewPCG(1, 1)))
-	for i := range 5 {
-		if d := b.backoff(i); d != time.Second {
-			t.Fatalf("backoff(%d) = %v", i, d)
-		}
-	}
-}
-
 // newTestStates returns connection states with a fixed jitter source, and the time the test
 // starts at: the tests move that clock by hand, so what they assert does not hang on the wall
 // clock.
@@ -202,3 +154,23 @@ type testError string
 func (e testError) Error() string { return string(e) }
 
 const errTest = testError("test")
+
+// TestConnectionStatesThrottle: a broker's throttle (KIP-219) holds a connected node for its
+// time, never moves back, and is what the poll waits for (Java's pollDelayMs).
+func TestConnectionStatesThrottle(t *testing.T) {
+	const node = 4
+	s, now := connecting(node)
+	s.CheckingAPIVersions(node)
+	s.Ready(node)
+	s.Throttle(node, now.Add(300*time.Millisecond))
+	s.Throttle(node, now.Add(100*time.Millisecond)) // an older, shorter one does not shorten it
+	if d := s.ThrottleDelay(node, now); d != 300*time.Millisecond {
+		t.Fatalf("throttle delay %v, want 300ms", d)
+	}
+	if d := s.PollDelay(node, now.Add(100*time.Millisecond)); d != 200*time.Millisecond {
+		t.Fatalf("poll delay of a throttled node %v, want the 200ms left", d)
+	}
+	if d := s.PollDelay(node, now.Add(time.Second)); d != maxDuration {
+		t.Fatalf("poll delay once the throttle ended %v, want none", d)
+	}
+}

@@ -54,7 +54,7 @@ func (u *defaultMetadataUpdater) maybeUpdate(now time.Time) time.Duration {
 // it can take it, else wait for any connection being set up, else connect to node.
 func (u *defaultMetadataUpdater) maybeUpdateNode(node metadata.Node, now time.Time) time.Duration {
 	c := u.client
-	if c.canSendRequest(node.ID) {
+	if c.canSendRequest(node.ID, now) {
 		req, requestVersion := u.meta.NewRequestAndVersion()
 		if err := c.negotiateVersion(node.ID, req); err != nil {
 			u.meta.FailedUpdate(now)

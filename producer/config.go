@@ -33,7 +33,8 @@ type Config struct {
 	RequestTimeoutMs                 int   `koanf:"request.timeout.ms" doc:"how long a request waits for its response before the connection is closed and it is retried"`
 	MaxBlockMs                       int   `koanf:"max.block.ms" doc:"how long Send blocks for metadata and buffer memory"`
 	MaxRequestSize                   int   `koanf:"max.request.size" doc:"largest request, and so largest record, in bytes"`
-	RetryBackoffMs                   int   `koanf:"retry.backoff.ms" doc:"wait before a failed request or metadata fetch is retried"`
+	RetryBackoffMs                   int   `koanf:"retry.backoff.ms" doc:"wait before a failed batch is first retried; each further retry doubles it with 20% jitter up to retry.backoff.max.ms (KIP-580); also the wait before a failed request or metadata fetch is retried"`
+	RetryBackoffMaxMs                int   `koanf:"retry.backoff.max.ms" doc:"upper bound of a batch's exponential retry backoff; at or below retry.backoff.ms the backoff stays at retry.backoff.max.ms"`
 	ReconnectBackoffMs               int   `koanf:"reconnect.backoff.ms" doc:"initial wait before reconnecting to a broker"`
 	ReconnectBackoffMaxMs            int   `koanf:"reconnect.backoff.max.ms" doc:"upper bound of the exponential, jittered reconnect backoff"`
 	MetadataMaxAgeMs                 int   `koanf:"metadata.max.age.ms" doc:"metadata is refreshed at least this often"`
@@ -96,6 +97,7 @@ func DefaultConfig() Config {
 		MaxBlockMs:                       60000,
 		MaxRequestSize:                   1 << 20,
 		RetryBackoffMs:                   100,
+		RetryBackoffMaxMs:                1000,
 		ReconnectBackoffMs:               millis(network.DefaultReconnectBackoff),
 		ReconnectBackoffMaxMs:            millis(network.DefaultReconnectBackoffMax),
 		MetadataMaxAgeMs:                 300000,
@@ -181,6 +183,7 @@ func (c *Config) Validate() error {
 		{"retries", c.Retries},
 		{"max.block.ms", c.MaxBlockMs},
 		{"retry.backoff.ms", c.RetryBackoffMs},
+		{"retry.backoff.max.ms", c.RetryBackoffMaxMs},
 		{"reconnect.backoff.ms", c.ReconnectBackoffMs},
 		{"reconnect.backoff.max.ms", c.ReconnectBackoffMaxMs},
 	}

@@ -21,6 +21,7 @@ func TestDefaultConfigMatchesJavaClient(t *testing.T) {
 		"max.block.ms":                          {c.MaxBlockMs, 60000},
 		"max.request.size":                      {c.MaxRequestSize, 1048576},
 		"retry.backoff.ms":                      {c.RetryBackoffMs, 100},
+		"retry.backoff.max.ms":                  {c.RetryBackoffMaxMs, 1000},
 		"reconnect.backoff.ms":                  {c.ReconnectBackoffMs, 50},
 		"reconnect.backoff.max.ms":              {c.ReconnectBackoffMaxMs, 1000},
 		"metadata.max.age.ms":                   {c.MetadataMaxAgeMs, 300000},

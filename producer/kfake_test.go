@@ -595,3 +595,48 @@ func TestKfakeRecordErrorsFailOnlyTheNamedRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestKfakeThrottleHoldsTheNode: a produce response that carries a throttle time the client must
+// honour (KIP-219: v6 and later) keeps the producer from sending to that broker until the
+// throttle ends (Java's NetworkClient.maybeThrottle, ClusterConnectionStates.isReady). The
+// throttle time used to be only a metric: the next request went at once.
+func TestKfakeThrottleHoldsTheNode(t *testing.T) {
+	c := newKfake(t, 1)
+	const throttle = 400 * time.Millisecond
+	var mu sync.Mutex
+	var answered, second time.Time
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if answered.IsZero() {
+			resp := kafkatest.ProduceAnswer(r.(*kmsg.ProduceRequest), func(kmsg.ProduceRequestTopicPartition) int16 { return 0 }, 0)
+			resp.ThrottleMillis = int32(throttle / time.Millisecond)
+			answered = time.Now()
+			return resp, nil, true
+		}
+		if second.IsZero() {
+			second = time.Now()
+		}
+		return nil, nil, false
+	})
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	for i, v := range []string{"first", "second"} {
+		res := sendValues(t, p, "t", []string{v})
+		res.wait(t, 10*time.Second)
+		if err := res.firstError(); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gap := second.Sub(answered); gap < throttle-50*time.Millisecond {
+		t.Fatalf("the next produce request came %v after a response that throttled the client for %v", gap, throttle)
+	}
+}

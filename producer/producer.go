@@ -148,6 +148,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap.servers: %w", err)
 	}
+	meta.SetRefreshBackoffMax(ms(cfg.RetryBackoffMaxMs), nil)
 	meta.SetMaxIdle(ms(cfg.MetadataMaxIdleMs))
 	netCfg, err := cfg.networkConfig()
 	if err != nil {
@@ -229,6 +230,7 @@ func (c *Config) accumulatorConfig(clock func() time.Time) accumulator.Config {
 		BufferMemory:    c.BufferMemory,
 		Linger:          ms(c.LingerMs),
 		RetryBackoff:    ms(c.RetryBackoffMs),
+		RetryBackoffMax: ms(c.RetryBackoffMaxMs),
 		DeliveryTimeout: ms(c.DeliveryTimeoutMs),
 		Compression:     codec,
 		Idempotent:      c.EnableIdempotence,

@@ -23,6 +23,7 @@ import (
 type KafkaClient interface {
 	Ready(node metadata.Node, now time.Time) bool
 	ConnectionDelay(node int32, now time.Time) time.Duration
+	PollDelay(node int32, now time.Time) time.Duration
 	ConnectionFailed(node int32) bool
 	Send(req *network.ClientRequest, now time.Time)
 	Poll(timeout time.Duration, now time.Time) []*inflight.Response
@@ -276,7 +277,8 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 			continue
 		}
 		if !s.client.Ready(node, now) {
-			notReadyTimeout = min(notReadyTimeout, s.client.ConnectionDelay(id, now))
+			// Java's pollDelayMs: a throttled node (KIP-219) is waited for until its throttle ends.
+			notReadyTimeout = min(notReadyTimeout, s.client.PollDelay(id, now))
 			continue
 		}
 		ready = append(ready, id)

@@ -41,6 +41,9 @@ func (m *mockClient) ConnectionDelay(int32, time.Time) time.Duration {
 	return time.Second
 }
 func (m *mockClient) ConnectionFailed(int32) bool { return false }
+func (m *mockClient) PollDelay(node int32, now time.Time) time.Duration {
+	return m.ConnectionDelay(node, now)
+}
 func (m *mockClient) Send(req *network.ClientRequest, now time.Time) {
 	// The real client copies the request into its frame during Send and the Sender reuses the
 	// encoded batches afterwards; keep a copy, as the wire would.
@@ -306,13 +309,14 @@ func TestSenderRetriesRetriableErrorsAndRefreshesMetadata(t *testing.T) {
 	if !f.meta.UpdateRequested() {
 		t.Fatal("NOT_LEADER_OR_FOLLOWER did not request a metadata update")
 	}
-	// Within retry.backoff.ms nothing is resent.
+	// Within retry.backoff.ms (less its 20 % jitter) nothing is resent; after it (and the
+	// jitter) the batch goes.
 	f.now = f.now.Add(50 * time.Millisecond)
 	f.runOnce()
 	if len(f.client.sent) != 1 {
 		t.Fatalf("resent during retry backoff: %d requests", len(f.client.sent))
 	}
-	f.now = f.now.Add(60 * time.Millisecond)
+	f.now = f.now.Add(80 * time.Millisecond)
 	f.runOnce()
 	if len(f.client.sent) != 2 {
 		t.Fatalf("requests after backoff = %d, want 2", len(f.client.sent))

@@ -288,12 +288,21 @@ func (m *Metadata) bumpVersionLocked() {
 	m.updated = make(chan struct{})
 }
 
+// BootstrapAddrs returns the bootstrap servers as host:port, for the log of a rebootstrap.
+func (m *Metadata) BootstrapAddrs() []string {
+	out := make([]string, len(m.bootstrapNodes))
+	for i, n := range m.bootstrapNodes {
+		out[i] = net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
+	}
+	return out
+}
+
 // Rebootstrap forgets every broker the metadata named and goes back to the bootstrap.servers, as
-// the Java client's Metadata.rebootstrap does when the cluster says the client's metadata is
-// stale beyond repair (REBOOTSTRAP_REQUIRED, KIP-1102): a full update is requested and the
-// version moves, so waiters look at the (now bootstrap) cluster again. The leader epochs seen
-// stay, as in Java, though with the topic ids forgotten the next response's leaders are taken
-// as they come (see updateLatestMetadata).
+// the Java client's Metadata.rebootstrap does when no broker it knows can be reached (KIP-899),
+// or when the cluster says the client's metadata is stale beyond repair (REBOOTSTRAP_REQUIRED,
+// KIP-1102): a full update is requested and the version moves, so waiters look at the (now
+// bootstrap) cluster again. The leader epochs seen stay, as in Java, though with the topic ids
+// forgotten the next response's leaders are taken as they come (see updateLatestMetadata).
 func (m *Metadata) Rebootstrap() {
 	m.mu.Lock()
 	defer m.mu.Unlock()

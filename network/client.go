@@ -734,6 +734,18 @@ func (c *NetworkClient) LeastLoadedNode(now time.Time) (metadata.Node, bool) {
 	return metadata.Node{}, false
 }
 
+// anyConnectionReady reports whether a broker the metadata names has a READY connection
+// (Java's LeastLoadedNode.atLeastOneConnectionReady): then a rebootstrap is not needed, whatever
+// LeastLoadedNode found.
+func (c *NetworkClient) anyConnectionReady() bool {
+	for _, n := range c.meta.Fetch().Nodes() {
+		if c.states.IsReady(n.ID) {
+			return true
+		}
+	}
+	return false
+}
+
 // Close closes every connection, waits for their goroutines (up to 10 seconds) and fails the
 // requests still in flight with ErrClientClosed, running their callbacks so none is lost.
 func (c *NetworkClient) Close() error {

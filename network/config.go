@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"sync/atomic"
@@ -24,6 +25,7 @@ const (
 	DefaultSocketConnectionSetupTimeout    = 10 * time.Second
 	DefaultSocketConnectionSetupTimeoutMax = 30 * time.Second
 	DefaultMaxInFlight                     = 5
+	DefaultRebootstrapTrigger              = 300 * time.Second // metadata.recovery.rebootstrap.trigger.ms
 	// DefaultMaxReceiveBytes bounds one response frame (the broker-side socket.request.max.bytes
 	// default), so a corrupt or hostile size prefix cannot make us allocate gigabytes.
 	DefaultMaxReceiveBytes = 104857600
@@ -106,10 +108,20 @@ type Config struct {
 	SASL *SASLConfig
 	// Dialer opens the TCP connection; nil uses a net.Dialer.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NoRebootstrap is metadata.recovery.strategy=none: the client never goes back to the
+	// bootstrap servers by itself (only the Java client's default, rebootstrap, does: KIP-899
+	// when no broker it knows can be reached, KIP-1102 after RebootstrapTrigger without a
+	// metadata update and when a broker answers REBOOTSTRAP_REQUIRED).
+	NoRebootstrap bool
+	// RebootstrapTrigger is metadata.recovery.rebootstrap.trigger.ms (default 300 s).
+	RebootstrapTrigger time.Duration
 	// MaxVersions caps the version used per API key below what kmsg and the broker support.
 	// Produce is capped at v12 unless the map sets key 0: v13 names topics by id only, and the
 	// producer names them.
 	MaxVersions map[int16]int16
+	// Log receives what the client decides by itself that an operator should know (a
+	// rebootstrap); nil discards it.
+	Log *slog.Logger
 	// Observer, when set, is told of connection states and setups and of every request (telemetry).
 	Observer Observer
 	// Clock reads the time a request's stages are stamped with where each happens (Queued in
@@ -131,6 +143,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.ReconnectBackoffMax, DefaultReconnectBackoffMax)
 	setDur(&c.SocketConnectionSetupTimeout, DefaultSocketConnectionSetupTimeout)
 	setDur(&c.SocketConnectionSetupTimeoutMax, DefaultSocketConnectionSetupTimeoutMax)
+	setDur(&c.RebootstrapTrigger, DefaultRebootstrapTrigger)
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
@@ -151,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
 	return c
 }

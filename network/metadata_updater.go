@@ -22,9 +22,13 @@ type defaultMetadataUpdater struct {
 	inProgress bool
 	// requestVersion is the Metadata request version of the request in flight.
 	requestVersion int
-	// rebootstrap is set by a response asking for a rebootstrap, which handleRebootstrap does
-	// at the end of the same Poll (Java's initiateRebootstrap and handleRebootstrap).
+	// rebootstrap is set by a response asking for a rebootstrap, or by an update that has not
+	// succeeded for metadata.recovery.rebootstrap.trigger.ms; handleRebootstrap does it at the
+	// end of the same Poll (Java's initiateRebootstrap and handleRebootstrap).
 	rebootstrap bool
+	// attemptStart is when the first update attempt since the last success went out (zero:
+	// none); KIP-1102 rebootstraps once it is older than the trigger.
+	attemptStart time.Time
 }
 
 // isUpdateDue reports whether an update should be sent now; while one is due, nodes are not
@@ -43,9 +47,32 @@ func (u *defaultMetadataUpdater) maybeUpdate(now time.Time) time.Duration {
 	if timeout > 0 {
 		return timeout
 	}
-	node, ok := u.client.LeastLoadedNode(now)
+	c := u.client
+	if u.attemptStart.IsZero() {
+		u.attemptStart = now
+	} else if !c.cfg.NoRebootstrap && now.Sub(u.attemptStart) >= c.cfg.RebootstrapTrigger {
+		// KIP-1102: no metadata update succeeded for metadata.recovery.rebootstrap.trigger.ms,
+		// whatever the brokers the client knows answer: start again from the bootstrap
+		// servers (a cluster that moved, or was swapped behind the same bootstrap name).
+		c.cfg.Log.Warn("no metadata update succeeded for metadata.recovery.rebootstrap.trigger.ms: rebootstrapping",
+			"trigger", c.cfg.RebootstrapTrigger, "since", now.Sub(u.attemptStart).Round(time.Millisecond))
+		u.rebootstrap, u.attemptStart = true, now
+		return 0
+	}
+	node, ok := c.LeastLoadedNode(now)
+	if !ok && !c.cfg.NoRebootstrap && !c.anyConnectionReady() && !u.meta.Fetch().IsBootstrap() {
+		// KIP-899 (Java's DefaultMetadataUpdater.maybeUpdate with
+		// metadata.recovery.strategy=rebootstrap): every broker the metadata names is in
+		// reconnect backoff and none is connected: go back to the bootstrap servers, whose
+		// addresses may now lead to brokers the old metadata does not know (a whole cluster
+		// restarted on new addresses). Once on the bootstrap servers, there is nothing to go
+		// back to: their reconnect backoff paces the attempts.
+		c.cfg.Log.Info("no known broker can be reached: rebootstrapping", "bootstrap", u.meta.BootstrapAddrs())
+		u.meta.Rebootstrap()
+		node, ok = c.LeastLoadedNode(now)
+	}
 	if !ok {
-		return u.client.cfg.ReconnectBackoff
+		return c.cfg.ReconnectBackoff
 	}
 	return u.maybeUpdateNode(node, now)
 }
@@ -103,7 +130,7 @@ func (u *defaultMetadataUpdater) handleResponse(body kmsg.Response, err error, n
 		return
 	}
 	resp := body.(*kmsg.MetadataResponse)
-	if resp.ErrorCode == kerr.RebootstrapRequired.Code {
+	if resp.ErrorCode == kerr.RebootstrapRequired.Code && !u.client.cfg.NoRebootstrap {
 		u.rebootstrap = true
 		// Unlike Java, which asks again at once, the answer counts as a failed attempt, so
 		// that a cluster that keeps answering this is asked once per retry.backoff.ms, not
@@ -112,6 +139,9 @@ func (u *defaultMetadataUpdater) handleResponse(body kmsg.Response, err error, n
 		return
 	}
 	u.meta.UpdateFor(u.requestVersion, resp, now)
+	if len(resp.Brokers) > 0 {
+		u.attemptStart = time.Time{} // a success: the KIP-1102 clock starts again at the next attempt
+	}
 }
 
 // errRebootstrap is why handleRebootstrap closes connections.

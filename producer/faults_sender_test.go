@@ -603,3 +603,31 @@ func TestExpiryInOrderAlsoWhenTheTimeoutIsSeenInAnAnswer(t *testing.T) {
 		t.Fatalf("younger record: calls=%d err=%v, want failed behind the expired one", behind.calls, behind.err)
 	}
 }
+
+// TestSenderDoesNotSpinOnAHeldBatch: a partition whose next batch is held (the first batch of
+// its epoch is still unacknowledged) has a ready leader but nothing to drain: the sender's poll
+// waits for the response instead of returning at once (timeout 0) and looping, which ran the
+// sender hot for as long as the response took (up to request.timeout.ms against a hung broker).
+func TestSenderDoesNotSpinOnAHeldBatch(t *testing.T) {
+	f := idempotentFixture(t, 1, nil)
+	f.sendTwo(strings.Repeat("a", 60), strings.Repeat("b", 60)) // a batch each
+	if n := len(f.client.pending); n != 1 {
+		t.Fatalf("%d produce requests in flight, want the first batch's alone", n)
+	}
+	f.client.polls = nil
+	for range 3 {
+		f.now = f.now.Add(time.Millisecond)
+		f.runOnce()
+	}
+	for i, d := range f.client.polls {
+		if d == 0 {
+			t.Fatalf("poll %d returned at once (timeout 0) with nothing sendable: the sender spins; polls %v", i, f.client.polls)
+		}
+	}
+	f.client.respond(t, produceAnswer(0, 0))
+	f.runOnce()
+	f.runOnce()
+	if b := batchOf(t, f.lastProduce(), 0); b.FirstSequence != 1 {
+		t.Fatalf("the held batch went with sequence %d once the first was acknowledged, want 1", b.FirstSequence)
+	}
+}

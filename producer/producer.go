@@ -155,6 +155,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		return nil, err
 	}
 	netCfg.Dialer = o.dialer
+	netCfg.Log = o.logger.With("component", "network")
 	netCfg.Clock = o.clock // the network's stage stamps read the clock the accumulator's do
 	if o.observer != nil {
 		netCfg.Observer = o.observer
@@ -275,6 +276,8 @@ func (c *Config) networkConfig() (network.Config, error) {
 		MaxInFlight:                  c.MaxInFlightRequestsPerConnection,
 		MaxReceiveBytes:              c.MaxReceiveBytes,
 		MaxVersions:                  c.maxVersions(),
+		NoRebootstrap:                strings.EqualFold(c.MetadataRecoveryStrategy, "none"),
+		RebootstrapTrigger:           ms(c.MetadataRecoveryRebootstrapTriggerMs),
 	}
 	proto := strings.ToUpper(c.SecurityProtocol)
 	if proto == "SSL" || proto == "SASL_SSL" {

@@ -310,10 +310,12 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 		}
 	}
 
+	sent := false
 	for node, list := range batches {
 		if len(list) > 0 {
 			s.metrics.produceRequest(list)
 			s.sendProduceRequest(node, list, now)
+			sent = true
 		}
 	}
 
@@ -322,8 +324,12 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 		// Wake for the next delivery.timeout.ms, queued or in flight (Java's nextExpiryTimeMs).
 		timeout = min(timeout, s.nextExpiry.Sub(now))
 	}
-	if len(ready) > 0 {
-		// Data went out: loop at once in case more is sendable (Java does the same).
+	if sent {
+		// Data went out: loop at once in case more is sendable (Java does the same whenever a
+		// node is ready). A ready node with nothing drained is a partition the drain holds
+		// (the first batch of an epoch unacknowledged, sequences unresolved, a partition not
+		// yet in the transaction): what releases it is a response, which wakes the poll, or
+		// a backoff, which the timeouts above count; polling at once would only spin.
 		timeout = 0
 	}
 	return max(timeout, 0)

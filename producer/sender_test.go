@@ -28,6 +28,7 @@ type mockClient struct {
 	answers  []answer
 	sent     []*network.ClientRequest
 	wakeups  int
+	polls    []time.Duration // the timeout of every Poll
 }
 
 type answer struct {
@@ -75,7 +76,8 @@ func (m *mockClient) InFlightRequestCount() int { return len(m.pending) }
 func (m *mockClient) Wakeup()                   { m.wakeups++ }
 func (m *mockClient) Close() error              { return nil }
 
-func (m *mockClient) Poll(_ time.Duration, now time.Time) []*inflight.Response {
+func (m *mockClient) Poll(timeout time.Duration, now time.Time) []*inflight.Response {
+	m.polls = append(m.polls, timeout)
 	var out []*inflight.Response
 	// acks=0 requests complete as soon as they are "written".
 	keep := m.pending[:0]

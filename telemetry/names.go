@@ -255,7 +255,7 @@ var Metrics = []MetricDesc{
 	{MetricBatchSize, "histogram", "By", []string{AttrMessagingDestinationName, AttrCompression}, "batch size on the wire, after compression"},
 	{MetricBatchRecords, "histogram", "{record}", []string{AttrMessagingDestinationName}, "records per batch"},
 	{MetricCompressionRatio, "histogram", "1", []string{AttrMessagingDestinationName, AttrCompression}, "compressed over uncompressed size, per batch"},
-	{MetricThrottleTime, "histogram", "s", []string{AttrNodeID}, "throttle time reported in produce responses"},
+	{MetricThrottleTime, "histogram", "s", []string{AttrNodeID}, "throttle time reported in produce responses (the producer sends nothing more to that broker meanwhile, KIP-219)"},
 	{MetricBufferTotal, "gauge", "By", nil, "buffer.memory"},
 	{MetricBufferAvailable, "gauge", "By", nil, "buffer memory not held by batches"},
 	{MetricBufferWaiting, "gauge", "{waiter}", nil, "Sends blocked waiting for buffer memory"},

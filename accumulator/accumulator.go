@@ -47,6 +47,18 @@ type Config struct {
 	RetryBackoff, RetryBackoffMax time.Duration
 	// Rand is the jitter's random source (tests); nil means a randomly seeded one.
 	Rand *rand.Rand
+	// LoadStats, when set, receives each topic's partition queue lengths at every Ready, for
+	// the adaptive partitioner (partitioner.adaptive.partitioning.enable; Java's
+	// RecordAccumulator.partitionReady feeding BuiltInPartitioner.updatePartitionLoadStats):
+	// queueSizes[:length] are the lengths in batches of partitionIDs[:length], the partitions
+	// with a leader not excluded as unavailable; len(queueSizes) counts every partition with a
+	// queue. queueSizes is nil until every partition of the topic has had one. The slices are
+	// reused after the call.
+	LoadStats func(topic string, queueSizes, partitionIDs []int32, length int)
+	// AvailabilityTimeout is partitioner.availability.timeout.ms: a partition whose leader had
+	// batches ready and could not take them for longer is left out of LoadStats's partitions
+	// (UpdateNodeLatencyStats). Zero: none is left out.
+	AvailabilityTimeout time.Duration
 	// DeliveryTimeout is delivery.timeout.ms: ExpiredBatches returns batches older than this.
 	// Zero means 120s.
 	DeliveryTimeout time.Duration
@@ -89,6 +101,9 @@ type ClusterView interface {
 	// LeaderEpochFor is the partition's leader epoch, ok false when unknown: Ready and Drain
 	// use it to tell a retry bound for a new leader (KIP-951).
 	LeaderEpochFor(tp metadata.TopicPartition) (epoch int32, ok bool)
+	// PartitionCount is the topic's number of partitions (0 when unknown): the adaptive
+	// partitioner's stats wait until every partition has had a queue.
+	PartitionCount(topic string) int
 }
 
 // ReadyResult is what Ready found.
@@ -142,6 +157,10 @@ type RecordAccumulator struct {
 	pool *BufferPool
 	// retryBackoff gives a retried batch its wait (Reenqueue); the sender's goroutine only.
 	retryBackoff *backoff.Exponential
+	// nodeStats and topicLoads are the adaptive partitioner's (Ready, UpdateNodeLatencyStats):
+	// the sender's goroutine only.
+	nodeStats  map[int32]*nodeLatencyStats
+	topicLoads map[string]*topicLoad
 
 	// deques is copy-on-write (Java's CopyOnWriteMap): Append looks its partition up without a
 	// lock, and partitions are added rarely.
@@ -425,6 +444,84 @@ func noteLeaderEpoch(c ClusterView, tp metadata.TopicPartition, first *ProducerB
 	}
 }
 
+// nodeLatencyStats is Java's NodeLatencyStats: when the node last had batches ready, and when
+// it last could take them.
+type nodeLatencyStats struct{ readyTime, drainTime time.Time }
+
+// UpdateNodeLatencyStats is Java's updateNodeLatencyStats, told by the sender of every ready
+// node: canDrain says the node could take a request now (which resets its latency), else only
+// its ready time moves, so that readyTime - drainTime is how long its data has waited.
+func (a *RecordAccumulator) UpdateNodeLatencyStats(node int32, now time.Time, canDrain bool) {
+	if a.cfg.LoadStats == nil || a.cfg.AvailabilityTimeout <= 0 {
+		return
+	}
+	if a.nodeStats == nil {
+		a.nodeStats = map[int32]*nodeLatencyStats{}
+	}
+	s := a.nodeStats[node]
+	if s == nil {
+		s = &nodeLatencyStats{readyTime: now, drainTime: now}
+		a.nodeStats[node] = s
+	}
+	if canDrain {
+		s.drainTime = now
+	}
+	s.readyTime = now
+}
+
+// topicLoad gathers one topic's queue lengths during a Ready; its slices are reused.
+type topicLoad struct {
+	queues     int // the topic's partitions with a queue, empty or not
+	sizes, ids []int32
+}
+
+// unavailable reports that leader had batches ready and could not take them for longer than
+// partitioner.availability.timeout.ms.
+func (a *RecordAccumulator) unavailable(leader int32) bool {
+	if a.cfg.AvailabilityTimeout <= 0 {
+		return false
+	}
+	s := a.nodeStats[leader]
+	return s != nil && s.readyTime.Sub(s.drainTime) > a.cfg.AvailabilityTimeout
+}
+
+// noteLoad adds a partition's queue to its topic's load, when the adaptive partitioner wants it.
+func (a *RecordAccumulator) noteLoad(tp metadata.TopicPartition, hasLeader bool, leader int32, size int) {
+	l := a.topicLoads[tp.Topic]
+	if l == nil {
+		l = &topicLoad{}
+		a.topicLoads[tp.Topic] = l
+	}
+	l.queues++
+	if !hasLeader || (size > 0 && a.unavailable(leader)) {
+		return
+	}
+	l.sizes = append(l.sizes, int32(size))
+	l.ids = append(l.ids, tp.Partition)
+}
+
+// reportLoads hands every topic's load to LoadStats, as Java's partitionReady does per topic.
+func (a *RecordAccumulator) reportLoads(c ClusterView) {
+	for topic, l := range a.topicLoads {
+		n := c.PartitionCount(topic)
+		if n == 0 || l.queues < n {
+			// Not every partition has had a queue yet: partitions without one would never be
+			// drawn, so the draw stays uniform (Java waits the same way).
+			a.cfg.LoadStats(topic, nil, nil, 0)
+		} else {
+			// len(queueSizes) is the number of queues, as Java's array is; entries past
+			// length are those left out (no leader, or unavailable).
+			length := len(l.sizes)
+			for len(l.sizes) < l.queues {
+				l.sizes = append(l.sizes, 0)
+				l.ids = append(l.ids, -1)
+			}
+			a.cfg.LoadStats(topic, l.sizes, l.ids, length)
+		}
+		l.queues, l.sizes, l.ids = 0, l.sizes[:0], l.ids[:0]
+	}
+}
+
 // Ready returns the nodes that lead a partition with a sendable first batch: full, waited
 // linger.ms (retry.backoff.ms when retried), or sendable at once because the BufferPool has
 // waiters, a flush is in progress or the accumulator is closed. A retried batch inside its
@@ -434,10 +531,18 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 	res := ReadyResult{NextReadyCheckDelay: time.Duration(math.MaxInt64)}
 	exhausted := a.pool.QueuedWaiters() > 0
 	forced := exhausted || a.closed.Load() || a.flushInProgress()
+	adaptive := a.cfg.LoadStats != nil
+	if adaptive && a.topicLoads == nil {
+		a.topicLoads = map[string]*topicLoad{}
+	}
 	for _, dq := range a.deques.Load().all {
 		dq.mu.Lock()
 		if len(dq.batches) == 0 {
 			dq.mu.Unlock()
+			if adaptive {
+				leader, ok := c.LeaderFor(dq.tp)
+				a.noteLoad(dq.tp, ok, leader, 0)
+			}
 			continue
 		}
 		first := dq.batches[0]
@@ -446,9 +551,13 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 		backingOff := a.backingOff(first, now)
 		retryWait := first.retryWait
 		full := len(dq.batches) > 1 || first.IsFull()
+		queued := len(dq.batches)
 		dq.mu.Unlock()
 
 		leader, ok := c.LeaderFor(dq.tp)
+		if adaptive {
+			a.noteLoad(dq.tp, ok, leader, queued)
+		}
 		if !ok {
 			res.UnknownLeaderTopics = appendUnique(res.UnknownLeaderTopics, dq.tp.Topic)
 			continue
@@ -468,6 +577,9 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 		// Conservative: this partition's leader may turn out ready through another partition,
 		// in which case the sender just wakes and sleeps again.
 		res.NextReadyCheckDelay = min(res.NextReadyCheckDelay, max(timeToWait-waited, 0))
+	}
+	if adaptive {
+		a.reportLoads(c)
 	}
 	return res
 }

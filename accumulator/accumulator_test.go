@@ -40,6 +40,17 @@ func (c *fakeCluster) LeaderFor(tp metadata.TopicPartition) (int32, bool) {
 
 func (c *fakeCluster) PartitionsForNode(node int32) []metadata.TopicPartition { return c.byNode[node] }
 
+// PartitionCount counts the topic's partitions the fixture assigns a leader.
+func (c *fakeCluster) PartitionCount(topic string) int {
+	n := 0
+	for tp := range c.leaders {
+		if tp.Topic == topic {
+			n++
+		}
+	}
+	return n
+}
+
 // LeaderEpochFor knows no epochs: the leader-change tests are the sender's (producer/faults_sender_test.go).
 func (c *fakeCluster) LeaderEpochFor(metadata.TopicPartition) (int32, bool) { return 0, false }
 
@@ -1122,5 +1133,48 @@ func TestRetryBackoffGrowsExponentially(t *testing.T) {
 		}
 		at = at.Add(hi + 2*time.Millisecond)
 		a.Reenqueue(b, at)
+	}
+}
+
+// TestReadyReportsQueueLengths: with LoadStats set, Ready hands each topic's partition queue
+// lengths (in batches) to the adaptive partitioner, once every partition of the topic has had
+// a queue (Java's partitionReady); a leader that had batches ready and could not take them for
+// longer than partitioner.availability.timeout.ms has its partitions left out.
+func TestReadyReportsQueueLengths(t *testing.T) {
+	type report struct {
+		sizes, ids []int32
+		length     int
+	}
+	var got map[string]report
+	a := newTestAccumulator(Config{Linger: time.Hour, AvailabilityTimeout: 100 * time.Millisecond,
+		LoadStats: func(topic string, sizes, ids []int32, length int) {
+			got[topic] = report{slices.Clone(sizes), slices.Clone(ids), length}
+		}})
+	t1, t2 := tp("t", 0), tp("t", 1)
+	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {t1}, 2: {t2}})
+	ready := func(now time.Time) report {
+		got = map[string]report{}
+		a.Ready(cluster, now)
+		return got["t"]
+	}
+	fillBatch(t, a, t1, nil, t0)
+	if r := ready(t0); r.sizes != nil {
+		t.Fatalf("stats %+v before every partition had a queue, want none", r)
+	}
+	fillBatch(t, a, t1, nil, t0)
+	fillBatch(t, a, t1, nil, t0)
+	mustAppend(t, a, t2, value, nil, t0)
+	if r := ready(t0); r.length != 2 || len(r.sizes) != 2 || fmt.Sprint(r.ids) != "[0 1]" || r.sizes[0] < 3 || r.sizes[1] != 1 {
+		t.Fatalf("stats %+v, want partition 0's queue of 3 or more batches and partition 1's of 1", r)
+	}
+	// Node 2 has had data ready and not taken it for 200 ms: partition 1 is left out.
+	a.UpdateNodeLatencyStats(2, t0, true)
+	a.UpdateNodeLatencyStats(2, t0.Add(200*time.Millisecond), false)
+	if r := ready(t0.Add(200 * time.Millisecond)); r.length != 1 || r.ids[0] != 0 || len(r.sizes) != 2 {
+		t.Fatalf("stats %+v, want partition 0 alone, partition 1 left out", r)
+	}
+	a.UpdateNodeLatencyStats(2, t0.Add(300*time.Millisecond), true) // it takes data again
+	if r := ready(t0.Add(300 * time.Millisecond)); r.length != 2 {
+		t.Fatalf("stats %+v, want both partitions back", r)
 	}
 }

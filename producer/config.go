@@ -27,26 +27,28 @@ type Config struct {
 	LingerMs     int   `koanf:"linger.ms" doc:"how long a batch waits for more records before it is sendable"`
 	BufferMemory int64 `koanf:"buffer.memory" doc:"bytes of records buffered before Send blocks"`
 
-	MaxInFlightRequestsPerConnection     int    `koanf:"max.in.flight.requests.per.connection" doc:"unacknowledged requests per broker connection; at most 5 with idempotence"`
-	Retries                              int    `koanf:"retries" doc:"how often a batch is retried after a retriable error"`
-	DeliveryTimeoutMs                    int    `koanf:"delivery.timeout.ms" doc:"upper bound from Send to success or failure; >= linger.ms + request.timeout.ms"`
-	RequestTimeoutMs                     int    `koanf:"request.timeout.ms" doc:"how long a request waits for its response before the connection is closed and it is retried"`
-	MaxBlockMs                           int    `koanf:"max.block.ms" doc:"how long Send blocks for metadata and buffer memory"`
-	MaxRequestSize                       int    `koanf:"max.request.size" doc:"largest request, and so largest record, in bytes"`
-	RetryBackoffMs                       int    `koanf:"retry.backoff.ms" doc:"wait before a failed batch is first retried; each further retry doubles it with 20% jitter up to retry.backoff.max.ms (KIP-580); also the wait before a failed request or metadata fetch is retried"`
-	RetryBackoffMaxMs                    int    `koanf:"retry.backoff.max.ms" doc:"upper bound of a batch's exponential retry backoff; at or below retry.backoff.ms the backoff stays at retry.backoff.max.ms"`
-	ReconnectBackoffMs                   int    `koanf:"reconnect.backoff.ms" doc:"initial wait before reconnecting to a broker"`
-	ReconnectBackoffMaxMs                int    `koanf:"reconnect.backoff.max.ms" doc:"upper bound of the exponential, jittered reconnect backoff"`
-	MetadataMaxAgeMs                     int    `koanf:"metadata.max.age.ms" doc:"metadata is refreshed at least this often"`
-	MetadataMaxIdleMs                    int    `koanf:"metadata.max.idle.ms" doc:"a topic not sent to for this long is dropped from metadata refreshes; the next send to it waits for its metadata again; at least 5000"`
-	MetadataRecoveryStrategy             string `koanf:"metadata.recovery.strategy" doc:"rebootstrap: go back to bootstrap.servers when no known broker can be reached (KIP-899), after metadata.recovery.rebootstrap.trigger.ms without a metadata update and when a broker answers REBOOTSTRAP_REQUIRED (KIP-1102); none: never"`
-	MetadataRecoveryRebootstrapTriggerMs int    `koanf:"metadata.recovery.rebootstrap.trigger.ms" doc:"with metadata.recovery.strategy=rebootstrap: rebootstrap after this long without a successful metadata update"`
-	ConnectionsMaxIdleMs                 int    `koanf:"connections.max.idle.ms" doc:"idle connections are closed after this long"`
-	SocketConnectionSetupTimeoutMs       int    `koanf:"socket.connection.setup.timeout.ms" doc:"how long a connection (TCP, TLS, SASL) may take to set up"`
-	AllowAutoCreateTopics                bool   `koanf:"allow.auto.create.topics" doc:"ask the broker to create a missing topic (if the broker allows it)"`
-	PartitionerIgnoreKeys                bool   `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
-	MaxReceiveBytes                      int32  `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
-	EnableMetricsPush                    bool   `koanf:"enable.metrics.push" doc:"push the producer's metrics to the broker when the cluster operator subscribed to them (KIP-714: org.apache.kafka.producer.* names, as the Java client); false never asks"`
+	MaxInFlightRequestsPerConnection      int    `koanf:"max.in.flight.requests.per.connection" doc:"unacknowledged requests per broker connection; at most 5 with idempotence"`
+	Retries                               int    `koanf:"retries" doc:"how often a batch is retried after a retriable error"`
+	DeliveryTimeoutMs                     int    `koanf:"delivery.timeout.ms" doc:"upper bound from Send to success or failure; >= linger.ms + request.timeout.ms"`
+	RequestTimeoutMs                      int    `koanf:"request.timeout.ms" doc:"how long a request waits for its response before the connection is closed and it is retried"`
+	MaxBlockMs                            int    `koanf:"max.block.ms" doc:"how long Send blocks for metadata and buffer memory"`
+	MaxRequestSize                        int    `koanf:"max.request.size" doc:"largest request, and so largest record, in bytes"`
+	RetryBackoffMs                        int    `koanf:"retry.backoff.ms" doc:"wait before a failed batch is first retried; each further retry doubles it with 20% jitter up to retry.backoff.max.ms (KIP-580); also the wait before a failed request or metadata fetch is retried"`
+	RetryBackoffMaxMs                     int    `koanf:"retry.backoff.max.ms" doc:"upper bound of a batch's exponential retry backoff; at or below retry.backoff.ms the backoff stays at retry.backoff.max.ms"`
+	ReconnectBackoffMs                    int    `koanf:"reconnect.backoff.ms" doc:"initial wait before reconnecting to a broker"`
+	ReconnectBackoffMaxMs                 int    `koanf:"reconnect.backoff.max.ms" doc:"upper bound of the exponential, jittered reconnect backoff"`
+	MetadataMaxAgeMs                      int    `koanf:"metadata.max.age.ms" doc:"metadata is refreshed at least this often"`
+	MetadataMaxIdleMs                     int    `koanf:"metadata.max.idle.ms" doc:"a topic not sent to for this long is dropped from metadata refreshes; the next send to it waits for its metadata again; at least 5000"`
+	MetadataRecoveryStrategy              string `koanf:"metadata.recovery.strategy" doc:"rebootstrap: go back to bootstrap.servers when no known broker can be reached (KIP-899), after metadata.recovery.rebootstrap.trigger.ms without a metadata update and when a broker answers REBOOTSTRAP_REQUIRED (KIP-1102); none: never"`
+	MetadataRecoveryRebootstrapTriggerMs  int    `koanf:"metadata.recovery.rebootstrap.trigger.ms" doc:"with metadata.recovery.strategy=rebootstrap: rebootstrap after this long without a successful metadata update"`
+	ConnectionsMaxIdleMs                  int    `koanf:"connections.max.idle.ms" doc:"idle connections are closed after this long"`
+	SocketConnectionSetupTimeoutMs        int    `koanf:"socket.connection.setup.timeout.ms" doc:"how long a connection (TCP, TLS, SASL) may take to set up"`
+	AllowAutoCreateTopics                 bool   `koanf:"allow.auto.create.topics" doc:"ask the broker to create a missing topic (if the broker allows it)"`
+	PartitionerIgnoreKeys                 bool   `koanf:"partitioner.ignore.keys" doc:"use sticky partitioning even for keyed records"`
+	PartitionerAdaptivePartitioningEnable bool   `koanf:"partitioner.adaptive.partitioning.enable" doc:"keyless records: draw the next sticky partition against the partitions' queues of batches, so a slow broker gets fewer (KIP-794); false: uniformly"`
+	PartitionerAvailabilityTimeoutMs      int    `koanf:"partitioner.availability.timeout.ms" doc:"with adaptive partitioning: a broker that has had batches ready and could not take them for this long gets no new keyless records until it can; 0: never left out"`
+	MaxReceiveBytes                       int32  `koanf:"max.receive.bytes" doc:"largest response frame accepted from a broker"`
+	EnableMetricsPush                     bool   `koanf:"enable.metrics.push" doc:"push the producer's metrics to the broker when the cluster operator subscribed to them (KIP-714: org.apache.kafka.producer.* names, as the Java client); false never asks"`
 
 	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent sets it itself with --exactly-once (--transactional-id) and refuses it here"`
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
@@ -85,34 +87,35 @@ type Config struct {
 // network layer and metadata own are read from their constants, so each default is written once.
 func DefaultConfig() Config {
 	return Config{
-		ClientID:                             "kafkatrail",
-		Acks:                                 "all",
-		EnableIdempotence:                    true,
-		CompressionType:                      "none",
-		BatchSize:                            accumulator.DefaultBatchSize,
-		LingerMs:                             5,
-		BufferMemory:                         accumulator.DefaultBufferMemory,
-		MaxInFlightRequestsPerConnection:     network.DefaultMaxInFlight,
-		Retries:                              math.MaxInt32,
-		DeliveryTimeoutMs:                    millis(accumulator.DefaultDeliveryTimeout),
-		RequestTimeoutMs:                     millis(network.DefaultRequestTimeout),
-		MaxBlockMs:                           60000,
-		MaxRequestSize:                       1 << 20,
-		RetryBackoffMs:                       100,
-		RetryBackoffMaxMs:                    1000,
-		ReconnectBackoffMs:                   millis(network.DefaultReconnectBackoff),
-		ReconnectBackoffMaxMs:                millis(network.DefaultReconnectBackoffMax),
-		MetadataMaxAgeMs:                     300000,
-		MetadataMaxIdleMs:                    millis(metadata.DefaultMaxIdle),
-		MetadataRecoveryStrategy:             "rebootstrap",
-		MetadataRecoveryRebootstrapTriggerMs: millis(network.DefaultRebootstrapTrigger),
-		ConnectionsMaxIdleMs:                 millis(network.DefaultConnectionsMaxIdle),
-		SocketConnectionSetupTimeoutMs:       millis(network.DefaultSocketConnectionSetupTimeout),
-		AllowAutoCreateTopics:                true,
-		MaxReceiveBytes:                      network.DefaultMaxReceiveBytes,
-		EnableMetricsPush:                    true,
-		TransactionTimeoutMs:                 60000,
-		SecurityProtocol:                     "PLAINTEXT",
+		ClientID:                              "kafkatrail",
+		Acks:                                  "all",
+		EnableIdempotence:                     true,
+		CompressionType:                       "none",
+		BatchSize:                             accumulator.DefaultBatchSize,
+		LingerMs:                              5,
+		BufferMemory:                          accumulator.DefaultBufferMemory,
+		MaxInFlightRequestsPerConnection:      network.DefaultMaxInFlight,
+		Retries:                               math.MaxInt32,
+		DeliveryTimeoutMs:                     millis(accumulator.DefaultDeliveryTimeout),
+		RequestTimeoutMs:                      millis(network.DefaultRequestTimeout),
+		MaxBlockMs:                            60000,
+		MaxRequestSize:                        1 << 20,
+		RetryBackoffMs:                        100,
+		RetryBackoffMaxMs:                     1000,
+		PartitionerAdaptivePartitioningEnable: true,
+		ReconnectBackoffMs:                    millis(network.DefaultReconnectBackoff),
+		ReconnectBackoffMaxMs:                 millis(network.DefaultReconnectBackoffMax),
+		MetadataMaxAgeMs:                      300000,
+		MetadataMaxIdleMs:                     millis(metadata.DefaultMaxIdle),
+		MetadataRecoveryStrategy:              "rebootstrap",
+		MetadataRecoveryRebootstrapTriggerMs:  millis(network.DefaultRebootstrapTrigger),
+		ConnectionsMaxIdleMs:                  millis(network.DefaultConnectionsMaxIdle),
+		SocketConnectionSetupTimeoutMs:        millis(network.DefaultSocketConnectionSetupTimeout),
+		AllowAutoCreateTopics:                 true,
+		MaxReceiveBytes:                       network.DefaultMaxReceiveBytes,
+		EnableMetricsPush:                     true,
+		TransactionTimeoutMs:                  60000,
+		SecurityProtocol:                      "PLAINTEXT",
 		// SASL OAUTHBEARER: the Java client's login defaults (network/oauth.go).
 		SASLLoginRefreshWindowFactor:       network.DefaultLoginRefreshWindowFactor,
 		SASLLoginRefreshWindowJitter:       network.DefaultLoginRefreshWindowJitter,
@@ -188,6 +191,7 @@ func (c *Config) Validate() error {
 		{"max.block.ms", c.MaxBlockMs},
 		{"retry.backoff.ms", c.RetryBackoffMs},
 		{"retry.backoff.max.ms", c.RetryBackoffMaxMs},
+		{"partitioner.availability.timeout.ms", c.PartitionerAvailabilityTimeoutMs},
 		{"reconnect.backoff.ms", c.ReconnectBackoffMs},
 		{"reconnect.backoff.max.ms", c.ReconnectBackoffMaxMs},
 	}

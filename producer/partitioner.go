@@ -3,6 +3,7 @@ package producer
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -58,11 +59,14 @@ func keyPartition(key []byte, numPartitions int) int32 {
 // predict where the producer, and so the Java client, puts a keyed record.
 func KeyPartition(key []byte, numPartitions int) int32 { return keyPartition(key, numPartitions) }
 
-// stickyPartitioner is the uniform sticky partitioner (KIP-480, refined by KIP-794) for records
+// stickyPartitioner is the built-in sticky partitioner (KIP-480, refined by KIP-794) for records
 // without a key: all such records of a topic go to one partition until about batch.size bytes
-// have been produced to it, then a new partition is drawn at random among those with a leader.
-// Sticking fills batches, so fewer and larger requests reach the brokers than with round robin.
-// Safe for concurrent use.
+// have been produced to it, then a new partition is drawn among those with a leader. Sticking
+// fills batches, so fewer and larger requests reach the brokers than with round robin. The draw
+// is uniform, or, with partitioner.adaptive.partitioning.enable (Java's default), weighted
+// against each partition's queue of batches (BuiltInPartitioner.nextPartition): a broker that
+// is slow to take batches gets fewer new ones, so it does not fill buffer.memory and hold every
+// Send back. Safe for concurrent use.
 type stickyPartitioner struct {
 	batchSize int
 
@@ -75,6 +79,15 @@ type stickyPartitioner struct {
 // that a record moves both with one compare-and-swap instead of a lock and an unlock.
 type stickyTopic struct {
 	state atomic.Uint64
+	// load is the adaptive draw's weights (nil: uniform), which the sender's accumulator
+	// Ready replaces (updateLoadStats).
+	load atomic.Pointer[loadStats]
+}
+
+// loadStats is Java's PartitionLoadStats: partition ids and a cumulative frequency table in
+// which a partition with a shorter queue takes a larger share of [0, cft[len-1]).
+type loadStats struct {
+	cft, ids []int32
 }
 
 func packSticky(partition int32, produced uint32) uint64 {
@@ -109,7 +122,11 @@ func (s *stickyPartitioner) partitionOf(st *stickyTopic, size int, available []i
 		old := st.state.Load()
 		partition, produced := int32(old>>32), uint32(old)
 		if partition < 0 || int(produced) >= s.batchSize || int(partition) >= numPartitions {
-			partition = nextStickyPartition(partition, available, numPartitions)
+			if ls := st.load.Load(); ls != nil {
+				partition = ls.draw(rand.Int32N(math.MaxInt32))
+			} else {
+				partition = nextStickyPartition(partition, available, numPartitions)
+			}
 			produced = 0
 		}
 		// Saturating: produced only needs to reach batch.size.
@@ -141,4 +158,49 @@ func nextStickyPartition(prev int32, available []int32, numPartitions int) int32
 		i = (i + 1) % len(available)
 	}
 	return available[i]
+}
+
+// draw is BuiltInPartitioner.nextPartition with load stats: random (non-negative) picks the
+// first partition whose cumulative frequency is greater than random modulo the total.
+func (ls *loadStats) draw(random int32) int32 {
+	total := ls.cft[len(ls.cft)-1]
+	r := random % total
+	i, _ := slices.BinarySearch(ls.cft, r+1) // the first value > r
+	return ls.ids[i]
+}
+
+// updateLoadStats is BuiltInPartitioner.updatePartitionLoadStats for topic: queueSizes[:length]
+// are the queue lengths (in batches) of the partitions partitionIDs[:length] that have a leader
+// and are not excluded for being unavailable; len(queueSizes) counts every partition the
+// accumulator has a queue for. Nil queueSizes (adaptive off, or not every partition has had a
+// batch yet), fewer than two partitions, or equal queues with none excluded: uniform. The
+// slices are the caller's to reuse.
+func (s *stickyPartitioner) updateLoadStats(topic string, queueSizes, partitionIDs []int32, length int) {
+	st := s.topic(topic)
+	if queueSizes == nil || length < 1 || len(queueSizes) < 2 {
+		st.load.Store(nil)
+		return
+	}
+	maxPlus1, allEqual := queueSizes[0], true
+	for _, q := range queueSizes[1:length] {
+		if q != queueSizes[0] {
+			allEqual = false
+		}
+		maxPlus1 = max(maxPlus1, q)
+	}
+	maxPlus1++
+	if allEqual && length == len(queueSizes) {
+		st.load.Store(nil)
+		return
+	}
+	ls := &loadStats{cft: make([]int32, length), ids: slices.Clone(partitionIDs[:length])}
+	sum := int32(0)
+	for i, q := range queueSizes[:length] {
+		sum += maxPlus1 - q
+		ls.cft[i] = sum
+	}
+	if cur := st.load.Load(); cur != nil && slices.Equal(cur.cft, ls.cft) && slices.Equal(cur.ids, ls.ids) {
+		return // the same weights: keep them, and spare the readers a new pointer
+	}
+	st.load.Store(ls)
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -92,5 +93,62 @@ func TestStickyPartitionerSpreadsUniformly(t *testing.T) {
 		if seen[p] < 500 {
 			t.Fatalf("partition %d got %d of 3000 records; distribution %v is not uniform", p, seen[p], seen)
 		}
+	}
+}
+
+// TestAdaptiveLoadStats pins BuiltInPartitioner.updatePartitionLoadStats and nextPartition:
+// queue lengths 0 3 1 invert to 4 1 3 and fold to the table 4 5 8, so draws 0-3 go to the
+// first partition, 4 to the second, 5-7 to the third; equal queues with none left out, fewer
+// than two partitions, or no stats: the uniform draw.
+func TestAdaptiveLoadStats(t *testing.T) {
+	s := newStickyPartitioner(16384)
+	st := s.topic("t")
+	s.updateLoadStats("t", []int32{0, 3, 1}, []int32{10, 11, 12}, 3)
+	ls := st.load.Load()
+	if ls == nil || fmt.Sprint(ls.cft) != "[4 5 8]" || fmt.Sprint(ls.ids) != "[10 11 12]" {
+		t.Fatalf("load stats %+v, want cft [4 5 8] for ids [10 11 12]", ls)
+	}
+	var got []int32
+	for r := range int32(8) {
+		got = append(got, ls.draw(r+8)) // modulo the total
+	}
+	if fmt.Sprint(got) != "[10 10 10 10 11 12 12 12]" {
+		t.Fatalf("draws 0..7 went to %v", got)
+	}
+	for _, tc := range []struct {
+		name   string
+		sizes  []int32
+		length int
+	}{
+		{"equal queues", []int32{2, 2, 2}, 3},
+		{"one partition", []int32{5}, 1},
+		{"no stats", nil, 0},
+		{"every partition left out", []int32{0, 0}, 0},
+	} {
+		s.updateLoadStats("t", []int32{0, 3, 1}, []int32{10, 11, 12}, 3)
+		s.updateLoadStats("t", tc.sizes, []int32{10, 11, 12}[:len(tc.sizes)], tc.length)
+		if ls := st.load.Load(); ls != nil {
+			t.Errorf("%s: load stats %+v, want none (uniform)", tc.name, ls)
+		}
+	}
+	// Equal queues but a partition left out (unavailable): still weighted, over the others.
+	s.updateLoadStats("t", []int32{1, 1, 0}, []int32{10, 12, -1}, 2)
+	if ls := st.load.Load(); ls == nil || fmt.Sprint(ls.ids) != "[10 12]" {
+		t.Fatalf("with a partition left out: %+v, want a draw over 10 and 12", ls)
+	}
+}
+
+// TestAdaptiveDrawAvoidsTheLongQueue: with one partition's queue ten batches long and the
+// other's empty, the sticky switches go to the short one 11 times in 12.
+func TestAdaptiveDrawAvoidsTheLongQueue(t *testing.T) {
+	s := newStickyPartitioner(100)
+	st := s.topic("t")
+	s.updateLoadStats("t", []int32{0, 10}, []int32{0, 1}, 2)
+	counts := map[int32]int{}
+	for range 12000 {
+		counts[s.partitionOf(st, 100, []int32{0, 1}, 2)]++ // every record fills batch.size: a switch each
+	}
+	if share := float64(counts[1]) / 12000; share < 0.06 || share > 0.11 {
+		t.Fatalf("the long queue's partition took %.3f of the records, want about 1/12 (%v)", share, counts)
 	}
 }

@@ -183,6 +183,11 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		accCfg.Observer = o.observer
 		accCfg.TraceAtCompletion = o.observer.TracesAtCompletion()
 	}
+	sticky := newStickyPartitioner(cfg.BatchSize)
+	if cfg.PartitionerAdaptivePartitioningEnable {
+		accCfg.LoadStats = sticky.updateLoadStats
+		accCfg.AvailabilityTimeout = ms(cfg.PartitionerAvailabilityTimeoutMs)
+	}
 	acc := accumulator.New(accCfg)
 	p := &Producer{
 		cfg:        cfg,
@@ -191,7 +196,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		meta:       meta,
 		acc:        acc,
 		client:     client,
-		sticky:     newStickyPartitioner(cfg.BatchSize),
+		sticky:     sticky,
 		touchEvery: int64(ms(cfg.MetadataMaxIdleMs) / touchFraction),
 		clock:      o.clock,
 		obs:        o.observer,

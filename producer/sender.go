@@ -277,10 +277,14 @@ func (s *Sender) sendProducerData(now time.Time) time.Duration {
 			continue
 		}
 		if !s.client.Ready(node, now) {
+			// Only the ready time moves: ready minus drain time is how long its data has
+			// waited for it (partitioner.availability.timeout.ms).
+			s.acc.UpdateNodeLatencyStats(id, now, false)
 			// Java's pollDelayMs: a throttled node (KIP-219) is waited for until its throttle ends.
 			notReadyTimeout = min(notReadyTimeout, s.client.PollDelay(id, now))
 			continue
 		}
+		s.acc.UpdateNodeLatencyStats(id, now, true)
 		ready = append(ready, id)
 	}
 

@@ -771,3 +771,12 @@ func (c *NetworkClient) Close() error {
 	c.completeResponses(responses)
 	return err
 }
+
+// ClientResponse is Java's ClientResponse: a request's outcome as the sender sees it (the
+// response body, or why there is none: disconnected, timed out, failed), with the request it
+// answers. The producer reads responses through this name and imports network only; the type
+// lives in package inflight, whose InFlightRequests track them.
+type ClientResponse = inflight.Response
+
+// InFlightRequest is a request sent and not yet answered, as the Observer is told of it.
+type InFlightRequest = inflight.Request

@@ -13,7 +13,6 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/network"
 )
 
@@ -209,7 +208,7 @@ func (m *clientMetrics) split() {
 
 // produceResponse records a produce response's latency (created to received, Java's
 // requestLatencyMs) for its node and the producer, and its throttle time.
-func (m *clientMetrics) produceResponse(resp *inflight.Response, throttleMs int32) {
+func (m *clientMetrics) produceResponse(resp *network.ClientResponse, throttleMs int32) {
 	if m == nil {
 		return
 	}
@@ -240,7 +239,7 @@ func (m *clientMetrics) ConnectionSetupDone(s network.ConnectionSetup) {
 }
 
 // RequestSent implements network.Observer (request-total, outgoing-byte-total, per node too).
-func (m *clientMetrics) RequestSent(r *inflight.Request, bytes int) {
+func (m *clientMetrics) RequestSent(r *network.InFlightRequest, bytes int) {
 	m.requests++
 	m.bytesOut += int64(bytes)
 	m.requestSize.record(float64(bytes))
@@ -252,7 +251,7 @@ func (m *clientMetrics) RequestSent(r *inflight.Request, bytes int) {
 }
 
 // RequestDone implements network.Observer (response-total, incoming-byte-total, per node too).
-func (m *clientMetrics) RequestDone(r *inflight.Request, body kmsg.Response, received time.Time, bytes int, err error) {
+func (m *clientMetrics) RequestDone(r *network.InFlightRequest, body kmsg.Response, received time.Time, bytes int, err error) {
 	if body == nil {
 		return
 	}
@@ -518,12 +517,12 @@ func (o networkObservers) ConnectionSetupDone(s network.ConnectionSetup) {
 	o.b.ConnectionSetupDone(s)
 }
 
-func (o networkObservers) RequestSent(r *inflight.Request, bytes int) {
+func (o networkObservers) RequestSent(r *network.InFlightRequest, bytes int) {
 	o.a.RequestSent(r, bytes)
 	o.b.RequestSent(r, bytes)
 }
 
-func (o networkObservers) RequestDone(r *inflight.Request, body kmsg.Response, received time.Time, bytes int, err error) {
+func (o networkObservers) RequestDone(r *network.InFlightRequest, body kmsg.Response, received time.Time, bytes int, err error) {
 	o.a.RequestDone(r, body, received, bytes, err)
 	o.b.RequestDone(r, body, received, bytes, err)
 }

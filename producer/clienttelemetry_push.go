@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -80,7 +79,7 @@ type telemetryPusher struct {
 	reconnectBackoff time.Duration
 	resource         []*commonpb.KeyValue
 	// send hands a request to the client (Sender.sendRequest).
-	send func(node int32, body kmsg.Request, now time.Time, cb func(*inflight.Response))
+	send func(node int32, body kmsg.Request, now time.Time, cb func(*network.ClientResponse))
 	// jitter returns a number in [0, 1); tests fix it.
 	jitter func() float64
 
@@ -103,7 +102,7 @@ type telemetryPusher struct {
 }
 
 func newTelemetryPusher(client KafkaClient, m *clientMetrics, log *slog.Logger, cfg Config,
-	send func(int32, kmsg.Request, time.Time, func(*inflight.Response))) *telemetryPusher {
+	send func(int32, kmsg.Request, time.Time, func(*network.ClientResponse))) *telemetryPusher {
 	var res []*commonpb.KeyValue
 	if cfg.TransactionalID != "" {
 		// ClientTelemetryProvider's producer resource: transactional_id when set. client_id is
@@ -175,7 +174,7 @@ func (p *telemetryPusher) maybeUpdate(now time.Time) time.Duration {
 		return p.timeToNextUpdate(now)
 	}
 	terminating := p.state == telTerminatingPushInProgress
-	p.send(p.node.ID, body, now, func(resp *inflight.Response) { p.handle(resp, terminating, now) })
+	p.send(p.node.ID, body, now, func(resp *network.ClientResponse) { p.handle(resp, terminating, now) })
 	return p.requestTimeout
 }
 
@@ -255,7 +254,7 @@ func (p *telemetryPusher) encode(points []point, start, now time.Time) (accumula
 // handle takes a telemetry request's outcome: a response (handleResponse for either API) or
 // a failure (handleFailedRequest). terminating marks the terminating push, whose outcome,
 // whatever it is, ends telemetry.
-func (p *telemetryPusher) handle(resp *inflight.Response, terminating bool, sent time.Time) {
+func (p *telemetryPusher) handle(resp *network.ClientResponse, terminating bool, sent time.Time) {
 	now := resp.Received
 	if now.IsZero() {
 		now = sent
@@ -289,7 +288,7 @@ func (p *telemetryPusher) handle(resp *inflight.Response, terminating bool, sent
 // producer may have moved to a broker that has them by then. A disconnection or timeout waits
 // for the subscription's interval (Java turns telemetry off for good on those: a broker restart
 // would end the producer's pushes).
-func (p *telemetryPusher) handleFailedRequest(resp *inflight.Response, now time.Time) {
+func (p *telemetryPusher) handleFailedRequest(resp *network.ClientResponse, now time.Time) {
 	if p.state.terminating() {
 		return
 	}

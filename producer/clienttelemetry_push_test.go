@@ -16,7 +16,6 @@ import (
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -34,7 +33,7 @@ type telemetryFixture struct {
 
 type sentTelemetry struct {
 	body kmsg.Request
-	cb   func(*inflight.Response)
+	cb   func(*network.ClientResponse)
 }
 
 func newTelemetryFixture(t *testing.T) *telemetryFixture {
@@ -43,7 +42,7 @@ func newTelemetryFixture(t *testing.T) *telemetryFixture {
 	f.m = newClientMetrics(f.start)
 	cfg := DefaultConfig()
 	f.p = newTelemetryPusher(f.client, f.m, slog.New(slog.DiscardHandler), cfg,
-		func(_ int32, body kmsg.Request, _ time.Time, cb func(*inflight.Response)) {
+		func(_ int32, body kmsg.Request, _ time.Time, cb func(*network.ClientResponse)) {
 			f.sent = append(f.sent, sentTelemetry{body, cb})
 		})
 	f.p.jitter = func() float64 { return 0 } // the first push after half an interval
@@ -68,7 +67,7 @@ func (f *telemetryFixture) answer(at time.Duration, body kmsg.Response, err erro
 		f.t.Fatal("no telemetry request to answer")
 	}
 	s := f.sent[len(f.sent)-1]
-	resp := &inflight.Response{Request: &inflight.Request{Destination: 1, Body: s.body}, Body: body, Received: f.start.Add(at), Err: err}
+	resp := &network.ClientResponse{Request: &network.InFlightRequest{Destination: 1, Body: s.body}, Body: body, Received: f.start.Add(at), Err: err}
 	if err != nil {
 		resp.Disconnected = errors.Is(err, network.ErrDisconnected)
 	}

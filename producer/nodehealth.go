@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/network"
 )
 
@@ -135,10 +134,10 @@ func (h *nodeHealth) ConnectionSetupDone(s network.ConnectionSetup) {
 }
 
 // RequestSent is not needed here.
-func (h *nodeHealth) RequestSent(*inflight.Request, int) {}
+func (h *nodeHealth) RequestSent(*network.InFlightRequest, int) {}
 
 // RequestDone is not needed here.
-func (h *nodeHealth) RequestDone(*inflight.Request, kmsg.Response, time.Time, int, error) {}
+func (h *nodeHealth) RequestDone(*network.InFlightRequest, kmsg.Response, time.Time, int, error) {}
 
 // InFlightRequests is not needed here.
 func (h *nodeHealth) InFlightRequests(int32, int) {}

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -26,7 +25,7 @@ type KafkaClient interface {
 	PollDelay(node int32, now time.Time) time.Duration
 	ConnectionFailed(node int32) bool
 	Send(req *network.ClientRequest, now time.Time)
-	Poll(timeout time.Duration, now time.Time) []*inflight.Response
+	Poll(timeout time.Duration, now time.Time) []*network.ClientResponse
 	LeastLoadedNode(now time.Time) (metadata.Node, bool)
 	InFlightRequestCount() int
 	Wakeup()
@@ -230,7 +229,7 @@ func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bo
 	body := t.buildRequest(r)
 	s.log.Debug("transactional request", "request", r.kind.String(), "node", node.ID, "transactional_id", t.transactionalID)
 	t.txnInFlight = true
-	s.sendRequest(node.ID, body, true, now, func(resp *inflight.Response) {
+	s.sendRequest(node.ID, body, true, now, func(resp *network.ClientResponse) {
 		s.handleTransactionalResponse(r, resp)
 	})
 	s.client.Poll(s.retryBackoff, now)
@@ -238,7 +237,7 @@ func (s *Sender) maybeSendAndPollTransactionalRequest(now time.Time) (handled bo
 }
 
 // handleTransactionalResponse hands a transactional request's outcome to the transaction manager.
-func (s *Sender) handleTransactionalResponse(r *txnRequest, resp *inflight.Response) {
+func (s *Sender) handleTransactionalResponse(r *txnRequest, resp *network.ClientResponse) {
 	now := s.clock() // as Java's completion handlers read time.milliseconds(), not the receive time
 	var netErr, otherErr error
 	switch {
@@ -466,7 +465,7 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 		bufs = append(bufs, buf)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	s.sendRequest(node, req, s.acks != 0, now, func(resp *inflight.Response) {
+	s.sendRequest(node, req, s.acks != 0, now, func(resp *network.ClientResponse) {
 		s.handleProduceResponse(resp, byTP)
 	})
 	// The client framed the request (records copied into the frame) or refused it; either way
@@ -486,7 +485,7 @@ func (s *Sender) sendProduceRequest(node int32, batches []*accumulator.ProducerB
 // through it (produce, transactional, the idempotent InitProducerId); the callers note the request
 // in flight (inFlightBatches, txnInFlight, initInFlight) first, and the network client reports it
 // to the observer.
-func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool, now time.Time, cb func(*inflight.Response)) {
+func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool, now time.Time, cb func(*network.ClientResponse)) {
 	s.client.Send(&network.ClientRequest{
 		Destination:    node,
 		Body:           body,
@@ -499,7 +498,7 @@ func (s *Sender) sendRequest(node int32, body kmsg.Request, expectResponse bool,
 
 // sendTelemetryRequest sends a KIP-714 request (GetTelemetrySubscriptions, PushTelemetry) for
 // the telemetry pusher.
-func (s *Sender) sendTelemetryRequest(node int32, body kmsg.Request, now time.Time, cb func(*inflight.Response)) {
+func (s *Sender) sendTelemetryRequest(node int32, body kmsg.Request, now time.Time, cb func(*network.ClientResponse)) {
 	s.sendRequest(node, body, true, now, cb)
 }
 
@@ -540,7 +539,7 @@ func failedResult(err error) partitionResult {
 //     batch's thunks;
 //  6. finishAttempt tells the observer (AttemptDone) last, because what it reports is the
 //     decision of step 3 (a retry is a batch still open).
-func (s *Sender) handleProduceResponse(resp *inflight.Response, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
+func (s *Sender) handleProduceResponse(resp *network.ClientResponse, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
 	// Decisions (retry backoff, delivery timeout) are made as of now, as Java's
 	// Sender.sendProduceRequest callback passes time.milliseconds(); resp.Received is when the
 	// reader had the response, a stage time for telemetry, possibly well before this poll.
@@ -667,7 +666,7 @@ func brokerError(err error, msg *string, recordErrs []kmsg.ProduceResponseTopicP
 // keeps the attempt's stage timestamps on a traced batch, so the records' traces (built when
 // their callbacks ran inside completeBatch) show it, and then reports the attempt with what
 // completeBatch decided.
-func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *inflight.Response, r partitionResult, now time.Time) {
+func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *network.ClientResponse, r partitionResult, now time.Time) {
 	if s.obs == nil {
 		s.completeBatch(b, r, now)
 		return

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
@@ -76,9 +75,9 @@ func (m *mockClient) InFlightRequestCount() int { return len(m.pending) }
 func (m *mockClient) Wakeup()                   { m.wakeups++ }
 func (m *mockClient) Close() error              { return nil }
 
-func (m *mockClient) Poll(timeout time.Duration, now time.Time) []*inflight.Response {
+func (m *mockClient) Poll(timeout time.Duration, now time.Time) []*network.ClientResponse {
 	m.polls = append(m.polls, timeout)
-	var out []*inflight.Response
+	var out []*network.ClientResponse
 	// acks=0 requests complete as soon as they are "written".
 	keep := m.pending[:0]
 	for _, r := range m.pending {
@@ -96,9 +95,9 @@ func (m *mockClient) Poll(timeout time.Duration, now time.Time) []*inflight.Resp
 	return out
 }
 
-func (m *mockClient) complete(a answer, now time.Time) *inflight.Response {
-	resp := &inflight.Response{
-		Request: &inflight.Request{
+func (m *mockClient) complete(a answer, now time.Time) *network.ClientResponse {
+	resp := &network.ClientResponse{
+		Request: &network.InFlightRequest{
 			Destination:    a.req.Destination,
 			Body:           a.req.Body,
 			ExpectResponse: a.req.ExpectResponse,

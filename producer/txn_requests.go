@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kafkatrail/kafkatrail/inflight"
 	"github.com/kafkatrail/kafkatrail/metadata"
+	"github.com/kafkatrail/kafkatrail/network"
 )
 
 // This file is the requests of the Java TransactionManager and their handlers: the queue of
@@ -452,7 +452,7 @@ func (s *Sender) maybeInitProducerID(now time.Time) {
 // handleIdempotentInitProducerID installs the producer id, or retries after retry.backoff.ms
 // (asking for a new id when the broker says our epoch is not its), or stops the producer: an
 // error that is neither retriable nor a fencing makes every record fail.
-func (s *Sender) handleIdempotentInitProducerID(resp *inflight.Response) {
+func (s *Sender) handleIdempotentInitProducerID(resp *network.ClientResponse) {
 	t := s.txn
 	t.initInFlight = false
 	now := resp.Received

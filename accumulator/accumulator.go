@@ -53,7 +53,7 @@ type Config struct {
 	// queueSizes[:length] are the lengths in batches of partitionIDs[:length], the partitions
 	// with a leader not excluded as unavailable; len(queueSizes) counts every partition with a
 	// queue. queueSizes is nil until every partition of the topic has had one. The slices are
-	// reused after the call.
+	// scratch, reused after the call; LoadStats may overwrite them.
 	LoadStats func(topic string, queueSizes, partitionIDs []int32, length int)
 	// AvailabilityTimeout is partitioner.availability.timeout.ms: a partition whose leader had
 	// batches ready and could not take them for longer is left out of LoadStats's partitions

@@ -130,8 +130,10 @@ func (u *defaultMetadataUpdater) handleResponse(body kmsg.Response, err error, n
 		return
 	}
 	resp := body.(*kmsg.MetadataResponse)
-	if resp.ErrorCode == kerr.RebootstrapRequired.Code && !u.client.cfg.NoRebootstrap {
-		u.rebootstrap = true
+	if resp.ErrorCode == kerr.RebootstrapRequired.Code {
+		// With metadata.recovery.strategy=none the answer is only a failed update: it is
+		// never installed.
+		u.rebootstrap = !u.client.cfg.NoRebootstrap
 		// Unlike Java, which asks again at once, the answer counts as a failed attempt, so
 		// that a cluster that keeps answering this is asked once per retry.backoff.ms, not
 		// once per round trip.

@@ -174,7 +174,7 @@ func (ls *loadStats) draw(random int32) int32 {
 // and are not excluded for being unavailable; len(queueSizes) counts every partition the
 // accumulator has a queue for. Nil queueSizes (adaptive off, or not every partition has had a
 // batch yet), fewer than two partitions, or equal queues with none excluded: uniform. The
-// slices are the caller's to reuse.
+// slices are the caller's scratch: queueSizes is overwritten.
 func (s *stickyPartitioner) updateLoadStats(topic string, queueSizes, partitionIDs []int32, length int) {
 	st := s.topic(topic)
 	if queueSizes == nil || length < 1 || len(queueSizes) < 2 {
@@ -193,14 +193,17 @@ func (s *stickyPartitioner) updateLoadStats(topic string, queueSizes, partitionI
 		st.load.Store(nil)
 		return
 	}
-	ls := &loadStats{cft: make([]int32, length), ids: slices.Clone(partitionIDs[:length])}
+	// The table is folded into queueSizes (the caller's scratch, as Java folds its array in
+	// place), so that unchanged weights, the common case between two sender loops, allocate
+	// nothing.
 	sum := int32(0)
 	for i, q := range queueSizes[:length] {
 		sum += maxPlus1 - q
-		ls.cft[i] = sum
+		queueSizes[i] = sum
 	}
-	if cur := st.load.Load(); cur != nil && slices.Equal(cur.cft, ls.cft) && slices.Equal(cur.ids, ls.ids) {
-		return // the same weights: keep them, and spare the readers a new pointer
+	cft := queueSizes[:length]
+	if cur := st.load.Load(); cur != nil && slices.Equal(cur.cft, cft) && slices.Equal(cur.ids, partitionIDs[:length]) {
+		return
 	}
-	st.load.Store(ls)
+	st.load.Store(&loadStats{cft: slices.Clone(cft), ids: slices.Clone(partitionIDs[:length])})
 }

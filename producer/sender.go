@@ -400,11 +400,12 @@ func (s *Sender) expireRest(tp metadata.TopicPartition, now time.Time) {
 // expire fails b at delivery.timeout.ms, or, behind, with an older batch of its partition that
 // expired (expireRest). One that had been sent may or may not have been written: its
 // partition's sequences are unresolved until its other batches are done (Java's
-// markSequenceUnresolved in sendProducerData).
+// markSequenceUnresolved in sendProducerData). The caller frees a queued batch; one in a request
+// in flight is freed when the request completes (applyOutcome).
 func (s *Sender) expire(b *accumulator.ProducerBatch, now time.Time, behind bool) {
 	err := s.timeoutError(b, now, nil)
 	err.Behind = behind
-	s.failBatch(b, err, false)
+	s.failBatch(b, err, nil, false)
 	if s.txn != nil && (b.InRetry() || s.isInFlight(b)) {
 		s.txn.markSequenceUnresolved(b)
 	}
@@ -528,15 +529,17 @@ func failedResult(err error) partitionResult {
 //     leader (KIP-951) update metadata once the whole response is read;
 //  2. finishAttempt: with an observer, the attempt's timestamps go on a traced batch first, so
 //     the traces built in step 4 include this attempt;
-//  3. completeBatch decides: succeed, split, retry or fail. The transaction manager hears of
+//  3. completeBatch: decideBatch (complete.go) decides from the attempt's facts alone:
+//     complete, duplicate, split, retry (with what it does to the partition's sequences),
+//     expire or fail; applyOutcome acts on it in one place. The transaction manager hears of
 //     the outcome before the records' callbacks run (handleCompletedBatch; produceFailed,
 //     which picks the error the callbacks get), so a callback sees the producer's state
 //     already moved on; handleFailedBatch follows only the completion that won the batch;
 //  4. ProducerBatch.Complete or CompleteExceptionally (accumulator/batch.go, complete): each
 //     record's callback, then its trace's RecordDone, then the accumulator Observer's
 //     BatchDone, then Flush's waiters;
-//  5. Deallocate: the buffer goes back to the pool only after the callbacks, which read the
-//     batch's thunks;
+//  5. Deallocate, at the end of applyOutcome, once, unless the batch was queued again: the
+//     buffer goes back to the pool only after the callbacks, which read the batch's thunks;
 //  6. finishAttempt tells the observer (AttemptDone) last, because what it reports is the
 //     decision of step 3 (a retry is a batch still open).
 func (s *Sender) handleProduceResponse(resp *network.ClientResponse, batches map[metadata.TopicPartition]*accumulator.ProducerBatch) {
@@ -696,19 +699,51 @@ func (s *Sender) finishAttempt(b *accumulator.ProducerBatch, resp *network.Clien
 	s.obs.AttemptDone(b, a, !b.IsDone())
 }
 
-// completeBatch decides a batch's fate after an attempt: Sender.completeBatch. Steps 3 to 5 of
-// the way back (see handleProduceResponse).
+// completeBatch is Java's Sender.completeBatch, steps 3 to 5 of the way back (see
+// handleProduceResponse): decideBatch decides what becomes of b from the facts of the attempt,
+// and applyOutcome acts on it.
 func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, now time.Time) {
 	s.removeInFlightBatch(b)
 	if s.guaranteeMessageOrder {
 		s.acc.UnmutePartition(b.TopicPartition)
 	}
-	err := r.err
-	switch {
-	case err == nil:
-		s.succeed(b, r)
+	s.applyOutcome(b, r, decideBatch(s.factsOf(b, r, now)), now)
+}
 
-	case errors.Is(err, kerr.MessageTooLarge) && b.RecordCount() > 1 && !b.IsDone():
+// factsOf is what decideBatch reads of b, its partition and this attempt's result r.
+func (s *Sender) factsOf(b *accumulator.ProducerBatch, r partitionResult, now time.Time) batchFacts {
+	f := batchFacts{
+		err:             r.err,
+		logStartOffset:  r.logStartOffset,
+		records:         b.RecordCount(),
+		done:            b.IsDone(),
+		attempts:        b.Attempts,
+		age:             now.Sub(b.Created),
+		retries:         s.retries,
+		deliveryTimeout: s.deliveryTimeout,
+	}
+	if s.txn != nil {
+		s.txn.sequenceFacts(b, &f)
+	}
+	return f
+}
+
+// applyOutcome is the one place a completed attempt acts: the transaction manager hears of the
+// outcome before the records' callbacks run (so a callback sees the producer's state already
+// moved on), the batch completes, fails, splits or goes back to its queue, and its memory is
+// freed, once, after the callbacks (which read its thunks), unless it was queued again.
+func (s *Sender) applyOutcome(b *accumulator.ProducerBatch, r partitionResult, o batchOutcome, now time.Time) {
+	tp := b.TopicPartition
+	switch o.kind {
+	case outcomeComplete, outcomeDuplicate:
+		// A duplicate is delivered: the broker has it from an earlier attempt whose response
+		// was lost, and no longer the offset it was written at.
+		if s.txn != nil {
+			s.txn.handleCompletedBatch(b, r.baseOffset)
+		}
+		b.Complete(r.baseOffset, r.logAppendTime)
+
+	case outcomeSplit:
 		// The split batches keep the refused batch's producer id, epoch and consecutive
 		// sequences (Java ProducerBatch.split): no epoch bump, no gap.
 		if s.txn != nil {
@@ -716,91 +751,45 @@ func (s *Sender) completeBatch(b *accumulator.ProducerBatch, r partitionResult, 
 		}
 		s.metrics.split()
 		n := s.acc.SplitAndReenqueue(b)
-		s.log.Info("batch too large for the broker: split", "partition", b.TopicPartition.String(),
+		s.log.Info("batch too large for the broker: split", "partition", tp.String(),
 			"records", b.RecordCount(), "new_batches", n)
-		s.acc.Deallocate(b)
 
-	case s.canRetry(b, err, r.logStartOffset, now):
+	case outcomeRetry:
+		if s.txn != nil {
+			s.txn.retrying(tp, o.seq)
+		}
 		s.metrics.retried(b)
-		s.log.Debug("retrying batch", "partition", b.TopicPartition.String(), "attempt", b.Attempts+1, "error", err)
-		s.reenqueue(b, now)
+		s.log.Debug("retrying batch", "partition", tp.String(), "attempt", b.Attempts+1, "error", r.err)
+		s.acc.Reenqueue(b, now)
 
-	case errors.Is(err, kerr.DuplicateSequenceNumber):
-		// The broker already has this batch from an earlier attempt whose response we lost,
-		// and no longer the offset it was written at: it is delivered.
-		s.succeed(b, r)
-
-	case !b.IsDone() && isRetriable(err) && now.Sub(b.Created) >= s.deliveryTimeout:
-		// Only delivery.timeout.ms stopped the retry: this is an expiry, handled as expire
-		// handles an in-flight batch (Java's sendProducerData: failBatch without adjusting
-		// sequences, then markSequenceUnresolved). The attempt that ended with a disconnect, a
-		// request timeout or a retriable code such as REQUEST_TIMED_OUT may have been written,
-		// so its partition's sequences stay unresolved until its other batches are done, and
-		// only a gap then confirmed bumps the epoch. Java's completeBatch differs: it fails the
-		// batch with adjustSequenceNumbers = attempts < retries, i.e. "certainly not written",
-		// and for an idempotent producer that bumps the epoch at once and re-stamps the
-		// partition's other unfinished batches, whose retries the broker then cannot recognise
-		// as duplicates of attempts it may already have written.
-		err = s.timeoutError(b, now, err)
-		s.failBatch(b, err, false)
+	case outcomeExpire:
+		s.failBatch(b, s.timeoutError(b, now, r.err), nil, false)
 		if s.txn != nil {
 			s.txn.markSequenceUnresolved(b)
 		}
 		if s.expireInOrder {
-			s.expireRest(b.TopicPartition, now)
+			s.expireRest(tp, now)
 		}
 
-	default:
-		// Sequences are given to later batches only while retries were left: a batch that ran
-		// out of them may have been written by an attempt whose answer was lost.
-		s.failBatchRecords(b, err, recordErrors(err, r), b.Attempts < s.retries)
+	case outcomeFail:
+		s.failBatch(b, r.err, recordErrors(r.err, r), o.adjust)
 	}
-	if needsMetadataRefresh(err) {
+	if o.kind != outcomeRetry {
+		s.acc.Deallocate(b)
+	}
+	if o.refreshMetadata {
 		s.meta.RequestUpdate()
 	}
 }
 
-func (s *Sender) succeed(b *accumulator.ProducerBatch, r partitionResult) {
-	if s.txn != nil {
-		s.txn.handleCompletedBatch(b, r.baseOffset)
-	}
-	b.Complete(r.baseOffset, r.logAppendTime)
-	s.acc.Deallocate(b)
-}
-
-func (s *Sender) reenqueue(b *accumulator.ProducerBatch, now time.Time) {
-	if b.IsDone() {
-		// Expired while in flight: its callbacks already ran.
-		s.acc.Deallocate(b)
-		return
-	}
-	s.acc.Reenqueue(b, now)
-}
-
-// canRetry is Sender.canRetry: within delivery.timeout.ms, under retries, not already done, and
-// an error the producer may retry (for an idempotent producer, the transaction manager decides,
-// and may ask for an epoch bump).
-func (s *Sender) canRetry(b *accumulator.ProducerBatch, err error, logStartOffset int64, now time.Time) bool {
-	if b.IsDone() || now.Sub(b.Created) >= s.deliveryTimeout || b.Attempts >= s.retries {
-		return false
-	}
-	if s.txn == nil {
-		return isRetriable(err)
-	}
-	return s.txn.canRetry(b, err, logStartOffset)
-}
-
-// failBatch is Sender.failBatch: every record's callback runs with err (once; a batch already
-// done is left alone), the transaction manager learns of it, and the memory is freed unless the
-// batch is in a request still in flight. adjust says b was certainly not written (see
-// transactionManager.handleFailedBatch).
-func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error, adjust bool) {
-	s.failBatchRecords(b, err, nil, adjust)
-}
-
-// failBatchRecords is failBatch with the errors of the records the broker named (recordErrors):
-// those records fail with them, the others of the batch with ErrBatchHadInvalidRecords.
-func (s *Sender) failBatchRecords(b *accumulator.ProducerBatch, err error, recordErrs map[int]error, adjust bool) {
+// failBatch is Java's Sender.failBatch: every record's callback runs with err, or with
+// recordErrs[i] for the records the broker named (recordErrors; the others of the batch get
+// ErrBatchHadInvalidRecords), once: a batch already done is left alone. The transaction
+// manager picks the error a transactional producer's callbacks get (produceFailed) and then
+// learns of the failure (handleFailedBatch); adjust says b was certainly not written. The
+// caller frees the batch: a batch whose request is in flight is freed when the request
+// completes, as the request may still be framed from its buffer.
+func (s *Sender) failBatch(b *accumulator.ProducerBatch, err error, recordErrs map[int]error, adjust bool) {
 	if !b.IsDone() && s.txn.isTransactional() {
 		err = s.txn.produceFailed(err)
 	}
@@ -817,11 +806,6 @@ func (s *Sender) failBatchRecords(b *accumulator.ProducerBatch, err error, recor
 		if s.txn != nil {
 			s.txn.handleFailedBatch(b, err, adjust)
 		}
-	}
-	if !s.isInFlight(b) {
-		// An expired batch's request may still be framed from its buffer: its memory goes
-		// back when the request completes (completeBatch lands here or in succeed).
-		s.acc.Deallocate(b)
 	}
 }
 

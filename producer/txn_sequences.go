@@ -315,51 +315,27 @@ func (t *transactionManager) maybeResolveSequences() {
 	}
 }
 
-// canRetry is Java's TransactionManager.canRetry: whether a batch refused with err may be sent
-// again, with the epoch bumps that UNKNOWN_PRODUCER_ID and OUT_OF_ORDER_SEQUENCE_NUMBER need.
-// logStartOffset is the partition's, from the response (-1 when the broker did not know it).
-func (t *transactionManager) canRetry(b *accumulator.ProducerBatch, err error, logStartOffset int64) bool {
-	tp := b.TopicPartition
-	switch {
-	case errors.Is(err, kerr.UnknownProducerID):
-		if logStartOffset == -1 || b.SequenceHasBeenReset() {
-			// The broker will know the log start offset once things settle; or the
-			// partition was already started again at 0 and this is one of its batches.
-			return true
-		}
-		lastAckedOffset := int64(-1)
-		if p := t.partitions[tp]; p != nil {
-			lastAckedOffset = p.lastAckedOffset
-		}
-		if lastAckedOffset < logStartOffset {
-			// Retention removed our records and the producer state with them.
-			if t.isTransactional() {
-				t.startSequencesAtBeginning(tp)
-			} else {
-				t.requestEpochBumpForPartition(tp)
-			}
-			return true
-		}
-		if !t.isTransactional() {
-			t.requestEpochBumpForPartition(tp)
-			return true
-		}
-	case errors.Is(err, kerr.OutOfOrderSequenceNumber):
-		_, unresolved := t.unresolved[tp]
-		if !unresolved && (b.SequenceHasBeenReset() || !t.isNextSequence(tp, b.BaseSequence())) {
-			// Not the batch the broker expects next: an earlier one has yet to land.
-			return true
-		}
-		if !t.isTransactional() {
-			// A real gap (no unresolved sequence, or this batch comes right after the
-			// unresolved one): bump. Otherwise wait and see whether the sequence resolves.
-			if !unresolved || b.BaseSequence() == t.unresolved[tp] {
-				t.requestEpochBumpForPartition(tp)
-			}
-			return true
-		}
+// sequenceFacts fills in what decideBatch reads of b's partition (Java's
+// TransactionManager.canRetry reads the same state).
+func (t *transactionManager) sequenceFacts(b *accumulator.ProducerBatch, f *batchFacts) {
+	f.idempotent, f.transactional = true, t.isTransactional()
+	f.baseSequence, f.sequenceReset = b.BaseSequence(), b.SequenceHasBeenReset()
+	f.lastAcked, f.lastAckedOffset = -1, -1
+	if p := t.partitions[b.TopicPartition]; p != nil {
+		f.lastAcked, f.lastAckedOffset = p.lastAcked, p.lastAckedOffset
 	}
-	return isRetriable(err)
+	f.unresolvedNext, f.unresolved = t.unresolved[b.TopicPartition]
+}
+
+// retrying applies a retry's sequence action to tp (the side effects of Java's
+// TransactionManager.canRetry).
+func (t *transactionManager) retrying(tp metadata.TopicPartition, a seqAction) {
+	switch a {
+	case seqBumpEpoch:
+		t.requestEpochBumpForPartition(tp)
+	case seqRestart:
+		t.startSequencesAtBeginning(tp)
+	}
 }
 
 // setProducerIDAndEpoch installs the result of InitProducerId. A transactional producer's

@@ -73,6 +73,9 @@ func TestClusterFaults(t *testing.T) {
 		{"i_transactions_data_leader_paused", clusterTxnLeaderPaused},
 		{"j_exactly_once_state_leader_down", clusterStateLeaderDown},
 		{"k_metadata_idle", clusterMetadataIdle},
+		{"l_hung_leader_cpu", clusterHungLeaderCPU},
+		{"m_slow_broker", clusterSlowBroker},
+		{"n_cluster_moves", clusterMoved},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, c) })
 	}
@@ -524,6 +527,83 @@ func clusterLeaderPaused(t *testing.T, c *cluster) {
 			return true
 		},
 	})
+}
+
+// hungLeaderRate is scenario l's pace: low, so that what the clients burn while the leader
+// hangs is their waiting, not their work.
+const hungLeaderRate = 200
+
+// clusterHungLeaderCPU: the leader of every partition hangs (SIGSTOP) for request.timeout.ms
+// while lines keep coming slowly. Nothing can be sent meanwhile: each client's CPU over the
+// pause is what its waiting costs, near idle for Java, and so for the agent (a sender loop
+// that spins on a node whose batches it cannot send would burn a core here).
+func clusterHungLeaderCPU(t *testing.T, c *cluster) {
+	p := newPair(t, c, fmt.Sprintf("l. CPU while the leader of every partition is SIGSTOPped for request.timeout.ms (%v), %d lines/s",
+		requestTimeout, hungLeaderRate), [][]int32{{1, 2, 3}, {1, 3, 2}, {1, 2, 3}}, nil, clientSpec{props: shortTimeoutProps()}, nil)
+	p.start()
+	p.f.pace(hungLeaderRate)
+	p.warm()
+	hold(time.Second)
+	n := c.leaderOf(t, p.topics["agent"], 0)
+	parts := map[string][]int32{}
+	for _, k := range p.kinds {
+		parts[k] = c.ledBy(t, p.topics[k], n)
+	}
+	before := map[string]time.Duration{}
+	for _, k := range p.kinds {
+		before[k] = procCPU(t, p.clients[k].process().cmd.Process.Pid)
+	}
+	c.pause(t, n)
+	paused := time.Now()
+	hold(requestTimeout)
+	used := map[string]time.Duration{}
+	for _, k := range p.kinds {
+		used[k] = procCPU(t, p.clients[k].process().cmd.Process.Pid) - before[k]
+	}
+	window := time.Since(paused)
+	c.cont(t, n)
+	resumed := time.Now()
+	c.waitHealthy(t, 2*time.Minute, p.topics["agent"], p.topics["Java"])
+	hold(2 * time.Second)
+	share := func(k string) float64 { return used[k].Seconds() / window.Seconds() }
+	p.finish(expect{
+		recovery: func(cc *clusterClient, kc *keyedCount, _ clientOutcome) string {
+			first, ok := kc.firstAfter(resumed, parts[cc.kind])
+			return sinceOr(first, ok, resumed)
+		},
+		check: func(cc *clusterClient, _ *keyedCount, _ clientOutcome, r *crow) bool {
+			r.note("CPU while node %d hung (partitions %s): %v in %v, %.1f%% of a core",
+				n, partsOf(parts[cc.kind]), used[cc.kind].Round(time.Millisecond), window.Round(100*time.Millisecond), 100*share(cc.kind))
+			// Near idle as Java is: at most twice Java's share, or 10 % of a core, whichever is
+			// more (the JVM's own share on an idle second is a few percent).
+			if limit := max(2*share("Java"), 0.10); cc.kind == "agent" && share("agent") > limit {
+				r.note("more than %.0f%% of a core while nothing can be sent", 100*limit)
+				return false
+			}
+			return true
+		},
+	})
+}
+
+// procCPU is the CPU time (user and system) process pid has used so far, from /proc.
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("CPU of %d: %v", pid, err)
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces: utime
+	// and stime are the stat's 14th and 15th, in clock ticks (USER_HZ, 100 on Linux).
+	rest := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(rest) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	utime, err1 := strconv.ParseInt(rest[11], 10, 64)
+	stime, err2 := strconv.ParseInt(rest[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // expiringRequestTimeout and expiringDeliveryTimeout are the timeouts of the scenarios whose

@@ -19,12 +19,23 @@
 #                             are started together: with a majority down, a node cannot serve
 #                             until enough voters are back, so restart them in one call
 #   cluster.sh pid N          print node N's PID
+#   cluster.sh advertise N [HOST:PORT]  node N's client listener is advertised at HOST:PORT (a
+#                             proxy in front of it) from its next restart; without an address, at
+#                             its own port again
+#   cluster.sh move SHIFT     kill every node and start them again with their client listeners
+#                             SHIFT ports away from home (0: home again): a cluster whose brokers
+#                             all changed address (pods rescheduled), on the same data; controller
+#                             and replication ports stay
 #   cluster.sh java CLASS [ARGS...]   run a Kafka Java tool class with the cluster's classpath
 #                             (e.g. org.apache.kafka.tools.TopicCommand --bootstrap-server ...)
 #
 # Ports (KAFKA_CLUSTER_PORT is the base, default 29092): node i listens on
-#   PLAINTEXT   127.0.0.1:BASE+10*(i-1)     (29092, 29102, 29112)
+#   PLAINTEXT   127.0.0.1:BASE+10*(i-1)     (29092, 29102, 29112): clients (plus the shift of
+#               `move`, kept in the state dir)
 #   CONTROLLER  127.0.0.1:BASE+10*(i-1)+1   (29093, 29103, 29113)
+#   REPLICATION 127.0.0.1:BASE+10*(i-1)+2   (29094, 29104, 29114): between brokers, so that a
+#               client listener behind a proxy (`advertise`) or moved (`move`) leaves
+#               replication alone
 #
 # Environment: KAFKATRAIL_CLUSTER_STATE (default /tmp/kafkatrail-cluster), KAFKATRAIL_CACHE (jar
 # cache), KAFKA_CLUSTER_PORT, KAFKA_CLUSTER_HEAP_OPTS (per node, default -Xms256m -Xmx512m),
@@ -49,8 +60,13 @@ CONF=$STATE/config
 # shellcheck source=scripts/kafka/common.sh
 . "$HERE/common.sh"
 
-port() { echo $((BASE + 10 * ($1 - 1))); }
+port() { echo $((BASE + 10 * ($1 - 1) + $(port_shift))); }
 controller_port() { echo $((BASE + 10 * ($1 - 1) + 1)); }
+replication_port() { echo $((BASE + 10 * ($1 - 1) + 2)); }
+# port_shift: how far `move` put the client listeners from home.
+port_shift() { cat "$STATE/shift" 2>/dev/null || echo 0; }
+# advertised N: the address node N's client listener is advertised at (`advertise`).
+advertised() { cat "$(node_dir "$1")/advertise" 2>/dev/null || echo "$HOST:$(port "$1")"; }
 node_dir() { echo "$STATE/node$1"; }
 pidfile() { echo "$STATE/node$1/node.pid"; }
 node_log() { echo "$STATE/node$1/node.log"; }
@@ -137,10 +153,10 @@ process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$(voters)
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listeners=PLAINTEXT://$HOST:$(port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
-advertised.listeners=PLAINTEXT://$HOST:$(port "$i")
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=REPLICATION
+listeners=PLAINTEXT://$HOST:$(port "$i"),REPLICATION://$HOST:$(replication_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
+advertised.listeners=PLAINTEXT://$(advertised "$i"),REPLICATION://$HOST:$(replication_port "$i")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$dir/data
 
 num.partitions=3
@@ -242,7 +258,7 @@ cmd_start() {
     fi
   done
   local ports=()
-  for i in "${NODES[@]}"; do ports+=("$(port "$i")" "$(controller_port "$i")"); done
+  for i in "${NODES[@]}"; do ports+=("$(port "$i")" "$(controller_port "$i")" "$(replication_port "$i")"); done
   ports_free "another cluster? set KAFKA_CLUSTER_PORT to another base port" "${ports[@]}"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
@@ -250,7 +266,7 @@ cmd_start() {
   local t0=$SECONDS
 
   for i in "${NODES[@]}"; do rm -rf "$(node_dir "$i")"; done
-  rm -rf "$CONF" "$STATE/format.log" "$STATE/version"
+  rm -rf "$CONF" "$STATE/format.log" "$STATE/version" "$STATE/shift"
   mkdir -p "$STATE"
   write_logging "$VERSION" "$CONF"
   for i in "${NODES[@]}"; do write_node_config "$i"; done
@@ -383,7 +399,7 @@ cmd_restart() {
   ((${#stop[@]})) && stop_nodes "${stop[@]}"
   for i in "$@"; do
     # Its ports may still be taken by something else (another cluster reusing them).
-    for p in "$(port "$i")" "$(controller_port "$i")"; do
+    for p in "$(port "$i")" "$(controller_port "$i")" "$(replication_port "$i")"; do
       tcp_open "$p" && { log "port $HOST:$p is in use: cannot restart node $i"; exit 75; }
     done
   done
@@ -409,6 +425,35 @@ cmd_restart() {
   done
 }
 
+cmd_advertise() {
+  local i=$1
+  check_node "$i"
+  [[ -f $(node_dir "$i")/server.properties ]] || die "node $i has no state in $STATE: run '$0 start' first"
+  if [[ -n ${2:-} ]]; then
+    [[ $2 =~ ^[^:]+:[0-9]+$ ]] || die "advertise: HOST:PORT expected (got '$2')"
+    echo "$2" >"$(node_dir "$i")/advertise"
+  else
+    rm -f "$(node_dir "$i")/advertise"
+  fi
+  write_node_config "$i"
+  log "node $i: client listener advertised at $(advertised "$i") from its next restart"
+}
+
+cmd_move() {
+  local shift=$1 i
+  [[ $shift =~ ^[0-9]$ && $shift != 1 && $shift != 2 ]] ||
+    die "move: SHIFT must be 0 or 3..9 (1 and 2 are the controller and replication ports; got '$shift')"
+  # Killed, not stopped: the last node's controlled shutdown would wait out STOP_DEADLINE
+  # for a quorum that has gone. The OS keeps what they wrote (page cache), as a node's crash.
+  local pid
+  for i in "${NODES[@]}"; do
+    if pid=$(running_pid "$i"); then cmd_kill "$i"; fi
+  done
+  echo "$shift" >"$STATE/shift"
+  for i in "${NODES[@]}"; do write_node_config "$i"; done
+  cmd_restart "${NODES[@]}"
+}
+
 cmd_pid() {
   check_node "${1:-}"
   running_pid "$1" || die "node $1 not running"
@@ -420,7 +465,7 @@ cmd_status() {
     if pid=$(running_pid "$i"); then
       state=running
       if paused "$pid"; then state=paused; all=0; fi
-      echo "node $i $state pid $pid: PLAINTEXT $HOST:$(port "$i") CONTROLLER $HOST:$(controller_port "$i")"
+      echo "node $i $state pid $pid: PLAINTEXT $HOST:$(port "$i") (advertised $(advertised "$i")) CONTROLLER $HOST:$(controller_port "$i") REPLICATION $HOST:$(replication_port "$i")"
     else
       all=0
       echo "node $i not running: PLAINTEXT $HOST:$(port "$i")"
@@ -453,7 +498,7 @@ cmd_env() {
 }
 
 usage() {
-  echo "usage: $0 start|stop|status|env|kill N|pause N|cont N|stop-node N|restart N|pid N|java CLASS [ARGS...]" >&2
+  echo "usage: $0 start|stop|status|env|kill N|pause N|cont N|stop-node N|restart N|pid N|advertise N [HOST:PORT]|move SHIFT|java CLASS [ARGS...]" >&2
   exit 2
 }
 
@@ -475,6 +520,14 @@ case $cmd in
     esac
     ;;
   pid) cmd_pid "$@" ;;
+  advertise)
+    [[ $# -ge 1 ]] || usage
+    cmd_advertise "$@"
+    ;;
+  move)
+    [[ $# -eq 1 ]] || usage
+    cmd_move "$1"
+    ;;
   java) kafka_java -Xmx256m "$@" ;;
   *) usage ;;
 esac

@@ -341,7 +341,10 @@ type javaSummary struct {
 type clientSpec struct {
 	props []string // producer properties KEY=VALUE, the same for both (-X)
 	// exactlyOnce: the agent follows a file with --exactly-once; the control runs transactional.
-	exactlyOnce  bool
+	exactlyOnce bool
+	// follow: the agent follows a file (as `agent --tail` is used) rather than reading stdin,
+	// whose lines it cannot hold while a refusal lasts (a stdin line that meets one fails).
+	follow       bool
 	commitMs     int
 	commitLines  int
 	agentArgs    []string // extra agent arguments
@@ -465,7 +468,7 @@ func startClient(t *testing.T, c *cluster, f *feed, kind, topic string, spec cli
 		args := []string{"--brokers", bootstrap, "--topic", topic, "--key-regex", keyRegex,
 			"--header-path=", "--header-host=", "--log-level", agentLogLevel(), "--log-format", "text",
 			"--shutdown-timeout", wait.String()}
-		if spec.exactlyOnce {
+		if spec.exactlyOnce || spec.follow {
 			dir := t.TempDir()
 			cc.path, cc.state = filepath.Join(dir, "app.log"), filepath.Join(dir, "state")
 			w, err := os.OpenFile(cc.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -473,9 +476,12 @@ func startClient(t *testing.T, c *cluster, f *feed, kind, topic string, spec cli
 				t.Fatal(err)
 			}
 			args = append(args, "--tail", cc.path, "--state-dir", cc.state, "--start-at", "beginning",
-				"--partial-line-idle", "200ms", "--exactly-once", "--transactional-id", spec.agentTxnID,
-				"--state-topic", spec.stateTopic, "--commit-interval", fmt.Sprintf("%dms", spec.commitMs),
-				"--commit-max-lines", strconv.Itoa(spec.commitLines))
+				"--partial-line-idle", "200ms")
+			if spec.exactlyOnce {
+				args = append(args, "--exactly-once", "--transactional-id", spec.agentTxnID,
+					"--state-topic", spec.stateTopic, "--commit-interval", fmt.Sprintf("%dms", spec.commitMs),
+					"--commit-max-lines", strconv.Itoa(spec.commitLines))
+			}
 			args = append(append(args, xs...), spec.agentArgs...)
 			cc.proc = startAgent(t, nil, nil, args...)
 			cc.in = f.output(kind, w)

@@ -76,6 +76,7 @@ func TestClusterFaults(t *testing.T) {
 		{"l_hung_leader_cpu", clusterHungLeaderCPU},
 		{"m_slow_broker", clusterSlowBroker},
 		{"n_cluster_moves", clusterMoved},
+		{"o_acl_granted_late", clusterACLLate},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, c) })
 	}

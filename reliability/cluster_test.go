@@ -36,6 +36,8 @@ type cluster struct {
 	env       []string
 	bootstrap string
 	nodes     [4]string // nodes[1..3]: each node's PLAINTEXT address
+	// sasl is the SASL_PLAINTEXT bootstrap, where user saslUser may do only what ACLs grant.
+	sasl, saslUser, saslPassword string
 	lib       string    // the Kafka jars (KAFKA_LIB)
 	version   string
 	state     string // the state dir (removed after the stop, unless reused)
@@ -119,6 +121,7 @@ func startCluster() (*cluster, error) {
 		}
 	}
 	c.bootstrap, c.lib, c.version = vals["KAFKA_CLUSTER_BOOTSTRAP"], vals["KAFKA_LIB"], vals["KAFKA_CLUSTER_VERSION"]
+	c.sasl, c.saslUser, c.saslPassword = vals["KAFKA_CLUSTER_SASL_BOOTSTRAP"], vals["KAFKA_CLUSTER_SASL_USER"], vals["KAFKA_CLUSTER_SASL_PASSWORD"]
 	for i := 1; i <= 3; i++ {
 		c.nodes[i] = vals[fmt.Sprintf("KAFKA_CLUSTER_NODE%d", i)]
 		if c.nodes[i] == "" {
@@ -127,9 +130,9 @@ func startCluster() (*cluster, error) {
 		}
 		c.refreshPID(i)
 	}
-	if c.bootstrap == "" || c.lib == "" {
+	if c.bootstrap == "" || c.lib == "" || c.sasl == "" {
 		c.stop()
-		return nil, fmt.Errorf("cluster.sh env: no KAFKA_CLUSTER_BOOTSTRAP or KAFKA_LIB:\n%s", out)
+		return nil, fmt.Errorf("cluster.sh env: no KAFKA_CLUSTER_BOOTSTRAP, KAFKA_CLUSTER_SASL_BOOTSTRAP or KAFKA_LIB:\n%s", out)
 	}
 	return c, nil
 }

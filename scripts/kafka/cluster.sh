@@ -22,7 +22,7 @@
 #   cluster.sh advertise N [HOST:PORT]  node N's client listener is advertised at HOST:PORT (a
 #                             proxy in front of it) from its next restart; without an address, at
 #                             its own port again
-#   cluster.sh move SHIFT     kill every node and start them again with their client listeners
+#   cluster.sh move SHIFT     (0 or 5..9) kill every node and start them again with their client listeners
 #                             SHIFT ports away from home (0: home again): a cluster whose brokers
 #                             all changed address (pods rescheduled), on the same data; controller
 #                             and replication ports stay
@@ -36,6 +36,12 @@
 #   REPLICATION 127.0.0.1:BASE+10*(i-1)+2   (29094, 29104, 29114): between brokers, so that a
 #               client listener behind a proxy (`advertise`) or moved (`move`) leaves
 #               replication alone
+#   SASL_PLAINTEXT 127.0.0.1:BASE+10*(i-1)+3 (29095, 29105, 29115): PLAIN, user bob/bob-secret,
+#               who may do only what ACLs grant him
+#
+# Authorization: StandardAuthorizer, ACLs in the cluster's metadata. The PLAINTEXT,
+# REPLICATION and CONTROLLER listeners' principal (User:ANONYMOUS) is a super user, so every
+# client of those does everything; the SASL user bob starts with no permission at all.
 #
 # Environment: KAFKATRAIL_CLUSTER_STATE (default /tmp/kafkatrail-cluster), KAFKATRAIL_CACHE (jar
 # cache), KAFKA_CLUSTER_PORT, KAFKA_CLUSTER_HEAP_OPTS (per node, default -Xms256m -Xmx512m),
@@ -63,6 +69,9 @@ CONF=$STATE/config
 port() { echo $((BASE + 10 * ($1 - 1) + $(port_shift))); }
 controller_port() { echo $((BASE + 10 * ($1 - 1) + 1)); }
 replication_port() { echo $((BASE + 10 * ($1 - 1) + 2)); }
+sasl_port() { echo $((BASE + 10 * ($1 - 1) + 3)); }
+SASL_USER=bob
+SASL_PASSWORD=bob-secret
 # port_shift: how far `move` put the client listeners from home.
 port_shift() { cat "$STATE/shift" 2>/dev/null || echo 0; }
 # advertised N: the address node N's client listener is advertised at (`advertise`).
@@ -154,9 +163,14 @@ node.id=$i
 controller.quorum.voters=$(voters)
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=REPLICATION
-listeners=PLAINTEXT://$HOST:$(port "$i"),REPLICATION://$HOST:$(replication_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
-advertised.listeners=PLAINTEXT://$(advertised "$i"),REPLICATION://$HOST:$(replication_port "$i")
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://$HOST:$(port "$i"),REPLICATION://$HOST:$(replication_port "$i"),SASL_PLAINTEXT://$HOST:$(sasl_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
+advertised.listeners=PLAINTEXT://$(advertised "$i"),REPLICATION://$HOST:$(replication_port "$i"),SASL_PLAINTEXT://$HOST:$(sasl_port "$i")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
 log.dirs=$dir/data
 
 num.partitions=3
@@ -258,7 +272,7 @@ cmd_start() {
     fi
   done
   local ports=()
-  for i in "${NODES[@]}"; do ports+=("$(port "$i")" "$(controller_port "$i")" "$(replication_port "$i")"); done
+  for i in "${NODES[@]}"; do ports+=("$(port "$i")" "$(controller_port "$i")" "$(replication_port "$i")" "$(sasl_port "$i")"); done
   ports_free "another cluster? set KAFKA_CLUSTER_PORT to another base port" "${ports[@]}"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
@@ -399,7 +413,7 @@ cmd_restart() {
   ((${#stop[@]})) && stop_nodes "${stop[@]}"
   for i in "$@"; do
     # Its ports may still be taken by something else (another cluster reusing them).
-    for p in "$(port "$i")" "$(controller_port "$i")" "$(replication_port "$i")"; do
+    for p in "$(port "$i")" "$(controller_port "$i")" "$(replication_port "$i")" "$(sasl_port "$i")"; do
       tcp_open "$p" && { log "port $HOST:$p is in use: cannot restart node $i"; exit 75; }
     done
   done
@@ -441,8 +455,8 @@ cmd_advertise() {
 
 cmd_move() {
   local shift=$1 i
-  [[ $shift =~ ^[0-9]$ && $shift != 1 && $shift != 2 ]] ||
-    die "move: SHIFT must be 0 or 3..9 (1 and 2 are the controller and replication ports; got '$shift')"
+  [[ $shift =~ ^[05-9]$ ]] ||
+    die "move: SHIFT must be 0 or 5..9 (1 to 3 are the controller, replication and SASL ports; got '$shift')"
   # Killed, not stopped: the last node's controlled shutdown would wait out STOP_DEADLINE
   # for a quorum that has gone. The OS keeps what they wrote (page cache), as a node's crash.
   local pid
@@ -465,7 +479,7 @@ cmd_status() {
     if pid=$(running_pid "$i"); then
       state=running
       if paused "$pid"; then state=paused; all=0; fi
-      echo "node $i $state pid $pid: PLAINTEXT $HOST:$(port "$i") (advertised $(advertised "$i")) CONTROLLER $HOST:$(controller_port "$i") REPLICATION $HOST:$(replication_port "$i")"
+      echo "node $i $state pid $pid: PLAINTEXT $HOST:$(port "$i") (advertised $(advertised "$i")) CONTROLLER $HOST:$(controller_port "$i") REPLICATION $HOST:$(replication_port "$i") SASL_PLAINTEXT $HOST:$(sasl_port "$i")"
     else
       all=0
       echo "node $i not running: PLAINTEXT $HOST:$(port "$i")"
@@ -492,6 +506,11 @@ cmd_env() {
   for i in "${NODES[@]}"; do
     export_line "KAFKA_CLUSTER_NODE$i" "$HOST:$(port "$i")"
   done
+  local sasl=()
+  for i in "${NODES[@]}"; do sasl+=("$HOST:$(sasl_port "$i")"); done
+  export_line KAFKA_CLUSTER_SASL_BOOTSTRAP "$(IFS=,; echo "${sasl[*]}")"
+  export_line KAFKA_CLUSTER_SASL_USER "$SASL_USER"
+  export_line KAFKA_CLUSTER_SASL_PASSWORD "$SASL_PASSWORD"
   export_line KAFKA_CLUSTER_STATE "$STATE"
   export_line KAFKA_LIB "$(fetch --print)"
   export_line KAFKA_CLUSTER_VERSION "$VERSION"

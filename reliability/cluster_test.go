@@ -36,12 +36,12 @@ type cluster struct {
 	env       []string
 	bootstrap string
 	nodes     [4]string // nodes[1..3]: each node's PLAINTEXT address
-	// sasl is the SASL_PLAINTEXT bootstrap, where user saslUser may do only what ACLs grant.
-	sasl, saslUser, saslPassword string
 	lib       string    // the Kafka jars (KAFKA_LIB)
 	version   string
 	state     string // the state dir (removed after the stop, unless reused)
 	reused    bool
+	// sasl is the SASL_PLAINTEXT bootstrap, where user saslUser may do only what ACLs grant.
+	sasl, saslUser, saslPassword string
 
 	mu     sync.Mutex
 	pids   [4]int  // the last PID seen of each node (stopped by it at the end if still alive)

@@ -156,6 +156,7 @@ func (r *metricsReporter) report() {
 			fr.reportFiltered(r.a.filtered.lookup(key))
 			fr.container.report(fr.m, f.Container.Joined, f.Container.Malformed, f.Container.Interrupted)
 			fr.m.SetPosition(f.Size, f.ReadOffset, f.Committed)
+			fr.m.SetOldestUnacked(f.OldestUnacked)
 		}
 	}
 	for key, fr := range r.files {

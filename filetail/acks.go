@@ -1,10 +1,12 @@
 package filetail
 
 import (
+	"context"
 	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // File is one followed file: one identity, from one starting point. Its LineHandler sends each
@@ -31,6 +33,7 @@ type File struct {
 	counts  *fileCounters // shared by every File of one followed file
 	totals  *fileCounters // the tailer's totals
 	log     *slog.Logger
+	clock   *readClock   // stamps each line as it is tracked; nil: no stamps (OldestUnacked is 0)
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
 	// handle sends this File's lines: made by the Tailer's FileHandler before the first one,
 	// and used by the follower's goroutine only.
@@ -54,8 +57,8 @@ type fileCounters struct {
 // cacheLine separates fields written by different goroutines for every line.
 const cacheLine = 64
 
-func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle *idleSignal, log *slog.Logger) *File {
-	f := &File{Path: path, ID: id, start: start, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle}
+func newFile(path string, id FileID, start int64, counts, totals *fileCounters, failLogged *atomic.Bool, idle *idleSignal, clock *readClock, log *slog.Logger) *File {
+	f := &File{Path: path, ID: id, start: start, counts: counts, totals: totals, log: log, onFirst: failLogged, idle: idle, clock: clock}
 	f.acks.init(start)
 	return f
 }
@@ -86,7 +89,63 @@ func (s *idleSignal) signal() {
 // calls the handler, so a handler need not call it; a second Track of the last tracked end (a
 // handler that tracks as well) is a no-op, as is any end at or before it. Track is called from
 // one goroutine: the File's follower (where the handler runs too).
-func (f *File) Track(end int64) { f.acks.track(end) }
+func (f *File) Track(end int64) { f.acks.track(end, f.clock.stamp()) }
+
+// OldestUnacked is how long ago the oldest line of the File that is neither acknowledged nor
+// dead-lettered was read (a failed line counts: it pins the checkpoint), to the read clock's
+// tick; 0 when every line read has its outcome. During an outage no line is acknowledged, and
+// this is the figure that keeps growing.
+func (f *File) OldestUnacked() time.Duration {
+	if f.clock == nil {
+		return 0
+	}
+	read, ok := f.acks.oldestStamp()
+	if !ok {
+		return 0
+	}
+	// Stamps are milliseconds modulo 2^32 (49 days): the difference is right across a wrap.
+	return time.Duration(f.clock.stamp()-read) * time.Millisecond
+}
+
+// readClock is the time the follower stamps lines with, in milliseconds since base modulo 2^32,
+// kept by run's ticker: a stamp costs the follower one atomic load, not a clock read for every
+// line. Its resolution (readClockTick) is plenty for an age reported in seconds.
+type readClock struct {
+	base time.Time
+	now  func() time.Time
+	ms   atomic.Uint32
+}
+
+// readClockTick is how often the read clock moves.
+const readClockTick = 50 * time.Millisecond
+
+func newReadClock(now func() time.Time) *readClock {
+	return &readClock{base: now(), now: now}
+}
+
+// run keeps the clock until ctx ends.
+func (c *readClock) run(ctx context.Context) {
+	t := time.NewTicker(readClockTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.tick()
+		}
+	}
+}
+
+func (c *readClock) tick() { c.ms.Store(uint32(c.now().Sub(c.base).Milliseconds())) }
+
+// stamp is the clock now; 0 for a nil clock.
+func (c *readClock) stamp() uint32 {
+	if c == nil {
+		return 0
+	}
+	return c.ms.Load()
+}
 
 // Ack records that the line ending at end was acknowledged by Kafka. Acks may come in any order,
 // from any goroutine; an end that is not in flight (acked already, or never tracked) is ignored.
@@ -146,7 +205,7 @@ func (f *File) Skip(end int64) { f.skip(end) }
 // skip records a span the follower consumed without sending it (a dropped long line): it is
 // acknowledged at once, in order with the lines around it.
 func (f *File) skip(end int64) {
-	f.acks.track(end)
+	f.acks.track(end, f.clock.stamp())
 	f.acks.ack(end)
 }
 
@@ -166,8 +225,9 @@ type ackTracker struct {
 	// every line, the two cores spent 9 % of the file path handing it back and forth.
 	trackedEnd int64 // the last end put in the inbox
 	inbox      [inboxSize]int64
-	inboxTail  atomic.Uint64 // ends put in the inbox so far; written by Track only
-	inboxHead  atomic.Uint64 // ends moved into the ring so far; written under mu
+	stamps     [inboxSize]uint32 // the read clock when each end of the inbox was tracked
+	inboxTail  atomic.Uint64     // ends put in the inbox so far; written by Track only
+	inboxHead  atomic.Uint64     // ends moved into the ring so far; written under mu
 	_          [cacheLine]byte
 
 	mu          sync.Mutex
@@ -194,6 +254,7 @@ const (
 
 type ackEntry struct {
 	end   int64
+	stamp uint32 // the read clock when the line was tracked
 	state ackState
 }
 
@@ -206,7 +267,7 @@ func (a *ackTracker) init(start int64) {
 
 func (a *ackTracker) at(i int) *ackEntry { return &a.ring[(a.head+i)&(len(a.ring)-1)] }
 
-func (a *ackTracker) track(end int64) {
+func (a *ackTracker) track(end int64, stamp uint32) {
 	if end <= a.trackedEnd {
 		return
 	}
@@ -218,6 +279,7 @@ func (a *ackTracker) track(end int64) {
 		a.mu.Unlock()
 	}
 	a.inbox[tail%inboxSize] = end
+	a.stamps[tail%inboxSize] = stamp
 	a.inboxTail.Store(tail + 1) // publishes the slot written above to drain
 }
 
@@ -229,7 +291,7 @@ func (a *ackTracker) drain() {
 		return
 	}
 	for ; head < tail; head++ {
-		end := a.inbox[head%inboxSize]
+		end, stamp := a.inbox[head%inboxSize], a.stamps[head%inboxSize]
 		a.lastTracked = end
 		a.pending++
 		if a.pinned {
@@ -239,7 +301,7 @@ func (a *ackTracker) drain() {
 		if a.n == len(a.ring) {
 			a.resize(max(minRing, 2*len(a.ring)))
 		}
-		*a.at(a.n) = ackEntry{end: end}
+		*a.at(a.n) = ackEntry{end: end, stamp: stamp}
 		a.n++
 	}
 	a.inboxHead.Store(head) // Track may reuse the slots read above
@@ -347,6 +409,20 @@ func (a *ackTracker) committedOffset() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.committed
+}
+
+// oldestStamp is the read stamp of the first tracked line that is not acknowledged (pending, or
+// the failed line the checkpoint is pinned at); ok is false when there is none. The ring holds
+// every such line from the committed offset on, and advance pops the acknowledged ones from its
+// head, so it is the head.
+func (a *ackTracker) oldestStamp() (stamp uint32, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.drain()
+	if a.n == 0 {
+		return 0, false
+	}
+	return a.at(0).stamp, true
 }
 
 // inFlight is the number of tracked lines neither acknowledged nor failed.

@@ -7,10 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func testFile(start int64) *File {
-	return newFile("test.log", FileID{}, start, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, slog.New(slog.DiscardHandler))
+	return newFile("test.log", FileID{}, start, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, nil, slog.New(slog.DiscardHandler))
 }
 
 func TestAckTracker(t *testing.T) {
@@ -140,7 +141,7 @@ func TestAckTrackerBoundedAfterFail(t *testing.T) {
 // tells Run, unless Run has a save scheduled already; and never blocks.
 func TestIdleSignalQuietWhileASaveIsScheduled(t *testing.T) {
 	s := newIdleSignal()
-	f := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), s, slog.New(slog.DiscardHandler))
+	f := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), s, nil, slog.New(slog.DiscardHandler))
 	f.Track(10)
 	f.Ack(10)
 	if len(s.ch) != 1 {
@@ -160,5 +161,60 @@ func TestIdleSignalQuietWhileASaveIsScheduled(t *testing.T) {
 	f.Ack(40)
 	if len(s.ch) != 1 {
 		t.Fatal("an Ack after the scheduled save did not tell Run")
+	}
+}
+
+// TestOldestUnacked: the age of the oldest line read and not acknowledged follows the head of
+// the unacknowledged lines, keeps growing while nothing is acknowledged (an outage), counts a
+// failed line (it pins the checkpoint), and is 0 once every line has its outcome; across the
+// inbox's drain and the stamps' 32-bit wrap.
+func TestOldestUnacked(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := newReadClock(func() time.Time { return now })
+	f := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, clock, slog.New(slog.DiscardHandler))
+	at := func(d time.Duration) { now = now.Add(d); clock.tick() }
+	want := func(d time.Duration) {
+		t.Helper()
+		if got := f.OldestUnacked(); got != d {
+			t.Fatalf("OldestUnacked = %v, want %v", got, d)
+		}
+	}
+	want(0)
+	f.Track(10) // read at 0 s
+	at(time.Second)
+	f.Track(20) // at 1 s
+	for i := range inboxSize + 10 {
+		f.Track(int64(30 + i)) // at 1 s, through a full inbox
+	}
+	at(2 * time.Second)
+	want(3 * time.Second) // line 10, read 3 s ago
+	at(30 * time.Second)
+	want(33 * time.Second) // nothing acknowledged: it keeps growing
+	f.Ack(20)
+	want(33 * time.Second) // the head is still line 10
+	f.Ack(10)
+	want(32 * time.Second) // then the lines read at 1 s
+	for i := range inboxSize + 10 {
+		f.Ack(int64(30 + i))
+	}
+	want(0)
+
+	// A failed line stays unacknowledged: the checkpoint is pinned at it.
+	f.Track(1000)
+	at(5 * time.Second)
+	f.Fail(1000, errors.New("refused"))
+	want(5 * time.Second)
+
+	// The stamps wrap at 2^32 ms; the age does not.
+	g := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, clock, slog.New(slog.DiscardHandler))
+	now = clock.base.Add(time.Duration(1<<32-500) * time.Millisecond)
+	clock.tick()
+	g.Track(10)
+	at(time.Second)
+	if got := g.OldestUnacked(); got != time.Second {
+		t.Fatalf("across the wrap: OldestUnacked = %v, want 1s", got)
+	}
+	if testFile(0).OldestUnacked() != 0 {
+		t.Fatal("a File without a read clock has an age")
 	}
 }

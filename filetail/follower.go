@@ -76,7 +76,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 	}
 	fl.split = t.cfg.splitter(start, format, &fl.counts.container, &t.totals.container)
 	fl.noteFormat()
-	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.log)
+	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.clock, t.log)
 	fl.readPos.Store(start)
 	fl.start = start
 	return fl
@@ -116,8 +116,9 @@ func (fl *follower) stats() FileStats {
 	s := FileStats{
 		Path: path, ID: id,
 		Size: fl.size.Load(), ReadOffset: fl.readPos.Load(), Committed: f.Committed(),
-		InFlight:  f.acks.inFlight(),
-		LinesRead: c.linesRead.Load(), LinesAcked: c.linesAcked.Load(), LinesFailed: c.linesFailed.Load(),
+		InFlight:      f.acks.inFlight(),
+		OldestUnacked: f.OldestUnacked(),
+		LinesRead:     c.linesRead.Load(), LinesAcked: c.linesAcked.Load(), LinesFailed: c.linesFailed.Load(),
 		LinesDeadLettered: c.linesDeadLettered.Load(),
 		Truncated:         c.long.Truncated.Load(), Split: c.long.Split.Load(), Dropped: c.long.Dropped.Load(),
 		Truncations: c.truncations.Load(),
@@ -447,7 +448,7 @@ func (fl *follower) restart(sink followerSink, why string, pos, size int64) erro
 	fl.mu.Lock()
 	fl.log.Warn(why+": reading it again from the beginning", "path", fl.path, "read_offset", pos, "size", size)
 	fl.id = id
-	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.idle, fl.t.log)
+	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.idle, fl.t.clock, fl.t.log)
 	fl.mu.Unlock()
 	fl.readPos.Store(0)
 	fl.split.Reset(0)

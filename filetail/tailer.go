@@ -59,6 +59,9 @@ type Tailer struct {
 	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
 	globs atomic.Pointer[[]string]
 
+	// clock stamps lines as the followers track them (File.OldestUnacked); Run keeps it.
+	clock *readClock
+
 	// idle is told when a file's last line in flight is acknowledged: Run then saves soon
 	// rather than at the next CheckpointInterval (see Run).
 	idle *idleSignal
@@ -111,6 +114,7 @@ func NewTailer(cfg Config, handle FileHandler, log *slog.Logger) (*Tailer, error
 		loadedPaths: make(map[string]bool),
 		idle:        newIdleSignal(),
 	}
+	t.clock = newReadClock(func() time.Time { return t.now() })
 	for _, e := range entries {
 		t.loadedPaths[e.Path] = true
 		id, _ := e.FileID() // validated by load (or by the state topic's reader)
@@ -137,6 +141,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	t.fatal = cancel
 	defer cancel(nil)
+	go t.clock.run(ctx)
 
 	watch := t.newDirWatcher()
 	defer watch.close()
@@ -309,10 +314,13 @@ type FileStats struct {
 	// Committed the offset a restart resumes at; BytesBehind is Size - Committed.
 	Size, ReadOffset, Committed, BytesBehind int64
 	InFlight                                 int // lines sent and not yet acknowledged or failed
-	LinesRead, LinesAcked, LinesFailed       uint64
-	LinesDeadLettered                        uint64 // of LinesAcked: kept in a dead-letter destination
-	Truncated, Split, Dropped                uint64 // long lines, by policy
-	Truncations                              uint64 // copytruncate resets
+	// OldestUnacked is how long ago the oldest line not yet acknowledged was read (0: none):
+	// it grows through an outage, when no line is acknowledged (File.OldestUnacked).
+	OldestUnacked                      time.Duration
+	LinesRead, LinesAcked, LinesFailed uint64
+	LinesDeadLettered                  uint64 // of LinesAcked: kept in a dead-letter destination
+	Truncated, Split, Dropped          uint64 // long lines, by policy
+	Truncations                        uint64 // copytruncate resets
 	// Container is what decoding a container runtime's framing met (Config.ContainerFormat).
 	Container ContainerStats
 	// Gone is set when the globs no longer match the file (renamed away or deleted): it is read

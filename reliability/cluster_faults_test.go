@@ -164,6 +164,10 @@ type expect struct {
 	// excluded: lines not counted at all (deleted with their topic).
 	excluded  func(cc *clusterClient, i int) bool
 	committed bool          // read at read_committed (transactions)
+	// controlMayReorder, when set, says why the Java control may reorder in this scenario (a
+	// behaviour of the Java client seen there, not a wrong scenario): its reordering is noted,
+	// not failed, and the agent must keep order all the same.
+	controlMayReorder string
 	wait      time.Duration // how long the clients may take to finish once the input ended (default 3 min)
 	// recovery returns the row's recovery column.
 	recovery func(cc *clusterClient, kc *keyedCount, out clientOutcome) string
@@ -304,18 +308,22 @@ func (p *pair) finish(e expect) {
 	// The rule, and the control's own soundness.
 	ag, jv := res["agent"], res["Java"]
 	ar, jr := p.rows["agent"], p.rows["Java"]
-	jr.Pass = jv.ownOK && jv.lost == 0 && jv.kc.reordered == 0
-	if jv.lost > 0 || jv.kc.reordered > 0 {
+	javaOrderOK := jv.kc.reordered == 0 || e.controlMayReorder != ""
+	jr.Pass = jv.ownOK && jv.lost == 0 && javaOrderOK
+	switch {
+	case jv.lost > 0 || !javaOrderOK:
 		jr.note("the control lost %s and reordered %s: the scenario is wrong", num(jv.lost), num(jv.kc.reordered))
+	case jv.kc.reordered > 0:
+		jr.note("reordered %s: %s", num(jv.kc.reordered), e.controlMayReorder)
 	}
 	ar.Pass = ag.ownOK
 	if jv.lost == 0 && ag.lost > 0 {
 		ar.Pass = false
 		ar.note("lost %s where Java lost none", num(ag.lost))
 	}
-	if jv.kc.reordered == 0 && ag.kc.reordered > 0 {
+	if (jv.kc.reordered == 0 || e.controlMayReorder != "") && ag.kc.reordered > 0 {
 		ar.Pass = false
-		ar.note("reordered %s where Java kept order", num(ag.kc.reordered))
+		ar.note("reordered %s where Java kept order (or where its reordering is its own)", num(ag.kc.reordered))
 	}
 	// Where Java gives lines up (reported failed after delivery.timeout.ms), the agent sends
 	// them again until acknowledged: a line whose expired batch had been sent may have been
@@ -720,6 +728,10 @@ func clusterLeaderPausedWhileBump(t *testing.T, c *cluster) {
 	p.f.add(after)
 	refused := func(i int) bool { _, ok := longAt.Load(i); return ok }
 	p.finish(expect{
+		// Seen once in a dozen CI runs: 24 lines of a partition out of order after Java split a
+		// batch the broker refused as too large and then got OUT_OF_ORDER_SEQUENCE_NUMBER for
+		// the batch behind it, both on the partition that bumped its epoch.
+		controlMayReorder: "the Java client's split of a batch refused as too large, retried after OUT_OF_ORDER_SEQUENCE_NUMBER, beside an epoch bump (its own behaviour; the agent keeps order)",
 		exits: []int{1},
 		// The agent keeps the too-large lines as dead letters (3), and loses the stdin lines
 		// that expired, as Java does (1).

@@ -236,7 +236,9 @@ func clusterTable() string {
 		"client did not report it failed); **reordered**: a line after a higher-numbered line of its key in its partition;\n" +
 		"**recovery**: from the topics' append times (LogAppendTime), as each row says. Rule: where Java loses nothing and keeps\n" +
 		"order, the agent must not lose or reorder, nor have more duplicates than Java; a Java row that loses means the\n" +
-		"scenario is wrong.\n\n")
+		"scenario is wrong. Rows m (one slow broker: keyless lines at full speed, each client alone, records/s from the\n" +
+		"append times) and o (an ACL granted late: both log in on the SASL listener, the agent follows a file) say how\n" +
+		"they differ.\n\n")
 	b.WriteString(table)
 	return b.String()
 }

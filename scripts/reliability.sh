@@ -20,6 +20,11 @@
 # overrides the script; base port 29192 and state /tmp/kafkatrail-cluster-suite, or
 # RELIABILITY_CLUSTER_PORT and RELIABILITY_CLUSTER_STATE) and stops by its PIDs at the end: about
 # 10 minutes in CI form. RELIABILITY_CLUSTER=off skips them.
+#
+#   RELIABILITY_CLUSTER_ROWS=lmn scripts/reliability.sh full
+#                                 only the cluster scenarios of those letters, at full size, no
+#                                 fuzzing: their rows replace the rows of the same letters in
+#                                 docs/reliability.md's cluster table (the rest of the file stays)
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,6 +41,11 @@ case $mode in
   *) echo "usage: $0 full|ci" >&2; exit 2 ;;
 esac
 
+rows=${RELIABILITY_CLUSTER_ROWS:-}
+if [[ -n $rows ]]; then
+  [[ $mode == full && $rows =~ ^[a-z]+$ ]] || { echo "RELIABILITY_CLUSTER_ROWS: letters of cluster scenarios, with full" >&2; exit 2; }
+fi
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 report=$work/table.md
@@ -43,9 +53,44 @@ t0=$SECONDS
 rc=0
 
 echo "reliability ($mode): scenarios" >&2
+run=()
+[[ -z $rows ]] || run=(-run "^TestClusterFaults\$/^[$rows]")
 (cd "$ROOT/reliability" && $GO vet ./... &&
-  RELIABILITY_MODE=$mode RELIABILITY_REPORT=$report $GO test -count=1 -timeout "$timeout" ./...) || rc=$?
+  RELIABILITY_MODE=$mode RELIABILITY_REPORT=$report $GO test -count=1 -timeout "$timeout" "${run[@]}" ./...) || rc=$?
 t_suite=$((SECONDS - t0))
+
+if [[ -n $rows ]]; then
+  doc=$ROOT/docs/reliability.md
+  # The table's rows, the old ones of other letters and the new ones, in letter order (stable:
+  # a scenario's rows keep theirs). A row's letter is the first character of its first cell.
+  new=$work/rows.md
+  grep -E "^\| [$rows][0-9]*\. " "$report" >"$new" || true
+  if [[ ! -s $new ]] || ((rc != 0)); then
+    echo "reliability: no rows for '$rows', or a scenario failed: docs/reliability.md left as it was" >&2
+    exit $((rc == 0 ? 1 : rc))
+  fi
+  awk -v rows="$rows" -v new="$new" '
+    function flush(   n, i, line, cmd) {
+      fflush()
+      while ((getline line < new) > 0) table[++nt] = line
+      cmd = "sort -s -k1,1"
+      for (i = 1; i <= nt; i++) print substr(table[i], 3, 1) "\t" table[i] | cmd
+      close(cmd)
+      done = 1
+    }
+    /^### Cluster faults/ { incluster = 1 }
+    incluster && !done && /^\|---/ { print; intable = 1; next }
+    intable && /^\| / {
+      if (index(rows, substr($0, 3, 1)) == 0) table[++nt] = $0
+      next
+    }
+    intable && !done { flush(); intable = 0 }
+    { print }
+    END { if (intable && !done) flush() }
+  ' "$doc" | sed -E 's/^[a-z]\t//' >"$work/doc.md" && cp "$work/doc.md" "$doc"
+  echo "merged the rows of scenarios [$rows] into $doc" >&2
+  exit 0
+fi
 
 # Each fuzz target for a bounded time; a failure leaves its input in the package's testdata/fuzz.
 fuzz=$work/fuzz.md

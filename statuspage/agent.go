@@ -27,7 +27,8 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 				file := File{
 					Input: f.Input, Path: f.Path, Size: f.Size, ReadOffset: f.ReadOffset, Committed: f.Committed,
 					Unread: max(f.Size-f.ReadOffset, 0), CheckpointLag: max(f.ReadOffset-f.Committed, 0),
-					InFlight: f.InFlight, LinesRead: f.LinesRead, LinesAcked: f.LinesAcked, LinesFailed: f.LinesFailed, LinesDeadLettered: f.LinesDeadLettered,
+					OldestUnackedSeconds: f.OldestUnacked.Seconds(),
+					InFlight:             f.InFlight, LinesRead: f.LinesRead, LinesAcked: f.LinesAcked, LinesFailed: f.LinesFailed, LinesDeadLettered: f.LinesDeadLettered,
 					Gone: f.Gone, LinesJoined: f.Container.Joined, LinesMalformed: f.Container.Malformed,
 				}
 				if f.Container.Format != filetail.ContainerOff {

@@ -179,11 +179,15 @@ type File struct {
 	Unread int64 `json:"unread"`
 	// CheckpointLag is ReadOffset - Committed: bytes read but not yet acknowledged and
 	// checkpointed (kafkatrail.agent.checkpoint.lag).
-	CheckpointLag int64  `json:"checkpoint_lag"`
-	InFlight      int    `json:"in_flight"`
-	LinesRead     uint64 `json:"lines_read"`
-	LinesAcked    uint64 `json:"lines_acked"`
-	LinesFailed   uint64 `json:"lines_failed"`
+	CheckpointLag int64 `json:"checkpoint_lag"`
+	// OldestUnackedSeconds is how long ago the oldest line not yet acknowledged was read, 0
+	// when none is waiting (kafkatrail.agent.file.oldest_unacked.age): it rises through an
+	// outage, when nothing is acknowledged.
+	OldestUnackedSeconds float64 `json:"oldest_unacked_seconds"`
+	InFlight             int     `json:"in_flight"`
+	LinesRead            uint64  `json:"lines_read"`
+	LinesAcked           uint64  `json:"lines_acked"`
+	LinesFailed          uint64  `json:"lines_failed"`
 	// LinesDeadLettered is the file's lines Kafka refused for good, kept in the dead-letter
 	// topic or file (counted in LinesAcked too: the checkpoint moved past them).
 	LinesDeadLettered uint64 `json:"lines_dead_lettered"`

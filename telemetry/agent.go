@@ -41,8 +41,9 @@ type FileMetrics struct {
 	kvs   []attribute.KeyValue // the path (or stdin's input) and the agent's input, if named
 	attrs metric.MeasurementOption
 	// size, read and committed are the file's length, read offset and checkpointed offset,
-	// observed when a reader collects.
-	size, read, committed atomic.Int64
+	// observed when a reader collects; oldest is File.OldestUnacked in nanoseconds (stdin has none).
+	size, read, committed, oldest atomic.Int64
+	stdin                         bool
 }
 
 // NewAgentMetrics creates the agent's instruments in mp.
@@ -83,6 +84,9 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 	lag, err := meter.Int64ObservableGauge(MetricAgentCheckpointLag, metric.WithUnit("By"),
 		metric.WithDescription("Bytes read but not yet acknowledged and checkpointed."))
 	errs = append(errs, err)
+	oldest, err := meter.Float64ObservableGauge(MetricAgentFileOldestUnacked, metric.WithUnit("s"),
+		metric.WithDescription("How long ago the oldest line of the file not yet acknowledged was read."))
+	errs = append(errs, err)
 	watched, err := meter.Int64ObservableGauge(MetricAgentFilesWatched, metric.WithUnit("{file}"),
 		metric.WithDescription("Files being tailed."))
 	errs = append(errs, err)
@@ -96,6 +100,9 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 			read := f.read.Load()
 			o.ObserveInt64(behind, max(f.size.Load()-read, 0), f.attrs)
 			o.ObserveInt64(lag, max(read-f.committed.Load(), 0), f.attrs)
+			if !f.stdin {
+				o.ObserveFloat64(oldest, time.Duration(f.oldest.Load()).Seconds(), f.attrs)
+			}
 		}
 		o.ObserveInt64(watched, int64(len(a.files)))
 		var st int64
@@ -104,7 +111,7 @@ func NewAgentMetrics(mp metric.MeterProvider) (*AgentMetrics, error) {
 		}
 		o.ObserveInt64(stopped, st)
 		return nil
-	}, behind, lag, watched, stopped)
+	}, behind, lag, oldest, watched, stopped)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +135,7 @@ func (a *AgentMetrics) InputFile(input, path string) *FileMetrics {
 	f := &FileMetrics{m: a, kvs: []attribute.KeyValue{attribute.String(AttrLogFilePath, path)}}
 	if path == StdinPath {
 		f.kvs[0] = attribute.String(AttrInput, inputStdin)
+		f.stdin = true
 	}
 	if input != "" {
 		f.kvs = append(f.kvs, attribute.String(AttrAgentInput, input))
@@ -177,6 +185,10 @@ func (f *FileMetrics) SetPosition(size, read, committed int64) {
 		f.committed.Store(committed)
 	}
 }
+
+// SetOldestUnacked updates the oldest unacknowledged line's age gauge (filetail's
+// File.OldestUnacked; 0 when every line read has its outcome).
+func (f *FileMetrics) SetOldestUnacked(age time.Duration) { f.oldest.Store(int64(age)) }
 
 // Close stops reporting the file's gauges; its counters keep their totals.
 func (f *FileMetrics) Close() {

@@ -201,13 +201,16 @@ const (
 	MetricSpansDropped = "kafkatrail.telemetry.spans.dropped" // counter {span}: spans dropped because the export queue was full
 
 	// Agent: per file (log.file.path; kafkatrail.input="stdin" for stdin). Recorded through Provider.Agent().
-	MetricAgentLinesRead      = "kafkatrail.agent.lines.read"      // counter {line}
-	MetricAgentBytesRead      = "kafkatrail.agent.bytes.read"      // counter By
-	MetricAgentFileBehind     = "kafkatrail.agent.file.behind"     // gauge By: file size minus the read offset
-	MetricAgentCheckpointLag  = "kafkatrail.agent.checkpoint.lag"  // gauge By: read offset minus the committed (acknowledged) offset
-	MetricAgentLinesTruncated = "kafkatrail.agent.lines.truncated" // counter {line}: lines cut at the long-line limit
-	MetricAgentLinesSplit     = "kafkatrail.agent.lines.split"     // counter {line}: long lines sent as several records
-	MetricAgentLinesDropped   = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
+	MetricAgentLinesRead     = "kafkatrail.agent.lines.read"     // counter {line}
+	MetricAgentBytesRead     = "kafkatrail.agent.bytes.read"     // counter By
+	MetricAgentFileBehind    = "kafkatrail.agent.file.behind"    // gauge By: file size minus the read offset
+	MetricAgentCheckpointLag = "kafkatrail.agent.checkpoint.lag" // gauge By: read offset minus the committed (acknowledged) offset
+	// gauge s: how long ago the oldest line of the file not yet acknowledged was read (0: none).
+	// Line age is otherwise recorded at acknowledgement, which an outage stops; this grows.
+	MetricAgentFileOldestUnacked = "kafkatrail.agent.file.oldest_unacked.age"
+	MetricAgentLinesTruncated    = "kafkatrail.agent.lines.truncated" // counter {line}: lines cut at the long-line limit
+	MetricAgentLinesSplit        = "kafkatrail.agent.lines.split"     // counter {line}: long lines sent as several records
+	MetricAgentLinesDropped      = "kafkatrail.agent.lines.dropped"   // counter {line}, kafkatrail.reason: lines not sent
 	// counter {line}, kafkatrail.reason: container log lines (--container-format) that were not a
 	// runtime's one whole line: joined (written in pieces, joined into one), malformed (not in the
 	// file's format: sent as they are), interrupted (pieces sent without their last piece).
@@ -275,6 +278,7 @@ var Metrics = []MetricDesc{
 	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes read"},
 	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes between the read offset and the end of the file"},
 	{MetricAgentCheckpointLag, "gauge", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes read but not yet acknowledged and checkpointed"},
+	{MetricAgentFileOldestUnacked, "gauge", "s", []string{AttrLogFilePath, AttrAgentInput}, "how long ago the oldest line of the file not yet acknowledged (nor dead-lettered) was read, 0 when every line read has its outcome: it rises second by second through an outage, when no line is acknowledged and the line-age histogram records nothing"},
 	{MetricAgentLinesTruncated, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "lines cut at the long-line limit"},
 	{MetricAgentLinesSplit, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "long lines sent as several records"},
 	{MetricAgentLinesDropped, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput, AttrDropReason}, "lines not sent"},

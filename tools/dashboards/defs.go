@@ -181,6 +181,7 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	bytesRead := n.Metric("MetricAgentBytesRead")
 	behind := n.Metric("MetricAgentFileBehind")
 	ckLag := n.Metric("MetricAgentCheckpointLag")
+	oldest := n.Metric("MetricAgentFileOldestUnacked")
 	truncated := n.Metric("MetricAgentLinesTruncated")
 	split := n.Metric("MetricAgentLinesSplit")
 	dropped := n.Metric("MetricAgentLinesDropped")
@@ -224,9 +225,13 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 			WithTarget(q(fmt.Sprintf("max by (%s, %s, %s) (%s{%s})", fileL, inputL, agentInputL, behind, m), legend(fileL, inputL, agentInputL)))).
 		WithPanel(ts("Checkpoint lag per file", "kafkatrail.agent.checkpoint.lag: read offset minus the committed (acknowledged) offset; what a crash would re-send.", "bytes", 12, 8).
 			WithTarget(q(fmt.Sprintf("max by (%s, %s, %s) (%s{%s})", fileL, inputL, agentInputL, ckLag, m), legend(fileL, inputL, agentInputL)))).
+		WithPanel(ts("Oldest unacknowledged line per file", "kafkatrail.agent.file.oldest_unacked.age: how long ago the oldest line of the file "+
+			"not yet acknowledged was read (0: none waiting). It rises second by second through an outage, when no line is acknowledged and the "+
+			"line age beside it records nothing.", "s", 12, 8).
+			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, agentInputL, oldest, m), legend(fileL, agentInputL)))).
 		WithPanel(func() *timeseries.PanelBuilder {
 			p := ts("Line age at acknowledgement", "kafkatrail.producer.record.age: from when a line was written (its --timestamp-field, else its file's "+
-				"modification time at read, else stdin's read) to Kafka's acknowledgement; how late logs reach Kafka. Every file and topic. Exemplars link to traces.", "s", 24, 8)
+				"modification time at read, else stdin's read) to Kafka's acknowledgement; how late logs reach Kafka. Every file and topic. Exemplars link to traces.", "s", 12, 8)
 			for _, phi := range []float64{0.5, 0.99, 0.999} {
 				p = p.WithTarget(qx(quantile(phi, age, base()), fmt.Sprintf("p%g", phi*100)))
 			}

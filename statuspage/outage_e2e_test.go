@@ -1,0 +1,113 @@
+package statuspage_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkatrail/kafkatrail/statuspage"
+)
+
+// TestOldestUnackedDuringAnOutage: an agent tails a file written at 100 lines/s into an
+// in-process kfake broker that stops answering produce requests for 30 s (requests hang, as on
+// a hung broker; metadata still answers). No line is acknowledged meanwhile, so the line age
+// at acknowledgement records nothing; the oldest unacknowledged line's age in /api/status reads
+// about 10 s at 10 s into the outage and about 30 s at 30 s, the page shows it in its Files
+// table (headless Chromium), and it falls back to below a second once the broker answers again.
+func TestOldestUnackedDuringAnOutage(t *testing.T) {
+	chromium := findChromium(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	bin := buildAgent(t, dir)
+	path := filepath.Join(dir, "app.log")
+	w, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	stopWriting := make(chan struct{})
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopWriting:
+				return
+			case <-tick.C:
+				fmt.Fprintf(w, "line %d\n", i)
+			}
+		}
+	}()
+	defer func() { close(stopWriting); <-written }()
+
+	ag := startPageAgent(t, bin, dir, "--tail", path, "--brokers", c.ListenAddrs()[0], "--topic", "outage",
+		"--state-dir", filepath.Join(dir, "state"), "--start-at", "beginning", "-X", "request.timeout.ms=3000")
+	file := func() statuspage.File {
+		var st statuspage.Status
+		getJSON(t, ag.base+"/api/status", &st)
+		if len(st.Files) != 1 {
+			t.Fatalf("/api/status has %d files, want 1", len(st.Files))
+		}
+		return st.Files[0]
+	}
+	waitFor(t, 30*time.Second, "lines acknowledged, none waiting long", ag.logTail, func() bool {
+		f := file()
+		return f.LinesAcked > 100 && f.OldestUnackedSeconds < 1
+	})
+
+	var down atomic.Bool
+	down.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		// Handled with no response: the request hangs until request.timeout.ms, as on a
+		// broker that stopped answering. Once down is false, the broker produces as usual.
+		return nil, nil, down.Load()
+	})
+	began := time.Now()
+	acked := file().LinesAcked
+	at := func(d time.Duration, lo, hi float64) statuspage.File {
+		t.Helper()
+		time.Sleep(time.Until(began.Add(d)))
+		f := file()
+		if f.OldestUnackedSeconds < lo || f.OldestUnackedSeconds > hi {
+			t.Errorf("%v into the outage: oldest_unacked_seconds %.2f, want %.0f-%.0f", d, f.OldestUnackedSeconds, lo, hi)
+		}
+		return f
+	}
+	at(10*time.Second, 9, 12)
+	f := at(30*time.Second, 29, 32)
+	// A request answered just as the outage began may add a handful; nothing after.
+	if f.LinesAcked > acked+200 {
+		t.Errorf("%d lines acknowledged during the outage", f.LinesAcked-acked)
+	}
+	dom := runChromium(t, chromium, "--dump-dom", ag.base+"/")
+	cell := regexp.MustCompile(`<td class="oldest warn"[^>]*>([^<]*)</td>`).FindStringSubmatch(dom)
+	if cell == nil || !strings.HasSuffix(cell[1], " s") {
+		t.Errorf("the page's Files table shows no oldest unacknowledged age in warning: %v", cell)
+	} else if secs := strings.TrimSuffix(cell[1], " s"); secs < "29" || len(secs) != 2 {
+		t.Errorf("the page shows the oldest unacknowledged line %q old, want about 30 s", cell[1])
+	}
+
+	down.Store(false)
+	back := time.Now()
+	waitFor(t, 30*time.Second, "the oldest unacknowledged age back below a second", ag.logTail, func() bool {
+		return file().OldestUnackedSeconds < 1
+	})
+	t.Logf("outage of %v: the age fell back below 1 s %v after the broker answered again",
+		back.Sub(began).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+	ag.stop()
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -185,13 +186,14 @@ func TestMetricsHaveTheDocumentedNamesAndUnits(t *testing.T) {
 
 	// A few values that pin the semantics down.
 	dest := attribute.String(AttrMessagingDestinationName, "orders")
-	// Every record attempted counts in sent.messages: the three acknowledged and the one that
-	// failed in Send (no metadata), the failed ones with their error.type.
-	if n := sumOf(got[MetricSentMessages], dest); n != 4 {
-		t.Errorf("%s = %d for orders, want 4 (3 acknowledged, 1 failed)", MetricSentMessages, n)
+	// Every record attempted counts in sent.messages, the failed ones with their error.type;
+	// the one that failed in Send (no metadata) was never attempted: records.failed only (the
+	// conventions: sent.messages MUST NOT count messages created but not sent).
+	if n := sumOf(got[MetricSentMessages], dest); n != 3 {
+		t.Errorf("%s = %d for orders, want 3 (acknowledged; not the one failed in Send)", MetricSentMessages, n)
 	}
-	if n := sumOf(got[MetricSentMessages], dest, attribute.String(AttrErrorType, ErrorTypeMetadata)); n != 1 {
-		t.Errorf("%s = %d for orders with error.type %s, want 1", MetricSentMessages, n, ErrorTypeMetadata)
+	if n := sumOf(got[MetricSentMessages], dest, attribute.String(AttrErrorType, ErrorTypeMetadata)); n != 0 {
+		t.Errorf("%s = %d for orders with error.type %s, want 0: the record never left Send", MetricSentMessages, n, ErrorTypeMetadata)
 	}
 	if n := sumOf(got[MetricSentMessages], attribute.String(AttrMessagingDestinationName, "denied"),
 		attribute.String(AttrErrorType, "TOPIC_AUTHORIZATION_FAILED")); n != 1 {
@@ -381,5 +383,46 @@ func TestAgentMetricsByInput(t *testing.T) {
 	}
 	if n := sumOf(got[MetricAgentLinesDropped], attribute.String(AttrAgentInput, "errors"), attribute.String(AttrDropReason, "not_included")); n != 20 {
 		t.Errorf("%d lines dropped by input errors, want 20", n)
+	}
+}
+
+// TestSentMessagesLeavesOutRecordsNeverSent: a record whose batch expired in its queue, never
+// drained into a request (its leader's connection never became ready), was not attempted:
+// messaging.client.sent.messages MUST NOT count it (the conventions), records.failed does.
+func TestSentMessagesLeavesOutRecordsNeverSent(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "stuck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.MoveTopicPartition("stuck", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Node 1, the leader, closes every connection at ApiVersions: it never becomes ready.
+	c.ControlKey(int16(kmsg.ApiVersions), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == 1 {
+			return nil, errors.New("injected: node 1 refuses"), true
+		}
+		return nil, nil, false
+	})
+	p := newProducer(t, []string{c.ListenAddrs()[0]}, h.obs, func(cfg *producer.Config) {
+		cfg.LingerMs, cfg.RequestTimeoutMs, cfg.DeliveryTimeoutMs = 0, 300, 800
+	})
+	o := newOutcome()
+	_ = p.Send(context.Background(), &producer.Record{Topic: "stuck", Partition: 0, Value: []byte("v")}, o.callback)
+	o.wait(t)
+	var expired *producer.DeliveryTimeoutError
+	if !errors.As(o.err, &expired) {
+		t.Fatalf("the record's outcome: %v, want a delivery timeout", o.err)
+	}
+	got := collect(t, h)
+	dest := attribute.String(AttrMessagingDestinationName, "stuck")
+	if n := sumOf(got[MetricSentMessages], dest); n > 0 { // -1: no point at all
+		t.Errorf("%s = %d for a record never sent, want none", MetricSentMessages, n)
+	}
+	if n := sumOf(got[MetricRecordsFailed], dest); n != 1 {
+		t.Errorf("%s = %d, want 1", MetricRecordsFailed, n)
 	}
 }

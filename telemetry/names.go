@@ -166,7 +166,7 @@ const (
 const (
 	// Producer: OpenTelemetry messaging metrics.
 	MetricOperationDuration = "messaging.client.operation.duration" // histogram s: Send called -> callback returned, per record; error.type on failure
-	MetricSentMessages      = "messaging.client.sent.messages"      // counter {message}: records the producer attempted; error.type on the failed ones
+	MetricSentMessages      = "messaging.client.sent.messages"      // counter {message}: records the producer attempted (sent in a request); error.type on the failed ones
 
 	// Producer: records and stages.
 	MetricStageDuration    = "kafkatrail.producer.stage.duration"        // histogram s, stage=...: read and append per record; the other stages per batch attempt
@@ -249,7 +249,7 @@ type MetricDesc struct {
 // Metrics is every metric kafkatrail produces, in the order the README lists them.
 var Metrics = []MetricDesc{
 	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "Send called to callback returned, per record"},
-	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "records the producer attempted to send, acknowledged or not; error.type on the ones that failed"},
+	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "records the producer attempted to send (put in a produce request), acknowledged or not; error.type on the ones that failed. A record that failed in Send or expired before it was ever sent is not counted (the conventions: MUST NOT count messages created but not sent); kafkatrail.producer.records.failed has it"},
 	{MetricStageDuration, "histogram", "s", []string{AttrStage, AttrMessagingDestinationName}, "time in each lifecycle stage: read and append per record, the others per batch attempt"},
 	{MetricRecordAge, "histogram", "s", []string{AttrMessagingDestinationName}, "a record's age when the broker acknowledged it: from when its data was written (for the agent: the line's timestamp field, else its file's modification time at read, else, for stdin, the read) to the acknowledgement; only records whose Written is known"},
 	{MetricRecordQueueTime, "histogram", "s", []string{AttrMessagingDestinationName}, "batch created (or re-enqueued for retry) to drained"},

@@ -357,10 +357,11 @@ func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, st
 	d := end.Sub(start)
 	ta.stage[stageIndexAppend].record(traceSpan(rt), d)
 	if err != nil {
-		// The record failed before it had a partition or a leader: its series have neither.
+		// The record failed before it had a partition or a leader: its series have neither. It
+		// was never attempted, so messaging.client.sent.messages leaves it out (the
+		// conventions: it MUST NOT count messages created but not sent); records.failed has it.
 		et := ErrorType(err)
 		f := o.partition(ta, -1, -1).failure(o, et)
-		o.m.sent.Add(context.Background(), 1, f.sentOpt)
 		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
 		f.op.record(trace.SpanContext{}, d)
 	}
@@ -414,11 +415,14 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		o.m.sent.Add(ctx, n, pa.sentOpt)
 	} else {
 		// Every record the producer attempted counts in messaging.client.sent.messages, a failed
-		// one with its error.type; kafkatrail.producer.records.failed counts them again for the
-		// dashboards that read it.
+		// one with its error.type; a batch that failed before it was ever drained into a request
+		// (it expired queued) was not attempted, and the conventions say the counter MUST NOT
+		// have it. kafkatrail.producer.records.failed counts every failed record.
 		et := ErrorType(err)
 		f := pa.failure(o, et)
-		o.m.sent.Add(ctx, n, f.sentOpt)
+		if !b.Drained.IsZero() {
+			o.m.sent.Add(ctx, n, f.sentOpt)
+		}
 		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
 		op = f.op
 	}

@@ -97,7 +97,8 @@ func TestSamplerSeesTopicAtCreation(t *testing.T) {
 }
 
 // TestMessagingMetricsCarryPartitionAndLeader: both messaging metrics carry the partition and
-// the leader's advertised address, and sent.messages counts the records that failed too.
+// the leader's advertised address; sent.messages counts the attempted records only, so not one
+// that failed in Send (records.failed has it).
 func TestMessagingMetricsCarryPartitionAndLeader(t *testing.T) {
 	h := newHarness(t, nil) // tracing off: the metrics do not depend on it
 	c := newKfake(t, "orders")
@@ -107,7 +108,8 @@ func TestMessagingMetricsCarryPartitionAndLeader(t *testing.T) {
 			t.Fatal(o.err)
 		}
 	}
-	// A record too large fails in Send: counted with its error.type, without partition or leader.
+	// A record too large fails in Send: never attempted, so not in sent.messages; records.failed
+	// and the operation duration have it, with its error.type, without partition or leader.
 	big := &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: make([]byte, 2<<20)}
 	if o := sendOne(t, p, context.Background(), big); o.err == nil {
 		t.Fatal("a record larger than max.request.size was sent")
@@ -126,8 +128,8 @@ func TestMessagingMetricsCarryPartitionAndLeader(t *testing.T) {
 		t.Fatalf("%s with partition and leader = %d, want 3; points %+v", MetricSentMessages, n, got[MetricSentMessages].Data)
 	}
 	if n := sumOf(got[MetricSentMessages], attribute.String(AttrMessagingDestinationName, "orders"),
-		attribute.String(AttrErrorType, ErrorTypeRecordTooLarge)); n != 1 {
-		t.Fatalf("%s with error.type %s = %d, want 1", MetricSentMessages, ErrorTypeRecordTooLarge, n)
+		attribute.String(AttrErrorType, ErrorTypeRecordTooLarge)); n != 0 {
+		t.Fatalf("%s with error.type %s = %d, want 0: the record never left Send", MetricSentMessages, ErrorTypeRecordTooLarge, n)
 	}
 	if n := sumOf(got[MetricRecordsFailed], attribute.String(AttrErrorType, ErrorTypeRecordTooLarge)); n != 1 {
 		t.Fatalf("%s = %d, want the failed record counted there as well", MetricRecordsFailed, n)

@@ -13,8 +13,10 @@
 //	batch.size           N                      ProducerBatchMaxBytes
 //	compression.type     none|lz4|zstd|snappy|gzip  ProducerBatchCompression
 //	buffer.memory        N (default 33554432)   MaxBufferedBytes (records capped at 1<<20)
-//	max.request.size     N                      BrokerMaxWriteBytes is left at kgo's default;
-//	                                            a record larger than N is refused here
+//	max.request.size     N                      BrokerMaxWriteBytes(N): kgo then caps a batch,
+//	                                            and a request, at N as Java does (kgo's own
+//	                                            default is 100 MiB); a record larger than N is
+//	                                            refused here
 //
 // It is written the way a careful kgo user would write it: values are copied out of the
 // reader's buffer into 1 MiB slabs and records come from slices, so the program itself adds
@@ -232,6 +234,9 @@ func options(p props) ([]kgo.Opt, int, error) {
 				return nil, 0, err
 			}
 			maxRecord = n
+			// The request cap as the Java client and the agent have it: kgo's write limit
+			// bounds each produce request, and each batch to what fits in one.
+			opts = append(opts, kgo.BrokerMaxWriteBytes(int32(n)))
 		case "compression.type":
 			var c kgo.CompressionCodec
 			switch v {

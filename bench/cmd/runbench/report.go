@@ -851,6 +851,7 @@ const methodText = "## Method\n\n" +
 	"its buffer is bounded in bytes like buffer.memory. Partitioning: librdkafka's default (sticky for keyless records).\n" +
 	"- *kgoprod* (`bench/kgoprod`, franz-go v1.22.3): the same `-X` properties mapped onto kgo options (RequiredAcks(AllISRAcks), idempotent " +
 	"writes (kgo's default; up to 5 requests in flight), ProducerLinger(5ms), ProducerBatchMaxBytes(S), ProducerBatchCompression(C), " +
+	"BrokerMaxWriteBytes(1 MiB) for max.request.size (kgo's own default, in the defaults cells, is 100 MiB), " +
 	"MaxBufferedBytes(32 MiB), MaxBufferedRecords(1<<20)); values are copied into 1 MiB slabs and records taken from slices, so the program " +
 	"adds little of its own per record.\n" +
 	"- *ProducerPerformance* (kafka-tools 4.4.0, `scripts/kafka/broker.sh java org.apache.kafka.tools.ProducerPerformance`, -Xmx512m): " +

@@ -94,6 +94,14 @@ func renderDoc() string {
 	p("the record carries in its `%s` header when there is one (the line's), read back from the batch.\n", DefaultTraceHeader)
 	p("It has no `%s` (the key is not kept). The cost: one clock read per record at append, the attempts kept per batch.\n\n", AttrMessagingKafkaKey)
 
+	p("### Failed records\n\n")
+	p("A fast failure is never slow, and a 1 %% sample rarely holds one: every failed record that no trace covers yet\n")
+	p("(not sampled at `Send`, not traced as slow) is traced at its callback, or when `Send` fails, whatever the\n")
+	p("sampler said: `%s` is `%s`, the span has the record's `%s` and an Error status; at most %d such records\n", AttrTraceReason, TraceReasonError, AttrErrorType, DefaultErrorTracesPerSecond)
+	p("a second (ObserverConfig.ErrorTracesPerSecond; when a topic is refused, every record fails). Built after the\n")
+	p("fact like a slow record's (a CLIENT root that links to the line's context), from what its batch kept: without\n")
+	p("`--trace-slower-than` the batch keeps no attempts, so the span has its append and callback children only.\n\n")
+
 	p("### A batch's stages once per batch\n\n")
 	p("`--trace-batch-stages per-batch` exports `%s`, `%s`, `%s` and `%s`, which\n", SpanDrain, SpanDoSend, SpanCompletedSend, SpanCompletedReceive)
 	p("belong to a batch attempt, once: in the trace of the batch's first traced record to complete. Every other\n")
@@ -160,7 +168,7 @@ func renderDoc() string {
 		{AttrMessagingKafkaClusterID, "Recommended", "the cluster id of the latest metadata response that had one (a record completes after its topic's metadata arrived, so every record that reached a batch has it)"},
 		{AttrMessagingKafkaOffset, "Recommended (single message)", "the record's offset, once acknowledged"},
 		{AttrErrorType, "Conditionally Required (on failure)", "the Kafka error's name, or one of kafkatrail's (`DELIVERY_TIMEOUT`, ...); with an error status"},
-		{AttrTraceReason, "-", "`sampled` or `slow`"},
+		{AttrTraceReason, "-", "`sampled`, `slow` or `error`"},
 		{AttrTraceThreshold, "-", "slow records: the threshold, s"},
 	} {
 		p("| `%s` | %s | %s |\n", r[0], r[1], r[2])

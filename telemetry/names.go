@@ -147,7 +147,7 @@ const (
 	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
 	// AttrDeadLetterDestination is where a dead letter went: topic or file.
 	AttrDeadLetterDestination = "kafkatrail.dead_letter.destination"
-	AttrTraceReason           = "kafkatrail.trace.reason"    // on send spans: sampled (at Send) | slow (at the callback)
+	AttrTraceReason           = "kafkatrail.trace.reason"    // on send spans: sampled (at Send) | slow | error (at the callback)
 	AttrTraceThreshold        = "kafkatrail.trace.threshold" // on slow records' send spans: the latency threshold, s
 	AttrTraceLink             = "kafkatrail.trace.link"      // on a send span's links: what the linked span is (batch)
 )
@@ -160,6 +160,7 @@ const TraceLinkBatch = "batch"
 const (
 	TraceReasonSampled = "sampled" // the sampler said so at Send (or the log line's trace was sampled)
 	TraceReasonSlow    = "slow"    // its Send-to-acknowledgement latency passed the threshold (--trace-slower-than)
+	TraceReasonError   = "error"   // it failed (in Send, or refused or expired), traced at its callback, at most DefaultErrorTracesPerSecond a second
 )
 
 // Metric names. Units are UCUM, as OpenTelemetry wants: s, By, 1, and {annotations} for counts.

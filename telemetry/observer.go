@@ -33,6 +33,7 @@ type ProducerObserver struct {
 	sampler  sdktrace.Sampler // nil: tracing is off, StartSend returns at once
 	ratio    *parentRatio     // the sampler, when it is the default kind: StartSend decides roots
 	slow     *slowTracer      // nil unless ObserverConfig.SlowerThan
+	errs     *traceBudget     // failed records traced at their callback; nil when tracing is off
 	sink     *recordSink      // nil: records' spans go through the tracer
 	header   string
 	clientID string
@@ -94,6 +95,12 @@ type ObserverConfig struct {
 	// SlowerThanP99 follows the moving p99 of that latency instead. It needs tracing on (a
 	// Sampler): with none it does nothing. It costs a clock read per record at append.
 	SlowerThan time.Duration
+	// ErrorTracesPerSecond caps the failed records traced at their callback, whatever Sampler
+	// said at Send (kafkatrail.trace.reason=error): a fast failure (RECORD_TOO_LARGE, an
+	// authorization refusal, an unknown topic) is never slow, so without it a 1 % sample
+	// would rarely show one. 0 means DefaultErrorTracesPerSecond; negative, none. It needs
+	// tracing on (a Sampler).
+	ErrorTracesPerSecond int
 	// Histograms, when set, aggregates the latency histograms recorded once per record (the
 	// append stage and the send duration) instead of mp: far cheaper, but only readers built
 	// with sdkmetric.WithProducer(Histograms) export them. Setup arranges both. Without it,
@@ -135,6 +142,13 @@ func NewProducerObserver(tp trace.TracerProvider, mp metric.MeterProvider, cfg O
 	}
 	if o.sampler != nil && (cfg.SlowerThan > 0 || cfg.SlowerThan == SlowerThanP99) {
 		o.slow = newSlowTracer(o, cfg.SlowerThan)
+	}
+	if o.sampler != nil && cfg.ErrorTracesPerSecond >= 0 {
+		n := cfg.ErrorTracesPerSecond
+		if n == 0 {
+			n = DefaultErrorTracesPerSecond
+		}
+		o.errs = &traceBudget{perSecond: n}
 	}
 	o.conn.states = map[int32]network.ConnectionState{}
 	o.conn.pending = map[int32]*pendingConnect{}
@@ -364,6 +378,15 @@ func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, st
 		f := o.partition(ta, -1, -1).failure(o, et)
 		o.m.failed.Add(context.Background(), 1, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
 		f.op.record(trace.SpanContext{}, d)
+		if rt == nil && o.errs.take(end) {
+			// An untraced record that failed in Send: its trace is its send span (and the
+			// append stage), with the error, made now.
+			if t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, start,
+				sendExtra{reason: TraceReasonError}, trace.SpanKindClient, nil); t != nil {
+				t.appended = end
+				t.RecordDone(nil, accumulator.RecordMetadata{Topic: topic, Partition: -1, Offset: -1}, err, end, end)
+			}
+		}
 	}
 }
 
@@ -426,14 +449,18 @@ func (o *ProducerObserver) BatchDone(b *accumulator.ProducerBatch, err error, ca
 		o.m.failed.Add(ctx, n, metric.WithAttributes(ta.dest, attribute.String(AttrErrorType, et)))
 		op = f.op
 	}
-	var slowTraced map[int]bool
+	var slowTraced map[int]bool // traced here, at the callback: slow, or failed
+	markTraced := func(i int) {
+		if slowTraced == nil {
+			slowTraced = map[int]bool{}
+		}
+		slowTraced[i] = true
+	}
 	if o.slow != nil {
-		o.slow.batchDone(b, err, callbacksStart, callbacksEnd, func(i int) {
-			if slowTraced == nil {
-				slowTraced = map[int]bool{}
-			}
-			slowTraced[i] = true
-		})
+		o.slow.batchDone(b, err, callbacksStart, callbacksEnd, markTraced)
+	}
+	if err != nil && o.errs != nil {
+		o.traceFailed(b, err, callbacksStart, callbacksEnd, slowTraced, markTraced)
 	}
 	// The batch's untraced records go in together: one atomic add per bucket, not per record.
 	own, _ := op.(*histSeries)

@@ -108,15 +108,71 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 	}
 }
 
-// trace builds record r, the batch's i-th, trace after the fact: its send span from Send to its
-// callback, and the stage children from the timestamps its batch kept. The span is CLIENT, not
-// PRODUCER: its context never reached the record, so it is not the record's creation context.
-// When the record carries one of its own (the log line's, in the trace header), the span
-// links to it, read back from the batch.
+// trace traces record i of the batch, slow, after the fact (traceAfter).
 func (s *slowTracer) trace(b *accumulator.ProducerBatch, i int, r accumulator.RecordTiming, err error, callbacksStart, callbacksEnd time.Time) bool {
-	o := s.o
+	return s.o.traceAfter(b, i, r, sendExtra{reason: TraceReasonSlow, threshold: s.threshold.Seconds()}, err, callbacksStart, callbacksEnd)
+}
+
+// DefaultErrorTracesPerSecond caps the failed records traced at their callback a second
+// (ObserverConfig.ErrorTracesPerSecond): when a topic is refused, every record fails; the first
+// ones of each second show the refusal as well as all of them would.
+const DefaultErrorTracesPerSecond = 10
+
+// traceBudget is a per-second allowance of traces. Safe for concurrent use; a nil budget
+// allows none.
+type traceBudget struct {
+	mu        sync.Mutex
+	perSecond int
+	left      int
+	until     time.Time
+}
+
+// take spends one trace of the second now falls in, false when none is left.
+func (tb *traceBudget) take(now time.Time) bool {
+	if tb == nil {
+		return false
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if !now.Before(tb.until) {
+		tb.left, tb.until = tb.perSecond, now.Add(time.Second)
+	}
+	if tb.left == 0 {
+		return false
+	}
+	tb.left--
+	return true
+}
+
+// traceFailed traces the failed batch's records that no trace covers yet (not sampled at Send,
+// not traced slow: skip), within the error budget, with kafkatrail.trace.reason=error; traced
+// hears of each.
+func (o *ProducerObserver) traceFailed(b *accumulator.ProducerBatch, err error, callbacksStart, callbacksEnd time.Time,
+	skip map[int]bool, traced func(i int)) {
+	i := -1
+	for _, isTraced := range b.SentNanos() {
+		i++
+		if isTraced || skip[i] {
+			continue
+		}
+		if !o.errs.take(callbacksEnd) {
+			return
+		}
+		if o.traceAfter(b, i, b.UntracedTiming(i), sendExtra{reason: TraceReasonError}, err, callbacksStart, callbacksEnd) {
+			traced(i)
+		}
+	}
+}
+
+// traceAfter builds record r, the batch's i-th, trace after the fact: its send span from Send
+// to its callback, and the stage children from the timestamps its batch kept (the append stage
+// is instant, and the attempts absent, unless the producer keeps them for slow-record tracing).
+// The span is CLIENT, not PRODUCER: its context never reached the record, so it is not the
+// record's creation context. When the record carries one of its own (the log line's, in the
+// trace header), the span links to it, read back from the batch.
+func (o *ProducerObserver) traceAfter(b *accumulator.ProducerBatch, i int, r accumulator.RecordTiming, extra sendExtra,
+	err error, callbacksStart, callbacksEnd time.Time) bool {
 	topic := b.TopicPartition.Topic
-	extra := sendExtra{reason: TraceReasonSlow, threshold: s.threshold.Seconds()}
 	var links []trace.Link
 	if sc, ok := parseTraceparent(b.RecordHeader(i, o.header)); ok {
 		links = []trace.Link{{SpanContext: sc}}

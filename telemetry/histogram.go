@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -27,7 +29,8 @@ import (
 // an atomic add to a bucket, the sum and (rarely) the extremes: ~15 ns. The output is what the
 // SDK would export for the same instruments: cumulative explicit-bucket histograms with min,
 // max, and one exemplar per bucket (the last sampled measurement), following
-// OTEL_METRICS_EXEMPLAR_FILTER (trace_based by default, always_on, always_off).
+// OTEL_METRICS_EXEMPLAR_FILTER (trace_based by default, always_on, always_off); a reader that
+// wants delta takes ProducerFor(DeltaTemporality) instead.
 type Histograms struct {
 	scope    instrumentation.Scope
 	exemplar exemplarFilter
@@ -360,3 +363,83 @@ func (s sdkSeries) record(sc trace.SpanContext, d time.Duration) {
 }
 
 func (s sdkSeries) recordUntimed() { s.h.Record(context.Background(), 0, s.opts...) }
+
+// ProducerFor is h as the producer of a reader that wants histograms in temporality t (its
+// exporter's Temporality(InstrumentKindHistogram): OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE
+// for an OTLP exporter). h itself is cumulative; for delta, the producer keeps what it exported
+// last, per series, and exports the difference, so that one export never mixes the SDK's
+// delta instruments with cumulative histograms. Each reader needs its own.
+func (h *Histograms) ProducerFor(t metricdata.Temporality) sdkmetric.Producer {
+	if t != metricdata.DeltaTemporality {
+		return h
+	}
+	return &deltaHistograms{h: h, last: map[deltaKey]deltaState{}}
+}
+
+// deltaHistograms turns h's cumulative points into delta ones for one reader.
+type deltaHistograms struct {
+	h *Histograms
+
+	mu   sync.Mutex
+	last map[deltaKey]deltaState
+}
+
+// deltaKey is a series: its instrument and attribute set.
+type deltaKey struct {
+	name  string
+	attrs attribute.Distinct
+}
+
+// deltaState is what a series had when it was last exported.
+type deltaState struct {
+	at     time.Time
+	count  uint64
+	sum    float64
+	counts []uint64
+}
+
+// Produce implements sdkmetric.Producer: each series' point is the change since the last
+// Produce (from the series' start the first time), without min and max (a delta interval's
+// extremes are not known from cumulative ones: they are optional), with the exemplars taken in
+// the interval. A series with nothing new is left out, as the SDK leaves out a delta series
+// that recorded nothing.
+func (d *deltaHistograms) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error) {
+	sms, err := d.h.Produce(ctx)
+	if err != nil || len(sms) == 0 {
+		return sms, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for si := range sms {
+		metrics := sms[si].Metrics[:0]
+		for _, m := range sms[si].Metrics {
+			hist := m.Data.(metricdata.Histogram[float64])
+			points := hist.DataPoints[:0]
+			for _, p := range hist.DataPoints {
+				k := deltaKey{m.Name, p.Attributes.Equivalent()}
+				prev, seen := d.last[k]
+				d.last[k] = deltaState{at: p.Time, count: p.Count, sum: p.Sum, counts: slices.Clone(p.BucketCounts)}
+				if seen {
+					if p.Count == prev.count {
+						continue
+					}
+					p.StartTime, p.Count, p.Sum = prev.at, p.Count-prev.count, p.Sum-prev.sum
+					for i := range p.BucketCounts {
+						p.BucketCounts[i] -= prev.counts[i]
+					}
+					p.Exemplars = slices.DeleteFunc(p.Exemplars, func(e metricdata.Exemplar[float64]) bool { return !e.Time.After(prev.at) })
+				}
+				p.Min, p.Max = metricdata.Extrema[float64]{}, metricdata.Extrema[float64]{}
+				points = append(points, p)
+			}
+			if len(points) == 0 {
+				continue
+			}
+			hist.Temporality, hist.DataPoints = metricdata.DeltaTemporality, points
+			m.Data = hist
+			metrics = append(metrics, m)
+		}
+		sms[si].Metrics = metrics
+	}
+	return sms, nil
+}

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"math"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -299,5 +300,88 @@ func TestExemplarsRateLimitedPerBucket(t *testing.T) {
 	s.record(traced(4), 7*time.Millisecond)
 	if got := exemplarOf(0.007); got != 4 {
 		t.Fatalf("exemplar of trace %d %v later, want 4", got, exemplarEvery)
+	}
+}
+
+// TestDeltaPreferenceGivesDeltaHistograms: with OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE
+// =delta, the OTLP reader Setup builds exports every histogram as delta, kafkatrail's own
+// (Histograms) as the SDK's: each collection has what was recorded since the one before, and a
+// series with nothing new is left out. With base2_exponential_bucket_histogram asked for, Setup
+// leaves its own histograms out (they are explicit-bucket only).
+func TestDeltaPreferenceGivesDeltaHistograms(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1") // never reached: collected by hand
+	hist := NewHistograms()
+	reader, own, err := newMetricReader(context.Background(), hist, nil, ReadEnv(os.Getenv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !own {
+		t.Fatal("an explicit-bucket exporter left the own histograms out")
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() {
+		// Its last export has nowhere to go: do not wait for it.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_ = mp.Shutdown(ctx)
+	}()
+	ref, err := mp.Meter("ref").Float64Histogram("ref")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := attribute.NewSet(attribute.String(AttrStage, StageAppend))
+	mine := hist.duration(MetricStageDuration, "d", durationBuckets).series(attrs)
+	collect := func() map[string]metricdata.Histogram[float64] {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]metricdata.Histogram[float64]{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+					out[m.Name] = h
+				}
+			}
+		}
+		return out
+	}
+	count := func(h metricdata.Histogram[float64]) uint64 {
+		var n uint64
+		for _, p := range h.DataPoints {
+			n += p.Count
+		}
+		return n
+	}
+	for range 3 {
+		mine.record(trace.SpanContext{}, time.Millisecond)
+		ref.Record(context.Background(), 0.001)
+	}
+	first := collect()
+	for range 2 {
+		mine.record(trace.SpanContext{}, 2*time.Millisecond)
+		ref.Record(context.Background(), 0.002)
+	}
+	second := collect()
+	third := collect()
+	for name, want := range map[string][3]uint64{MetricStageDuration: {3, 2, 0}, "ref": {3, 2, 0}} {
+		for i, h := range []metricdata.Histogram[float64]{first[name], second[name], third[name]} {
+			if len(h.DataPoints) > 0 && h.Temporality != metricdata.DeltaTemporality {
+				t.Errorf("%s, collection %d: temporality %v, want delta", name, i+1, h.Temporality)
+			}
+			if n := count(h); n != want[i] {
+				t.Errorf("%s, collection %d: %d measurements, want %d", name, i+1, n, want[i])
+			}
+		}
+	}
+	if p := second[MetricStageDuration].DataPoints; len(p) == 1 && (p[0].Sum < 0.0039 || p[0].Sum > 0.0041 || p[0].BucketCounts[0] != 0) {
+		t.Errorf("the second delta point: sum %v, buckets %v; want the two 2 ms measurements only", p[0].Sum, p[0].BucketCounts)
+	}
+
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram")
+	if _, own, err := newMetricReader(context.Background(), NewHistograms(), nil, ReadEnv(os.Getenv)); err != nil || own {
+		t.Errorf("base2 exponential asked for: own histograms %v (err %v), want left out", own, err)
 	}
 }

@@ -167,7 +167,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		hist = NewHistograms()
 	}
 	hist.setExemplarFilter(env.ExemplarFilter)
-	reader, err := newMetricReader(ctx, hist, cfg.ErrorLogger, env)
+	reader, ownHist, err := newMetricReader(ctx, hist, cfg.ErrorLogger, env)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
@@ -228,7 +228,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	ocfg := ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan,
 		BatchStages: cfg.BatchStages}
-	if p.sdkMP != nil {
+	if p.sdkMP != nil && ownHist {
 		ocfg.Histograms = hist
 	}
 	if tracing {
@@ -295,19 +295,28 @@ func newSpanExporter(ctx context.Context, res *resource.Resource, env Env) (span
 }
 
 // newMetricReader builds the reader OTEL_METRICS_EXPORTER asks for, with hist as a producer
-// (nil for none).
+// (nil for none). ownHist is false when the exporter wants base2 exponential histograms
+// (OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION), which hist cannot give: the
+// observer then records into the SDK's instruments, at their cost, and every histogram of an
+// export is of one kind. A delta exporter (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE)
+// gets hist as deltas (ProducerFor).
 // An OTLP exporter built here reports its exports' health on log (see ownOTLPMetrics).
-func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, env Env) (sdkmetric.Reader, error) {
+func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, env Env) (r sdkmetric.Reader, ownHist bool, err error) {
 	if env.MetricsExporter == "none" {
-		return nil, nil
+		return nil, true, nil
 	}
 	if protocol, ok := ownOTLPMetrics(env); ok {
 		exp, err := newOTLPMetricExporter(ctx, protocol)
 		if err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if _, exponential := exp.Aggregation(sdkmetric.InstrumentKindHistogram).(sdkmetric.AggregationBase2ExponentialHistogram); exponential {
+			ownHist = false
+		} else {
+			ownHist = true
 		}
 		exp = withMetricHealth(exp, newExportHealth(log, "metrics", otlpMetricsEndpoint(env, protocol)))
-		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist)), nil
+		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist.ProducerFor(exp.Temporality(sdkmetric.InstrumentKindHistogram)))), ownHist, nil
 	}
 	// autoexport takes its readers' producers from a process-wide registry, by the names in
 	// OTEL_METRICS_PRODUCERS, or the fallback when that is unset: kafkatrail's is both, and is
@@ -319,10 +328,12 @@ func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, en
 	if list := env.MetricsProducers; list != "" &&
 		!slices.Contains(strings.Split(list, ","), autoexportProducer) {
 		if err := os.Setenv(metricsProducersEnv, list+","+autoexportProducer); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return autoexport.NewMetricReader(ctx)
+	// autoexport's readers (prometheus, console) read cumulative explicit-bucket histograms.
+	r, err = autoexport.NewMetricReader(ctx)
+	return r, true, err
 }
 
 const (

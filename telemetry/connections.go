@@ -186,7 +186,7 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 	startStages(o.tracer, ctx, c.stages)
 	if err != nil {
 		span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, StatusDescription(err))
 	}
 	span.End(trace.WithTimestamp(time.Unix(0, max(nanos(end), c.at))))
 }
@@ -219,7 +219,7 @@ func (o *ProducerObserver) requestSpan(name string, r *inflight.Request, receive
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(r.Queued), trace.WithAttributes(attrs...))
 	if err != nil {
 		span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, StatusDescription(err))
 	}
 	span.End(trace.WithTimestamp(received))
 }

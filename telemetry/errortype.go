@@ -65,3 +65,17 @@ func ErrorType(err error) string {
 	}
 	return ErrorTypeOther
 }
+
+// StatusDescription is the description of an Error span status for err: its message without
+// the error.type it starts with ("TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics"
+// becomes "Not authorized to access topics"), since the conventions find it NOT RECOMMENDED to
+// repeat error.type there; "" when the message is nothing more.
+func StatusDescription(err error) string {
+	msg := err.Error()
+	if et := ErrorType(err); et != "" {
+		if rest, ok := strings.CutPrefix(msg, et); ok {
+			msg = strings.TrimLeft(rest, ": ")
+		}
+	}
+	return msg
+}

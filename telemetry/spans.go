@@ -442,7 +442,7 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena, export 
 			from := len(kvs)
 			kvs = append(append(kvs, s.attrs.kvs...), attribute.String(AttrErrorType, ErrorType(s.err)))
 			rs.Attributes = kvs[from:len(kvs):len(kvs)]
-			rs.Status, rs.StatusMessage = codes.Error, s.err.Error()
+			rs.Status, rs.StatusMessage = codes.Error, StatusDescription(s.err)
 		}
 		spans = append(spans, rs)
 	}
@@ -464,7 +464,7 @@ func (r *TracedRecord) appendSpans(spans []RecordSpan, arena *spanArena, export 
 		Start: r.start, End: end, Attributes: kvs[from:len(kvs):len(kvs)], Encoded: r.ta.spanEnc,
 	}
 	if r.err != nil {
-		send.Status, send.StatusMessage = codes.Error, r.err.Error()
+		send.Status, send.StatusMessage = codes.Error, StatusDescription(r.err)
 	}
 	if arena != nil {
 		arena.kvs = kvs
@@ -556,7 +556,7 @@ func (t *recordTrace) endWithTracer(r *TracedRecord) {
 	var attrs [maxEndAttrs]attribute.KeyValue
 	t.span.SetAttributes(r.appendEndAttrs(attrs[:0])...)
 	if r.err != nil {
-		t.span.SetStatus(codes.Error, r.err.Error())
+		t.span.SetStatus(codes.Error, StatusDescription(r.err))
 	}
 	t.span.End(trace.WithTimestamp(time.Unix(0, end)))
 }
@@ -586,7 +586,7 @@ func startStages(tracer trace.Tracer, ctx context.Context, stages []stage) {
 		_, sp := tracer.Start(ctx, s.name, trace.WithTimestamp(time.Unix(0, s.start)), trace.WithAttributes(s.attrs.kvs...))
 		if s.err != nil {
 			sp.SetAttributes(attribute.String(AttrErrorType, ErrorType(s.err)))
-			sp.SetStatus(codes.Error, s.err.Error())
+			sp.SetStatus(codes.Error, StatusDescription(s.err))
 		}
 		sp.End(trace.WithTimestamp(time.Unix(0, s.end)))
 	}

@@ -148,7 +148,8 @@ func renderDoc() string {
 	p("An attempt's `%s` carries its request's `%s`, `%s`, `%s`, `%s`, `%s` (the `%s` and `%s`\n",
 		SpanDoSend, AttrNodeID, AttrMessagingBatchCount, AttrBatchBytes, AttrCorrelationID, AttrAPIVersion, SpanCompletedSend, SpanCompletedReceive)
 	p("after it are the same request's; every attribute is paid for in each export); a failed attempt's `%s`\n", SpanCompletedReceive)
-	p("has `%s` (the Kafka error's name, e.g. `NOT_LEADER_OR_FOLLOWER`) and an error status.\n\n", AttrErrorType)
+	p("has `%s` (the Kafka error's name, e.g. `NOT_LEADER_OR_FOLLOWER`) and an error status whose description is\n", AttrErrorType)
+	p("the error's message without that name (the conventions: NOT RECOMMENDED to repeat `%s` there).\n\n", AttrErrorType)
 
 	p("### The send span's attributes\n\n")
 	p("The direct path (Setup's) makes the span when the record completes, so every attribute is there when it is\n")

@@ -349,6 +349,13 @@ func buildAgent(t *testing.T, dir string) string {
 // its log, and kills it at the end of the test unless stop ran.
 func startPageAgent(t *testing.T, bin, dir string, args ...string) *pageAgent {
 	t.Helper()
+	// No collector: the page shows traces and metrics all the same.
+	return startPageAgentEnv(t, bin, dir, []string{"OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none"}, args...)
+}
+
+// startPageAgentEnv is startPageAgent with env added to a clean environment.
+func startPageAgentEnv(t *testing.T, bin, dir string, env []string, args ...string) *pageAgent {
+	t.Helper()
 	a := &pageAgent{t: t, exited: make(chan error, 1), logPath: filepath.Join(dir, "agent.log")}
 	lf, err := os.Create(a.logPath)
 	if err != nil {
@@ -357,8 +364,7 @@ func startPageAgent(t *testing.T, bin, dir string, args ...string) *pageAgent {
 	t.Cleanup(func() { lf.Close() })
 	a.cmd = exec.Command(bin, append(args, "--http", "127.0.0.1:0")...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf
-	// No collector: the page shows traces and metrics all the same.
-	a.cmd.Env = append(cleanEnv(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
+	a.cmd.Env = append(cleanEnv(), env...)
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

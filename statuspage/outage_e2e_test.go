@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -109,5 +110,59 @@ func TestOldestUnackedDuringAnOutage(t *testing.T) {
 	})
 	t.Logf("outage of %v: the age fell back below 1 s %v after the broker answered again",
 		back.Sub(began).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+	ag.stop()
+}
+
+// TestTelemetryExportOnThePage: an agent whose OTLP exports go to a port where no collector
+// listens says so in /api/status (each signal failing, for how long, with the error) and on
+// the page's line about its own telemetry.
+func TestTelemetryExportOnThePage(t *testing.T) {
+	chromium := findChromium(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "export"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	bin := buildAgent(t, dir)
+	path := filepath.Join(dir, "app.log")
+	if err := os.WriteFile(path, []byte(strings.Repeat("a line\n", 50)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ag := startPageAgentEnv(t, bin, dir, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + closed,
+		"OTEL_METRIC_EXPORT_INTERVAL=200", "OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_EXPORTER_OTLP_TIMEOUT=300"},
+		"--tail", path, "--brokers", c.ListenAddrs()[0], "--topic", "export", "--start-at", "beginning",
+		"--state-dir", filepath.Join(dir, "state"), "--trace-sample-ratio", "1")
+	var tel *statuspage.Telemetry
+	waitFor(t, 30*time.Second, "both exports failing in /api/status", ag.logTail, func() bool {
+		var st statuspage.Status
+		getJSON(t, ag.base+"/api/status", &st)
+		tel = st.Telemetry
+		if tel == nil || len(tel.Exports) != 2 {
+			return false
+		}
+		for _, e := range tel.Exports {
+			if e.OK || e.FailedExports < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, signal := range []string{"traces", "metrics"} {
+		if e := tel.Exports[i]; e.Signal != signal || !strings.Contains(e.Endpoint, closed) || e.LastError == "" || e.FailingSeconds <= 0 {
+			t.Errorf("export %d: %+v, want %s failing to %s with its error", i, e, signal, closed)
+		}
+	}
+	dom := runChromium(t, chromium, "--dump-dom", ag.base+"/")
+	line := regexp.MustCompile(`<div id="export"[^>]*>(.*?)</div>`).FindStringSubmatch(dom)
+	if line == nil || strings.Count(line[1], "failing for") != 2 || !strings.Contains(line[1], "spans dropped") {
+		t.Errorf("the page's telemetry line %v, want both signals failing and the spans dropped", line)
+	}
 	ag.stop()
 }

@@ -80,6 +80,27 @@ type Sources struct {
 	Delivery func() Delivery
 	// Inputs is each of the agent's inputs: its source and its lines by outcome.
 	Inputs func() []Input
+	// Telemetry is the agent's own telemetry export (telemetry.Provider.Status).
+	Telemetry func() telemetry.TelemetryStatus
+}
+
+// Telemetry is /api/status's account of the agent's own telemetry: each OTLP export's health
+// and the spans dropped because the export queue was full.
+type Telemetry struct {
+	Exports      []Export `json:"exports"`
+	SpansDropped int64    `json:"spans_dropped"`
+}
+
+// Export is one signal's OTLP export.
+type Export struct {
+	Signal   string `json:"signal"` // traces, metrics
+	Endpoint string `json:"endpoint,omitempty"`
+	OK       bool   `json:"ok"` // the last export worked (or none failed yet)
+	Exports  int    `json:"exports"`
+	// FailingSeconds is how long exports have failed, FailedExports how many since.
+	FailingSeconds float64 `json:"failing_seconds,omitempty"`
+	FailedExports  int     `json:"failed_exports,omitempty"`
+	LastError      string  `json:"last_error,omitempty"` // kept once exports work again
 }
 
 // Input is one of the agent's inputs in /api/status.
@@ -485,6 +506,8 @@ type Status struct {
 	Delivery Delivery `json:"delivery"`
 	// Inputs is each of the agent's inputs (the flags' alone is "default").
 	Inputs []Input `json:"inputs"`
+	// Telemetry is the agent's own telemetry export; absent when it has none.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
 }
 
 // LineAge summarises kafkatrail.producer.record.age over a window: a line's age at
@@ -565,6 +588,19 @@ func (s *Server) StatusNow() Status {
 	}
 	if src.Inputs != nil {
 		st.Inputs = append(st.Inputs, src.Inputs()...)
+	}
+	if src.Telemetry != nil {
+		ts := src.Telemetry()
+		t := &Telemetry{Exports: []Export{}, SpansDropped: ts.SpansDropped}
+		for _, e := range ts.Exports {
+			x := Export{Signal: e.Signal, Endpoint: e.Endpoint, OK: e.FailingSince.IsZero(), Exports: e.Exports,
+				FailedExports: e.FailedExports, LastError: e.LastError}
+			if !x.OK {
+				x.FailingSeconds = now.Sub(e.FailingSince).Seconds()
+			}
+			t.Exports = append(t.Exports, x)
+		}
+		st.Telemetry = t
 	}
 	if src.Topics != nil {
 		st.Routing = src.Topics()

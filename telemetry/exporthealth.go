@@ -35,6 +35,28 @@ type exportHealth struct {
 	mu           sync.Mutex
 	failingSince time.Time // zero while exports work
 	failures     int       // exports failed since failingSince
+	exports      int       // exports done, failed or not
+	lastErr      string    // the last failed export's error, kept after it works again
+}
+
+// ExportStatus is one signal's OTLP export as the status page shows it (Provider.Status).
+type ExportStatus struct {
+	Signal   string // "traces" or "metrics"
+	Endpoint string // where it sends; "" when not known
+	// Exports counts the exports done, failed or not; FailedExports those failed since
+	// FailingSince, zero while exports work.
+	Exports       int
+	FailingSince  time.Time
+	FailedExports int
+	LastError     string // the last failure's error, kept once exports work again
+}
+
+// status is h's ExportStatus.
+func (h *exportHealth) status() ExportStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return ExportStatus{Signal: h.signal, Endpoint: h.endpoint, Exports: h.exports,
+		FailingSince: h.failingSince, FailedExports: h.failures, LastError: h.lastErr}
 }
 
 // newExportHealth returns the health of signal's exports to endpoint, logged on log; nil when
@@ -68,6 +90,10 @@ func (h *exportHealth) done(err error) error {
 	first := err != nil && h.failingSince.IsZero()
 	recovered := err == nil && !h.failingSince.IsZero()
 	since, failures := h.failingSince, h.failures
+	h.exports++
+	if err != nil {
+		h.lastErr = err.Error()
+	}
 	switch {
 	case first:
 		h.failingSince, h.failures = now, 1

@@ -78,6 +78,17 @@ func TestExportFailuresLoggedOnceThenRecovery(t *testing.T) {
 		}
 	}
 
+	// The status page's account of it: both exports failing, since the first failure.
+	st := prov.Status()
+	if len(st.Exports) != 2 || st.Exports[0].Signal != "traces" || st.Exports[1].Signal != "metrics" {
+		t.Fatalf("Status().Exports = %+v, want traces and metrics", st.Exports)
+	}
+	for _, e := range st.Exports {
+		if e.FailingSince.IsZero() || e.FailedExports < 4 || e.Exports < e.FailedExports || e.LastError == "" || !strings.Contains(e.Endpoint, addr) {
+			t.Errorf("%s export status %+v, want failing for 4 exports or more, with the error and %s", e.Signal, e, addr)
+		}
+	}
+
 	// A collector comes up where the exporters send.
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -105,6 +116,11 @@ func TestExportFailuresLoggedOnceThenRecovery(t *testing.T) {
 	}
 	if n := len(logs.All(slog.LevelWarn)); n != 2 {
 		t.Errorf("%d warnings in all, want the first two only:\n%s", n, logs.String())
+	}
+	for _, e := range prov.Status().Exports {
+		if !e.FailingSince.IsZero() || e.FailedExports != 0 || e.LastError == "" {
+			t.Errorf("%s export status after recovery %+v, want working, the last error kept", e.Signal, e)
+		}
 	}
 }
 

@@ -108,12 +108,39 @@ type Provider struct {
 	sdkTP     *sdktrace.TracerProvider // nil when traces are off
 	sdkMP     *sdkmetric.MeterProvider // nil when metrics are off
 	spans     *exportProcessor
+	health    []*exportHealth // the OTLP exports', traces first
 	observer  *ProducerObserver
 	agent     *AgentMetrics
 	shutdownT time.Duration
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+}
+
+// TelemetryStatus is the state of the agent's own telemetry export, for the status page.
+type TelemetryStatus struct {
+	// Exports are the OTLP exports kafkatrail watches (its own exporters: traces, and metrics
+	// unless autoexport builds their reader), traces first.
+	Exports []ExportStatus
+	// SpansDropped counts the spans dropped because the export queue was full
+	// (kafkatrail.telemetry.spans.dropped).
+	SpansDropped int64
+}
+
+// Status returns the state of the exports and the spans dropped so far. Safe for concurrent
+// use; a nil Provider has none.
+func (p *Provider) Status() TelemetryStatus {
+	var st TelemetryStatus
+	if p == nil {
+		return st
+	}
+	for _, h := range p.health {
+		st.Exports = append(st.Exports, h.status())
+	}
+	if p.spans != nil {
+		st.SpansDropped = p.spans.dropped.Load()
+	}
+	return st
 }
 
 // Setup builds the providers the way every OpenTelemetry SDK does, from the environment:
@@ -167,7 +194,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		hist = NewHistograms()
 	}
 	hist.setExemplarFilter(env.ExemplarFilter)
-	reader, ownHist, err := newMetricReader(ctx, hist, cfg.ErrorLogger, env)
+	reader, ownHist, metricHealth, err := newMetricReader(ctx, hist, cfg.ErrorLogger, env)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
@@ -202,7 +229,11 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 			if o, ok := exp.(*otlptrace.Exporter); ok {
 				endpoint = o.Endpoint()
 			}
-			exp = withSpanHealth(exp, newExportHealth(cfg.ErrorLogger, "traces", endpoint))
+			h := newExportHealth(cfg.ErrorLogger, "traces", endpoint)
+			if h != nil {
+				p.health = append(p.health, h)
+			}
+			exp = withSpanHealth(exp, h)
 			size := cfg.SpanQueueSize
 			if size <= 0 {
 				size = env.BSPMaxQueueSize
@@ -225,6 +256,9 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	if !tracing {
 		sampler = nil
+	}
+	if metricHealth != nil {
+		p.health = append(p.health, metricHealth)
 	}
 	ocfg := ObserverConfig{Sampler: sampler, TraceHeader: cfg.TraceHeader, ClientID: cfg.ClientID, SlowerThan: cfg.SlowerThan,
 		BatchStages: cfg.BatchStages}
@@ -301,22 +335,23 @@ func newSpanExporter(ctx context.Context, res *resource.Resource, env Env) (span
 // export is of one kind. A delta exporter (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE)
 // gets hist as deltas (ProducerFor).
 // An OTLP exporter built here reports its exports' health on log (see ownOTLPMetrics).
-func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, env Env) (r sdkmetric.Reader, ownHist bool, err error) {
+func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, env Env) (r sdkmetric.Reader, ownHist bool, health *exportHealth, err error) {
 	if env.MetricsExporter == "none" {
-		return nil, true, nil
+		return nil, true, nil, nil
 	}
 	if protocol, ok := ownOTLPMetrics(env); ok {
 		exp, err := newOTLPMetricExporter(ctx, protocol)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		if _, exponential := exp.Aggregation(sdkmetric.InstrumentKindHistogram).(sdkmetric.AggregationBase2ExponentialHistogram); exponential {
 			ownHist = false
 		} else {
 			ownHist = true
 		}
-		exp = withMetricHealth(exp, newExportHealth(log, "metrics", otlpMetricsEndpoint(env, protocol)))
-		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist.ProducerFor(exp.Temporality(sdkmetric.InstrumentKindHistogram)))), ownHist, nil
+		health = newExportHealth(log, "metrics", otlpMetricsEndpoint(env, protocol))
+		exp = withMetricHealth(exp, health)
+		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist.ProducerFor(exp.Temporality(sdkmetric.InstrumentKindHistogram)))), ownHist, health, nil
 	}
 	// autoexport takes its readers' producers from a process-wide registry, by the names in
 	// OTEL_METRICS_PRODUCERS, or the fallback when that is unset: kafkatrail's is both, and is
@@ -328,12 +363,12 @@ func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, en
 	if list := env.MetricsProducers; list != "" &&
 		!slices.Contains(strings.Split(list, ","), autoexportProducer) {
 		if err := os.Setenv(metricsProducersEnv, list+","+autoexportProducer); err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 	}
 	// autoexport's readers (prometheus, console) read cumulative explicit-bucket histograms.
 	r, err = autoexport.NewMetricReader(ctx)
-	return r, true, err
+	return r, true, nil, err
 }
 
 const (

@@ -137,7 +137,9 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
 	defer stop()
 	if page != nil {
-		page.Start(ctx, statuspage.AgentSources(a, tel.Observer()))
+		src := statuspage.AgentSources(a, tel.Observer())
+		src.Telemetry = tel.Status
+		page.Start(ctx, src)
 		log.Info("status page", "url", "http://"+page.Addr()+"/")
 		// Connect now, so that /readyz turns ready before the first line.
 		go func() {

@@ -21,6 +21,7 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 	batchSize := n.Metric("MetricBatchSize")
 	batchRecs := n.Metric("MetricBatchRecords")
 	ratio := n.Metric("MetricCompressionRatio")
+	spansDropped := n.Metric("MetricSpansDropped")
 	topicL := n.Label("AttrMessagingDestinationName")
 	stageL := n.Label("AttrStage")
 	errL := n.Label("AttrErrorType")
@@ -47,6 +48,10 @@ func producerOverview(n *Names) *dashboard.DashboardBuilder {
 			orZero(fmt.Sprintf("sum(%s)", rate(failed, m)), sentSel))).
 		WithPanel(statPanel("Records retried / s", "kafkatrail.producer.records.retried, every error.type.", "ops",
 			orZero(fmt.Sprintf("sum(%s)", rate(retried, m)), sentSel))).
+		WithPanel(statPanel("Spans dropped / s", "kafkatrail.telemetry.spans.dropped: traced records' spans the export queue "+
+			"could not take (the collector is slow or down; the records themselves are not affected). The status page's "+
+			"telemetry line says whether each export works.", "ops",
+			orZero(fmt.Sprintf("sum(%s)", rate(spansDropped, base())), sentSel))).
 		WithPanel(ts("Records acknowledged / s by topic", "messaging.client.sent.messages without error.type, per topic.", "ops", 12, 8).
 			WithTarget(q(fmt.Sprintf("sum by (%s) (%s)", topicL, rate(sent, acked)), legend(topicL)))).
 		WithPanel(ts("Records per batch and batch size", "kafkatrail.producer.batch.records and kafkatrail.producer.batch.size (on the wire, after compression), means.", "short", 12, 8).

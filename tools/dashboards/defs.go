@@ -232,8 +232,9 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 			WithTarget(q(fmt.Sprintf("max by (%s, %s, %s) (%s{%s})", fileL, inputL, agentInputL, ckLag, m), legend(fileL, inputL, agentInputL)))).
 		WithPanel(ts("Oldest unacknowledged line per file", "kafkatrail.agent.file.oldest_unacked.age: how long ago the oldest line of the file "+
 			"not yet acknowledged was read (0: none waiting). It rises second by second through an outage, when no line is acknowledged and the "+
-			"line age beside it records nothing.", "s", 12, 8).
-			WithTarget(q(fmt.Sprintf("max by (%s, %s) (%s{%s})", fileL, agentInputL, oldest, m), legend(fileL, agentInputL)))).
+			"line age beside it records nothing. Files only: standard input is not measured and reads 0.", "s", 12, 8).
+			WithTarget(q(orZero(fmt.Sprintf("max by (%s, %s, %s) (%s{%s})", fileL, inputL, agentInputL, oldest, m), inputs, fileL, inputL, agentInputL),
+				legend(fileL, inputL, agentInputL)))).
 		WithPanel(func() *timeseries.PanelBuilder {
 			p := ts("Line age at acknowledgement", "kafkatrail.producer.record.age: from when a line was written (its --timestamp-field, else its file's "+
 				"modification time at read, else stdin's read) to Kafka's acknowledgement; how late logs reach Kafka. Every file and topic. Exemplars link to traces.", "s", 12, 8)

@@ -40,7 +40,8 @@ import (
 //   - retries: the topic is deleted mid-stream, so produce requests are retried
 //     (UNKNOWN_TOPIC_OR_PARTITION) and the waiting batches exhaust a small buffer.memory;
 //   - unreachable: a bootstrap address where nothing listens (connection failures, metadata
-//     timeouts).
+//     timeouts);
+//   - spans: an export queue of 8 spans under 2,000 traced records a second (spans dropped).
 func TestDashboardQueriesReturnData(t *testing.T) {
 	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
 	jaegerURL, jaegerOTLP, promURL, promOTLP := observability(t)
@@ -131,6 +132,17 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			return r, err
 		})
 	}
+	// spans: an export queue far too small for the records traced (always_on): spans are
+	// dropped (kafkatrail.telemetry.spans.dropped), the records are not.
+	start("spans", []int{0}, func() (*agentRun, error) {
+		e := env("spans")
+		e["OTEL_BSP_MAX_QUEUE_SIZE"] = "8"
+		r := startAgent(t, "spans", append(common(uniqueName("e2e-dash-spans")), "--stdin"), e, true)
+		err := feed(r.stdin, 2000, time.Second)
+		time.Sleep(time.Second)
+		r.stdin.Close()
+		return r, err
+	})
 	start("container", []int{0}, func() (*agentRun, error) {
 		r := startAgent(t, "container", append(common(uniqueName("e2e-dash-container")), "--stdin",
 			"--container-format", "cri"), env("container"), true)

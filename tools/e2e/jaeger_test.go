@@ -318,3 +318,67 @@ func runTracingAgent(t *testing.T, name, topicPrefix, service string, args []str
 	}
 	return topic, jaegerURL
 }
+
+// TestAgentErrorTracesInJaeger runs the agent with head sampling at 0 on a topic whose
+// max.message.bytes refuses one of its lines: the refused record is never slow and never
+// sampled, yet Jaeger must have its trace, marked kafkatrail.trace.reason=error, with the
+// broker's error as error.type and an error status; the lines Kafka took leave none.
+func TestAgentErrorTracesInJaeger(t *testing.T) {
+	const service = "kafkatrail-agent-errors"
+	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
+	jaegerURL := backend(t, "JAEGER_QUERY_URL")
+	jaegerOTLP := backend(t, "JAEGER_OTLP_GRPC_ENDPOINT")
+	topic := uniqueName("e2e-errors")
+	maxBytes := "2000"
+	createTopic(t, bootstrap, topic, map[string]*string{"max.message.bytes": &maxBytes})
+	run := startAgent(t, "agent (error traces)", []string{"--brokers", bootstrap, "--topic", topic, "--stdin",
+		"--state-dir", t.TempDir(), "--log-format", "text", "--trace-sample-ratio", "0"}, map[string]string{
+		"OTEL_SERVICE_NAME": service, "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": jaegerOTLP, "OTEL_METRICS_EXPORTER": "none",
+	}, true)
+	for i := range 20 {
+		line := fmt.Sprintf("e2e error line %d", i)
+		if i == 10 {
+			line += " " + strings.Repeat("x", 5000) // above max.message.bytes: MESSAGE_TOO_LARGE
+		}
+		if _, err := fmt.Fprintln(run.stdin, line); err != nil {
+			t.Fatalf("writing to the agent: %v\n%s", err, run.output())
+		}
+	}
+	run.stdin.Close()
+	// stdin: the refused line is a dead letter, the others delivered (exit 3).
+	if code := run.wait(60 * time.Second); code != 3 {
+		t.Fatalf("agent exited %d, want 3 (one line dead-lettered); its output:\n%s", code, run.output())
+	}
+	ctx := context.Background()
+	op := "send " + topic
+	err := poll(ctx, 30*time.Second, 300*time.Millisecond, func() (bool, error) {
+		var r jaegerTraces
+		q := url.Values{"service": {service}, "operation": {op}, "limit": {"100"}, "lookback": {"1h"}}
+		if err := getJSON(ctx, jaegerURL, "/api/traces", q, &r); err != nil {
+			return false, err
+		}
+		if len(r.Data) != 1 {
+			return false, fmt.Errorf("%d traces of %q, want the refused record's only", len(r.Data), op)
+		}
+		for _, s := range r.Data[0].Spans {
+			if s.OperationName != op {
+				continue
+			}
+			tags := map[string]string{}
+			for _, tag := range s.Tags {
+				tags[tag.Key] = fmt.Sprint(tag.Value)
+			}
+			if tags["kafkatrail.trace.reason"] != "error" || tags["error.type"] != "MESSAGE_TOO_LARGE" || tags["otel.status_code"] != "ERROR" {
+				return false, fmt.Errorf("the send span's tags %v, want kafkatrail.trace.reason=error, error.type=MESSAGE_TOO_LARGE, an error status", tags)
+			}
+			t.Logf("trace %s: the refused record's send span, kafkatrail.trace.reason=error, error.type=MESSAGE_TOO_LARGE, status %q",
+				r.Data[0].TraceID, tags["otel.status_description"])
+			return true, nil
+		}
+		return false, fmt.Errorf("trace %s has no %q span", r.Data[0].TraceID, op)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

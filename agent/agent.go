@@ -164,7 +164,7 @@ func New(cfg Config, log *slog.Logger, tel *telemetry.Provider, opts ...producer
 	ra.log, ra.warnAfter = log, time.Duration(pc.MaxBlockMs)*time.Millisecond
 	a := &Agent{cfg: cfg, log: log, prod: prod, pc: pc, tel: tel, readAhead: ra,
 		limit: newRateLimiter(cfg.MaxLinesPerSecond, cfg.MaxBytesPerSecond)}
-	if a.inputs, err = newInputs(&cfg, &a.stats.Encoding, a.limit); err != nil {
+	if a.inputs, err = newInputs(&cfg, &a.stats.Encoding, a.limit, a.topicTemplate); err != nil {
 		_ = prod.Close(context.Background())
 		return nil, err // Validate has said so already
 	}
@@ -288,6 +288,17 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 		!a.redo.add(src, md, err, f, reason, budget) {
 		a.lineGivenUp(src, md.Tag, budget, err)
 		a.countDelivered(src, md.Topic, err)
+	}
+}
+
+// topicTemplate tells the telemetry which template a topic's name came from
+// (messaging.destination.template), as a template names it for the first time.
+func (a *Agent) topicTemplate(topic, template string) {
+	if a.tel == nil {
+		return
+	}
+	if obs := a.tel.Observer(); obs != nil {
+		obs.SetDestinationTemplate(topic, template)
 	}
 }
 

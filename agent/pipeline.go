@@ -60,14 +60,14 @@ type input struct {
 
 // newInputs builds the inputs of cfg (Config.InputConfigs), counting what their formats fell
 // back on into stats.
-func newInputs(cfg *Config, stats *linerecord.EncodingStats, shared *rateLimiter) ([]*input, error) {
+func newInputs(cfg *Config, stats *linerecord.EncodingStats, shared *rateLimiter, onTopic func(topic, template string)) ([]*input, error) {
 	named, err := cfg.InputConfigs()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*input, 0, len(named))
 	for _, n := range named {
-		in, err := newInput(n, cfg.StateDir, stats, shared)
+		in, err := newInput(n, cfg.StateDir, stats, shared, onTopic)
 		if err != nil {
 			return nil, err
 		}
@@ -78,8 +78,12 @@ func newInputs(cfg *Config, stats *linerecord.EncodingStats, shared *rateLimiter
 
 // newInput builds the input of n, whose checkpoints are kept under stateDir (inputStateDir),
 // and whose lines wait for the shared rate limit unless it has its own.
-func newInput(n NamedConfig, stateDir string, stats *linerecord.EncodingStats, shared *rateLimiter) (*input, error) {
-	p, err := newPipeline(n.LineConfig(), stats)
+// onTopic hears of each topic a template names first (linerecord.Config.OnTopic); may be nil.
+func newInput(n NamedConfig, stateDir string, stats *linerecord.EncodingStats, shared *rateLimiter,
+	onTopic func(topic, template string)) (*input, error) {
+	lc := n.LineConfig()
+	lc.OnTopic = onTopic
+	p, err := newPipeline(lc, stats)
 	if err != nil {
 		return nil, err
 	}

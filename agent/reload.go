@@ -70,7 +70,7 @@ func (a *Agent) ApplyInputs(ctx context.Context, cfg *Config) error {
 			errs = append(errs, fmt.Errorf("input %s reads stdin: not started (stdin is read by an input that starts with the agent)", n.Name))
 			continue
 		}
-		in, err := newInput(n, a.cfg.StateDir, &a.stats.Encoding, a.limit)
+		in, err := newInput(n, a.cfg.StateDir, &a.stats.Encoding, a.limit, a.topicTemplate)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("input %s: %w", n.Name, err))
 			continue

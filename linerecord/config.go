@@ -21,6 +21,10 @@ type Config struct {
 	FallbackTopic string
 	MaxTopics     int
 	ParseRegex    string
+	// OnTopic, when set, hears of each topic the template names for the first time, with the
+	// template (telemetry's messaging.destination.template), before the topic's first record
+	// is built. It runs under the router's lock: it must be quick and must not route.
+	OnTopic func(topic, template string)
 	// The key: a template (Key), a JSON field (KeyField) or a regular expression's first group
 	// (KeyRegex); at most one.
 	Key, KeyField, KeyRegex string

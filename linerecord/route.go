@@ -122,6 +122,7 @@ func compileRouting(c *Config) (*routing, []*ConfigError) {
 	}
 	if rt.topic != nil {
 		rt.router = newTopicRouter(c.FallbackTopic, c.MaxTopics)
+		rt.router.onTopic = c.OnTopic
 	}
 	return rt, nil
 }
@@ -218,6 +219,7 @@ const (
 type topicRouter struct {
 	fallback  *topicCounts // nil: a line that cannot be routed fails
 	maxTopics int
+	onTopic   func(topic, template string) // Config.OnTopic; may be nil
 
 	topics atomic.Pointer[map[string]*topicCounts] // every topic routed to, the fallback too
 	full   atomic.Bool                             // max-topics template topics are known
@@ -267,7 +269,7 @@ func (r *topicRouter) route(t *template, name []byte, missing string) (*topicCou
 		}
 		if p := topicNameProblem(name); p != "" {
 			reason, detail = reasonIllegalName, p
-		} else if tc := r.add(name); tc != nil {
+		} else if tc := r.add(name, t.text); tc != nil {
 			return tc, nil
 		} else {
 			reason = reasonMaxTopics
@@ -280,8 +282,8 @@ func (r *topicRouter) route(t *template, name []byte, missing string) (*topicCou
 	return nil, &RouteError{template: t.text, reason: unroutedReasons[reason], name: string(name), detail: detail, maxTopics: r.maxTopics}
 }
 
-// add makes name a known topic, unless max-topics are known already (nil).
-func (r *topicRouter) add(name []byte) *topicCounts {
+// add makes name, from template, a known topic, unless max-topics are known already (nil).
+func (r *topicRouter) add(name []byte, template string) *topicCounts {
 	if r.full.Load() {
 		return nil
 	}
@@ -301,6 +303,9 @@ func (r *topicRouter) add(name []byte) *topicCounts {
 		m[k] = v
 	}
 	m[tc.name] = tc
+	if r.onTopic != nil {
+		r.onTopic(tc.name, template) // before any line can be routed to it
+	}
 	r.topics.Store(&m)
 	r.n++
 	return tc

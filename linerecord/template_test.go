@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -355,4 +356,25 @@ func FuzzTemplate(f *testing.F) {
 		}
 		_ = topicNameProblem(out)
 	})
+}
+
+// TestOnTopicHearsOfEachTemplateTopicOnce: Config.OnTopic is told of each topic the template
+// names, once, with the template, before the line routed to it is built; not of the fallback,
+// nor of a name beyond max-topics.
+func TestOnTopicHearsOfEachTemplateTopicOnce(t *testing.T) {
+	var heard []string
+	b := routedBuilder(t, func(cfg *Config) {
+		cfg.Topic, cfg.FallbackTopic, cfg.MaxTopics = "logs-{service}", "logs-other", 2
+		cfg.OnTopic = func(topic, template string) { heard = append(heard, topic+"<-"+template) }
+	})
+	for _, line := range []string{`{"service":"a"}`, `{"service":"a"}`, `{"msg":"x"}`, `{"service":"b"}`, `{"service":"c"}`} {
+		before := len(heard)
+		r := b.build([]byte(line), "/var/log/app.log")
+		if len(heard) > before && !strings.HasPrefix(heard[len(heard)-1], r.Topic+"<-") {
+			t.Fatalf("line %s: heard %q, routed to %q", line, heard[len(heard)-1], r.Topic)
+		}
+	}
+	if want := []string{"logs-a<-logs-{service}", "logs-b<-logs-{service}"}; !slices.Equal(heard, want) {
+		t.Fatalf("OnTopic heard %v, want %v", heard, want)
+	}
 }

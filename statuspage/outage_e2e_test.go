@@ -166,3 +166,35 @@ func TestTelemetryExportOnThePage(t *testing.T) {
 	}
 	ag.stop()
 }
+
+// TestDestinationTemplateInTraces: an agent whose --topic is a template names each topic's
+// template on its records' send spans (messaging.destination.template): /api/traces shows it
+// for a line routed to logs-api by logs-{service}.
+func TestDestinationTemplateInTraces(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "logs-api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	bin := buildAgent(t, dir)
+	path := filepath.Join(dir, "app.log")
+	if err := os.WriteFile(path, []byte(strings.Repeat(`{"service":"api","msg":"hello"}`+"\n", 5)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ag := startPageAgent(t, bin, dir, "--tail", path, "--brokers", c.ListenAddrs()[0], "--topic", "logs-{service}",
+		"--format", "json", "--start-at", "beginning", "--state-dir", filepath.Join(dir, "state"), "--trace-sample-ratio", "1")
+	var traces []statuspage.Trace
+	waitFor(t, 30*time.Second, "a trace of logs-api in /api/traces", ag.logTail, func() bool {
+		var tb struct {
+			Traces []statuspage.Trace `json:"traces"`
+		}
+		getJSON(t, ag.base+"/api/traces", &tb)
+		traces = tb.Traces
+		return len(traces) > 0
+	})
+	if tr := traces[0]; tr.Topic != "logs-api" || tr.Template != "logs-{service}" {
+		t.Fatalf("trace of topic %q with template %q, want logs-api from logs-{service}", tr.Topic, tr.Template)
+	}
+	ag.stop()
+}

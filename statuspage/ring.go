@@ -25,10 +25,12 @@ const maxPending = 256
 
 // Trace is one sampled record's `send {topic}` span and its stage spans, as the page draws it.
 type Trace struct {
-	TraceID   string    `json:"trace_id"`
-	SpanID    string    `json:"span_id"`
-	Name      string    `json:"name"`
-	Topic     string    `json:"topic"`
+	TraceID string `json:"trace_id"`
+	SpanID  string `json:"span_id"`
+	Name    string `json:"name"`
+	Topic   string `json:"topic"`
+	// Template is the --topic template the topic's name came from (messaging.destination.template).
+	Template  string    `json:"template,omitempty"`
 	Partition string    `json:"partition,omitempty"`
 	Offset    *int64    `json:"offset,omitempty"`
 	Start     time.Time `json:"start"`
@@ -258,6 +260,8 @@ func buildTrace(s ringSpan, stages []pendingStage) Trace {
 		switch kv.Key {
 		case telemetry.AttrMessagingDestinationName:
 			t.Topic = kv.Value.AsString()
+		case telemetry.AttrMessagingDestinationTemplate:
+			t.Template = kv.Value.AsString()
 		case telemetry.AttrMessagingPartitionID:
 			t.Partition = kv.Value.Emit()
 		case telemetry.AttrMessagingKafkaOffset:

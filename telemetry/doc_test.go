@@ -160,6 +160,7 @@ func renderDoc() string {
 		{AttrMessagingSystem, "Required", "`kafka`; at creation"},
 		{AttrMessagingOperationType, "Conditionally Required", "`send`; at creation"},
 		{AttrMessagingDestinationName, "Conditionally Required", "the topic; at creation"},
+		{AttrMessagingDestinationTemplate, "Conditionally Required (if available)", "the agent's --topic template, for a topic a template named (logs-{service}); on the two metrics too"},
 		{AttrMessagingClientID, "Recommended", "the producer's `client.id`; at creation"},
 		{AttrMessagingKafkaTombstone, "Conditionally Required (if true)", "`true` for a record with a null value; at creation"},
 		{AttrMessagingKafkaKey, "Recommended (single message)", "the key, for a keyed record whose key is valid UTF-8 (the conventions: no attribute for a null key, nor for one without an unambiguous string form); at creation"},

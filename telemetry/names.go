@@ -147,9 +147,12 @@ const (
 	AttrDropReason      = "kafkatrail.reason"                 // why the agent dropped a line
 	// AttrDeadLetterDestination is where a dead letter went: topic or file.
 	AttrDeadLetterDestination = "kafkatrail.dead_letter.destination"
-	AttrTraceReason           = "kafkatrail.trace.reason"    // on send spans: sampled (at Send) | slow | error (at the callback)
-	AttrTraceThreshold        = "kafkatrail.trace.threshold" // on slow records' send spans: the latency threshold, s
-	AttrTraceLink             = "kafkatrail.trace.link"      // on a send span's links: what the linked span is (batch)
+	AttrTraceReason           = "kafkatrail.trace.reason" // on send spans: sampled (at Send) | slow | error (at the callback)
+	// AttrMessagingDestinationTemplate is the --topic template a topic's name came from (logs-{service}),
+	// on send spans and the conventions' two metrics, for topics a template named.
+	AttrMessagingDestinationTemplate = "messaging.destination.template"
+	AttrTraceThreshold               = "kafkatrail.trace.threshold" // on slow records' send spans: the latency threshold, s
+	AttrTraceLink                    = "kafkatrail.trace.link"      // on a send span's links: what the linked span is (batch)
 )
 
 // TraceLinkBatch is AttrTraceLink on a send span's link to its batch's doSend in another
@@ -249,8 +252,8 @@ type MetricDesc struct {
 
 // Metrics is every metric kafkatrail produces, in the order the README lists them.
 var Metrics = []MetricDesc{
-	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "Send called to callback returned, per record"},
-	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "records the producer attempted to send (put in a produce request), acknowledged or not; error.type on the ones that failed. A record that failed in Send or expired before it was ever sent is not counted (the conventions: MUST NOT count messages created but not sent); kafkatrail.producer.records.failed has it"},
+	{MetricOperationDuration, "histogram", "s", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingOperationType, AttrMessagingDestinationName, AttrMessagingDestinationTemplate, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "Send called to callback returned, per record"},
+	{MetricSentMessages, "counter", "{message}", []string{AttrMessagingSystem, AttrMessagingOperationName, AttrMessagingDestinationName, AttrMessagingDestinationTemplate, AttrMessagingPartitionID, AttrServerAddress, AttrServerPort, AttrErrorType}, "records the producer attempted to send (put in a produce request), acknowledged or not; error.type on the ones that failed. A record that failed in Send or expired before it was ever sent is not counted (the conventions: MUST NOT count messages created but not sent); kafkatrail.producer.records.failed has it"},
 	{MetricStageDuration, "histogram", "s", []string{AttrStage, AttrMessagingDestinationName}, "time in each lifecycle stage: read and append per record, the others per batch attempt"},
 	{MetricRecordAge, "histogram", "s", []string{AttrMessagingDestinationName}, "a record's age when the broker acknowledged it: from when its data was written (for the agent: the line's timestamp field, else its file's modification time at read, else, for stdin, the read) to the acknowledgement; only records whose Written is known"},
 	{MetricRecordQueueTime, "histogram", "s", []string{AttrMessagingDestinationName}, "batch created (or re-enqueued for retry) to drained"},

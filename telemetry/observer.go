@@ -40,6 +40,7 @@ type ProducerObserver struct {
 	m        *instruments
 
 	topics     sync.Map                   // topic -> *topicAttrs
+	templates  sync.Map                   // topic -> the template its name came from (SetDestinationTemplate)
 	lastTopic  atomic.Pointer[topicAttrs] // the last one looked up: most producers send to one topic
 	partitions sync.Map                   // partitionKey -> *partitionAttrs
 	nodes      sync.Map                   // int32 -> *nodeAttrs
@@ -589,6 +590,7 @@ type topicAttrs struct {
 	name     string
 	sendName string // the send span's: "send " + topic
 	dest     attribute.KeyValue
+	template attribute.KeyValue // messaging.destination.template; not Valid when none
 	destOpt  metric.MeasurementOption
 	// spanAttrs are the send span's attributes known at Send, the sampler's: shared, never
 	// modified (sendAttrs copies them).
@@ -623,11 +625,32 @@ func (t *topicAttrs) codecOption(codec string) metric.MeasurementOption {
 }
 
 func (t *topicAttrs) opAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{
+	kvs := []attribute.KeyValue{
 		attribute.String(AttrMessagingSystem, messagingSystemKafka),
 		attribute.String(AttrMessagingOperationName, messagingOperationSend),
 		attribute.String(AttrMessagingOperationType, messagingOperationSend),
 		t.dest,
+	}
+	if t.template.Valid() {
+		kvs = append(kvs, t.template)
+	}
+	return kvs
+}
+
+// SetDestinationTemplate says that topic's name came from template (the agent's --topic
+// template): its send spans and messaging metrics carry messaging.destination.template, which
+// the conventions require where the destination name is such a template's. Call it before the
+// topic's first record; a topic already seen starts new series.
+func (o *ProducerObserver) SetDestinationTemplate(topic, template string) {
+	o.templates.Store(topic, template)
+	if v, ok := o.topics.LoadAndDelete(topic); ok {
+		o.lastTopic.CompareAndSwap(v.(*topicAttrs), nil)
+		o.partitions.Range(func(k, _ any) bool {
+			if k.(partitionKey).topic == topic {
+				o.partitions.Delete(k)
+			}
+			return true
+		})
 	}
 }
 
@@ -641,6 +664,9 @@ func (o *ProducerObserver) topic(topic string) *topicAttrs {
 		return t
 	}
 	t := &topicAttrs{name: topic, sendName: SpanSendPrefix + topic, dest: attribute.String(AttrMessagingDestinationName, topic)}
+	if v, ok := o.templates.Load(topic); ok {
+		t.template = attribute.String(AttrMessagingDestinationTemplate, v.(string))
+	}
 	t.destOpt = metric.WithAttributeSet(attribute.NewSet(t.dest))
 	t.spanAttrs = t.opAttrs()
 	if o.clientID != "" {

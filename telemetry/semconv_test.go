@@ -305,3 +305,38 @@ func BenchmarkPartitionAttrs(b *testing.B) {
 		}
 	}
 }
+
+// TestDestinationTemplate: a topic named by a template (SetDestinationTemplate, which the agent
+// calls when its --topic template names a topic first) has messaging.destination.template on
+// its send spans and on both messaging metrics; another topic has none.
+func TestDestinationTemplate(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "logs-api", "plain")
+	h.obs.SetDestinationTemplate("logs-api", "logs-{service}")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	for _, topic := range []string{"logs-api", "plain"} {
+		if o := sendOne(t, p, context.Background(), &producer.Record{Topic: topic, Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	parent, _ := recordTraceOf(t, h, "send logs-api")
+	wantAttr(t, parent, AttrMessagingDestinationTemplate, "logs-{service}")
+	plain, _ := recordTraceOf(t, h, "send plain")
+	if v, ok := attrOf(plain, AttrMessagingDestinationTemplate); ok {
+		t.Errorf("a plain topic's span has %s=%v", AttrMessagingDestinationTemplate, v.AsInterface())
+	}
+	got := collect(t, h)
+	tmpl := attribute.String(AttrMessagingDestinationTemplate, "logs-{service}")
+	if n := sumOf(got[MetricSentMessages], attribute.String(AttrMessagingDestinationName, "logs-api"), tmpl); n != 1 {
+		t.Errorf("%s with the template = %d, want 1", MetricSentMessages, n)
+	}
+	var withTemplate uint64
+	for _, dp := range got[MetricOperationDuration].Data.(metricdata.Histogram[float64]).DataPoints {
+		if v, ok := dp.Attributes.Value(AttrMessagingDestinationTemplate); ok && v.AsString() == "logs-{service}" {
+			withTemplate += dp.Count
+		}
+	}
+	if withTemplate != 1 {
+		t.Errorf("%s points with the template: %d records, want 1", MetricOperationDuration, withTemplate)
+	}
+}

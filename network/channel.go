@@ -136,6 +136,9 @@ type channel struct {
 	// others are written by that goroutine before it emits Connected (or, on failure,
 	// Disconnected), so the selector reads them safely when it handles that event.
 	started, dialed, tlsDone, authenticated time.Time
+	// peer is the connection's remote address (IP:port) once dialed: the advertised name
+	// resolved, as ConnectionSetup.PeerAddr reports it.
+	peer string
 }
 
 func newChannel(id int32, addr string, cfg *Config, events chan<- event) *channel {
@@ -215,7 +218,7 @@ func (ch *channel) abandon() { ch.abandonMu.Do(func() { close(ch.abandoned) }) }
 // setup describes the connection attempt for telemetry; see the timestamps' comment for when
 // it may be called.
 func (ch *channel) setup(end time.Time, err error) ConnectionSetup {
-	s := ConnectionSetup{Node: ch.id, Addr: ch.addr, Start: ch.started, Dialed: ch.dialed,
+	s := ConnectionSetup{Node: ch.id, Addr: ch.addr, PeerAddr: ch.peer, Start: ch.started, Dialed: ch.dialed,
 		TLSDone: ch.tlsDone, Authenticated: ch.authenticated, End: end, TLS: ch.cfg.TLS != nil, Err: err}
 	if ch.cfg.SASL != nil {
 		s.SASLMechanism = ch.cfg.SASL.Mechanism
@@ -304,6 +307,9 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 		return nil, fmt.Errorf("network: dial %s: %w", ch.addr, err)
 	}
 	ch.dialed = time.Now()
+	if ra := conn.RemoteAddr(); ra != nil {
+		ch.peer = ra.String()
+	}
 	ch.mu.Lock()
 	if ch.killed {
 		ch.mu.Unlock()

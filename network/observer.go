@@ -35,6 +35,9 @@ type Observer interface {
 type ConnectionSetup struct {
 	Node int32
 	Addr string
+	// PeerAddr is the connection's remote address once TCP connected (Addr resolved: IP:port),
+	// "" before.
+	PeerAddr string
 	// Start is when the attempt began; Dialed when TCP connected; TLSDone when the TLS
 	// handshake finished; Authenticated when SASL finished; End when the attempt ended either way.
 	Start, Dialed, TLSDone, Authenticated, End time.Time

@@ -90,6 +90,11 @@ func (o *ProducerObserver) ConnectionSetupDone(s network.ConnectionSetup) {
 	}
 	o.m.connCreations.Add(ctx, 1, na.opt)
 	o.m.connSetup.Record(ctx, seconds(s.End.Sub(s.Start)), na.opt)
+	if a := na.addr.Load(); a != nil && s.PeerAddr != "" && a.peer != s.PeerAddr {
+		// The send spans of records this node leads name where its connection went
+		// (network.peer.*); partitions see the new address and rebuild their sets.
+		na.addr.CompareAndSwap(a, a.withPeer(s.PeerAddr))
+	}
 	o.conn.mu.Lock()
 	o.conn.pending[s.Node] = &pendingConnect{setup: s}
 	o.conn.mu.Unlock()
@@ -153,6 +158,9 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 		attrs = append(attrs, attribute.String(AttrSASLMechanism, s.SASLMechanism))
 	}
 	attrs = appendServer(attrs, s.Addr)
+	if s.PeerAddr != "" {
+		attrs = append(attrs, newBrokerAddr("", 0).withPeer(s.PeerAddr).peerKVs...)
+	}
 	ctx, span := o.tracer.Start(markDecided(context.Background()), SpanConnect,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.Start), trace.WithAttributes(attrs...))
 	c := tiler{at: nanos(s.Start)}

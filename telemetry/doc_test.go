@@ -167,6 +167,8 @@ func renderDoc() string {
 		{AttrMessagingPartitionID, "Recommended", "the partition, as a string"},
 		{AttrServerAddress, "Recommended", "the partition leader's advertised host, from the metadata responses, for the node the batch was drained for"},
 		{AttrServerPort, "Recommended", "the leader's advertised port"},
+		{AttrNetworkPeerAddress, "Recommended", "the IP the leader's connection reached (its advertised name resolved); also on `connect` spans"},
+		{AttrNetworkPeerPort, "Recommended (if network.peer.address is set)", "the port the leader's connection reached"},
 		{AttrMessagingKafkaClusterID, "Recommended", "the cluster id of the latest metadata response that had one (a record completes after its topic's metadata arrived, so every record that reached a batch has it)"},
 		{AttrMessagingKafkaOffset, "Recommended (single message)", "the record's offset, once acknowledged"},
 		{AttrErrorType, "Conditionally Required (on failure)", "the Kafka error's name, or one of kafkatrail's (`DELIVERY_TIMEOUT`, ...); with an error status"},

@@ -129,6 +129,8 @@ const (
 	AttrErrorType                = "error.type"                         // Kafka error name, e.g. TOPIC_AUTHORIZATION_FAILED
 	AttrServerAddress            = "server.address"                     // broker host
 	AttrServerPort               = "server.port"                        // broker port
+	AttrNetworkPeerAddress       = "network.peer.address"               // the IP its connection reached (the advertised name resolved)
+	AttrNetworkPeerPort          = "network.peer.port"                  // the port its connection reached
 	AttrNetworkIODirection       = "network.io.direction"               // transmit | receive
 	AttrLogFilePath              = "log.file.path"                      // agent: the file (not set for stdin)
 

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"net"
 	"strconv"
 	"sync"
 
@@ -22,6 +23,25 @@ type brokerAddr struct {
 	host string
 	port int
 	kvs  [2]attribute.KeyValue // server.address, server.port
+	// peer is the address its connection reached (the advertised name resolved), for
+	// network.peer.address and network.peer.port on spans; peerKVs is empty before the first
+	// connection (and after the node's address changed, until it connects again).
+	peer    string
+	peerKVs []attribute.KeyValue
+}
+
+// withPeer returns a's copy with the connection's remote address peer (IP:port).
+func (a *brokerAddr) withPeer(peer string) *brokerAddr {
+	c := &brokerAddr{host: a.host, port: a.port, kvs: a.kvs, peer: peer}
+	host, port, err := net.SplitHostPort(peer)
+	if err != nil {
+		return c
+	}
+	c.peerKVs = []attribute.KeyValue{attribute.String(AttrNetworkPeerAddress, host)}
+	if p, err := strconv.Atoi(port); err == nil {
+		c.peerKVs = append(c.peerKVs, attribute.Int(AttrNetworkPeerPort, p))
+	}
+	return c
 }
 
 func newBrokerAddr(host string, port int) *brokerAddr {

@@ -340,3 +340,30 @@ func TestDestinationTemplate(t *testing.T) {
 		t.Errorf("%s points with the template: %d records, want 1", MetricOperationDuration, withTemplate)
 	}
 }
+
+// TestNetworkPeerOnSpans: a record's send span names where the leader's connection went
+// (network.peer.address and network.peer.port: the advertised name resolved), as does the
+// connect span.
+func TestNetworkPeerOnSpans(t *testing.T) {
+	h := newHarness(t, sdktrace.AlwaysSample())
+	c := newKfake(t, "orders")
+	p := newProducer(t, c.ListenAddrs(), h.obs, nil)
+	if o := sendOne(t, p, context.Background(), &producer.Record{Topic: "orders", Partition: producer.PartitionAny, Value: []byte("v")}); o.err != nil {
+		t.Fatal(o.err)
+	}
+	host, port, _ := net.SplitHostPort(c.ListenAddrs()[0])
+	parent, _ := recordTraceOf(t, h, "send orders")
+	wantAttr(t, parent, AttrNetworkPeerAddress, host)
+	wantAttr(t, parent, AttrNetworkPeerPort, int64(mustAtoi(t, port)))
+	found := false
+	for _, s := range h.spans.Ended() {
+		if s.Name() == SpanConnect {
+			if v, ok := attrOf(s, AttrNetworkPeerAddress); ok && v.AsString() == host {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no %s span with %s=%s", SpanConnect, AttrNetworkPeerAddress, host)
+	}
+}

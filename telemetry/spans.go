@@ -401,6 +401,7 @@ func (r *TracedRecord) appendEndAttrs(attrs []attribute.KeyValue) []attribute.Ke
 	}
 	if r.pa != nil && r.pa.addr != nil {
 		attrs = append(attrs, r.pa.addr.kvs[:]...)
+		attrs = append(attrs, r.pa.addr.peerKVs...)
 	}
 	if r.offset >= 0 {
 		attrs = append(attrs, attribute.Int64(AttrMessagingKafkaOffset, r.offset))
@@ -545,7 +546,7 @@ func (a *spanArena) reset() {
 func (r *TracedRecord) Spans(dst []RecordSpan) []RecordSpan { return r.appendSpans(dst, nil, false) }
 
 // maxEndAttrs is how many attributes appendEndAttrs adds at most.
-const maxEndAttrs = 6
+const maxEndAttrs = 8
 
 // endWithTracer makes the stage spans with the tracer, as children of the send span started
 // at Send, and ends that.

@@ -91,7 +91,7 @@ func checkSendConventions(tr jaegerTrace, op string) string {
 			return fmt.Sprintf("span.kind %v, want producer", k)
 		}
 		for _, k := range []string{"messaging.system", "messaging.destination.name", "messaging.destination.partition.id",
-			"server.address", "server.port", "messaging.kafka.cluster.id", "messaging.kafka.offset"} {
+			"server.address", "server.port", "network.peer.address", "network.peer.port", "messaging.kafka.cluster.id", "messaging.kafka.offset"} {
 			if _, ok := tags[k]; !ok {
 				return fmt.Sprintf("no %s among the send span's tags %v", k, tags)
 			}

@@ -96,6 +96,11 @@ func TestOldestUnackedDuringAnOutage(t *testing.T) {
 		t.Errorf("%d lines acknowledged during the outage", f.LinesAcked-acked)
 	}
 	dom := runChromium(t, chromium, "--dump-dom", ag.base+"/")
+	if shot := os.Getenv("KAFKATRAIL_OUTAGE_SCREENSHOT"); shot != "" {
+		// The page during the outage, for a person to look at.
+		runChromium(t, chromium, "--screenshot="+shot, "--window-size=1280,1100", "--hide-scrollbars", ag.base+"/")
+		t.Logf("screenshot during the outage: %s", shot)
+	}
 	cell := regexp.MustCompile(`<td class="oldest warn"[^>]*>([^<]*)</td>`).FindStringSubmatch(dom)
 	if cell == nil || !strings.HasSuffix(cell[1], " s") {
 		t.Errorf("the page's Files table shows no oldest unacknowledged age in warning: %v", cell)

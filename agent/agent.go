@@ -291,6 +291,10 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 	}
 }
 
+// ClientInstanceID is the client instance id the broker assigned the agent's producer for its
+// client metrics (KIP-714), "" until it did. Safe for concurrent use.
+func (a *Agent) ClientInstanceID() string { return a.prod.ClientInstanceID() }
+
 // topicTemplate tells the telemetry which template a topic's name came from
 // (messaging.destination.template), as a template names it for the first time.
 func (a *Agent) topicTemplate(topic, template string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,6 +73,10 @@ type telemetrySubscription struct {
 // runOnce calls maybeUpdate, which sends at most one request and says how long the poll may
 // sleep; the responses come back through the request callbacks, from the same Poll.
 type telemetryPusher struct {
+	// instance is the client instance id the broker assigned (uuidString), read by
+	// Producer.ClientInstanceID from any goroutine; nil before the first subscription.
+	instance atomic.Pointer[string]
+
 	client           KafkaClient
 	metrics          *clientMetrics
 	log              *slog.Logger
@@ -380,6 +385,9 @@ func (p *telemetryPusher) handleSubscription(r *kmsg.GetTelemetrySubscriptionsRe
 			"compression", sub.codec.String(), "delta", sub.delta)
 	}
 	p.sub = sub
+	if id := uuidString(sub.instanceID); p.instance.Load() == nil || *p.instance.Load() != id {
+		p.instance.Store(&id)
+	}
 	p.lastRequest = now
 	if sub.sel.none() {
 		// Nothing asked for: look again after the interval.
@@ -438,3 +446,18 @@ func (p *telemetryPusher) closing(now time.Time) bool {
 // uuidString writes a Kafka Uuid as Uuid.toString does (base64url, no padding), the form the
 // broker's logs and kafka-client-metrics --list show.
 func uuidString(u [16]byte) string { return base64.RawURLEncoding.EncodeToString(u[:]) }
+
+// ClientInstanceID is the client instance id the broker assigned this producer for its
+// client metrics (KIP-714: Java's KafkaProducer.clientInstanceId), in Kafka's Uuid form; "" before
+// the first subscription, or with enable.metrics.push=false. The broker labels the metrics
+// it receives with it, so it joins them with the producer's own telemetry. Safe for
+// concurrent use.
+func (p *Producer) ClientInstanceID() string {
+	if p.sender == nil || p.sender.telemetry == nil {
+		return ""
+	}
+	if id := p.sender.telemetry.instance.Load(); id != nil {
+		return *id
+	}
+	return ""
+}

@@ -144,6 +144,11 @@ func TestRealBrokerTelemetryPush(t *testing.T) {
 	if len(pushes) < 2 {
 		t.Fatalf("%d pushes from %s in the receiver's file after 15 s, want >= 2 (broker log: %s)", len(pushes), clientID, os.Getenv("KAFKA_BROKER_LOG"))
 	}
+	// The id the broker assigned and labels the pushes with is the producer's (Java's
+	// KafkaProducer.clientInstanceId): what joins them with the agent's own telemetry.
+	if id := p.ClientInstanceID(); id == "" || id != pushes[0].instanceID {
+		t.Fatalf("ClientInstanceID() = %q, the broker received pushes from instance %q", id, pushes[0].instanceID)
+	}
 	// The operator changes the subscription: the next push meets UNKNOWN_SUBSCRIPTION_ID, the
 	// producer asks for the subscription again at once and pushes the new prefix too.
 	before := len(readTelemetryPushes(t, file, from))

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/statuspage"
 )
 
@@ -200,6 +201,39 @@ func TestDestinationTemplateInTraces(t *testing.T) {
 	})
 	if tr := traces[0]; tr.Topic != "logs-api" || tr.Template != "logs-{service}" {
 		t.Fatalf("trace of topic %q with template %q, want logs-api from logs-{service}", tr.Topic, tr.Template)
+	}
+	ag.stop()
+}
+
+// TestClientInstanceIDOnThePage: on a broker that takes client metrics (KIP-714), the client
+// instance id it assigns the agent's producer is in /api/status and on the page's telemetry
+// line: the broker labels this client's pushed metrics with it.
+func TestClientInstanceIDOnThePage(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	if os.Getenv("KAFKA_CLIENT_TELEMETRY_FILE") == "" {
+		t.Fatal("the broker has no client telemetry receiver (KAFKA_CLIENT_TELEMETRY_FILE unset): `make test` starts it with one; by hand, start it with KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN=1 scripts/kafka/broker.sh start")
+	}
+	chromium := findChromium(t)
+	topic := kafkatest.NewTopic(t, 1)
+	dir := t.TempDir()
+	bin := buildAgent(t, dir)
+	path := filepath.Join(dir, "app.log")
+	if err := os.WriteFile(path, []byte("one line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ag := startPageAgent(t, bin, dir, "--tail", path, "--brokers", bootstrap, "--topic", topic, "--start-at", "beginning",
+		"--state-dir", filepath.Join(dir, "state"))
+	var st statuspage.Status
+	waitFor(t, 30*time.Second, "a client instance id in /api/status", ag.logTail, func() bool {
+		getJSON(t, ag.base+"/api/status", &st)
+		return st.ClientInstanceID != ""
+	})
+	if !strings.Contains(ag.logTail(), st.ClientInstanceID) {
+		t.Errorf("the agent's log does not name client instance %s (its subscription line)", st.ClientInstanceID)
+	}
+	dom := runChromium(t, chromium, "--dump-dom", ag.base+"/")
+	if !strings.Contains(dom, "client instance "+st.ClientInstanceID) {
+		t.Errorf("the page does not show client instance %s", st.ClientInstanceID)
 	}
 	ag.stop()
 }

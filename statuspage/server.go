@@ -82,6 +82,9 @@ type Sources struct {
 	Inputs func() []Input
 	// Telemetry is the agent's own telemetry export (telemetry.Provider.Status).
 	Telemetry func() telemetry.TelemetryStatus
+	// ClientInstanceID is the client instance id the broker assigned for client metrics
+	// (KIP-714), "" until it did.
+	ClientInstanceID func() string
 }
 
 // Telemetry is /api/status's account of the agent's own telemetry: each OTLP export's health
@@ -508,6 +511,9 @@ type Status struct {
 	Inputs []Input `json:"inputs"`
 	// Telemetry is the agent's own telemetry export; absent when it has none.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	// ClientInstanceID is the client instance id the broker assigned the producer for its
+	// client metrics (KIP-714): the broker's metrics of this client carry it.
+	ClientInstanceID string `json:"client_instance_id,omitempty"`
 }
 
 // LineAge summarises kafkatrail.producer.record.age over a window: a line's age at
@@ -588,6 +594,9 @@ func (s *Server) StatusNow() Status {
 	}
 	if src.Inputs != nil {
 		st.Inputs = append(st.Inputs, src.Inputs()...)
+	}
+	if src.ClientInstanceID != nil {
+		st.ClientInstanceID = src.ClientInstanceID()
 	}
 	if src.Telemetry != nil {
 		ts := src.Telemetry()

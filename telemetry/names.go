@@ -130,6 +130,7 @@ const (
 	AttrServerAddress            = "server.address"                     // broker host
 	AttrServerPort               = "server.port"                        // broker port
 	AttrNetworkPeerAddress       = "network.peer.address"               // the IP its connection reached (the advertised name resolved)
+	AttrClientInstanceID         = "kafkatrail.client.instance.id"      // the KIP-714 client instance id the broker assigned
 	AttrNetworkPeerPort          = "network.peer.port"                  // the port its connection reached
 	AttrNetworkIODirection       = "network.io.direction"               // transmit | receive
 	AttrLogFilePath              = "log.file.path"                      // agent: the file (not set for stdin)
@@ -205,6 +206,9 @@ const (
 
 	// Telemetry itself.
 	MetricSpansDropped = "kafkatrail.telemetry.spans.dropped" // counter {span}: spans dropped because the export queue was full
+	// gauge {instance}, kafkatrail.client.instance.id: 1 for the client instance id the broker
+	// assigned (KIP-714), once it did: it joins the broker's client metrics with these.
+	MetricClientInstance = "kafkatrail.producer.client.instance"
 
 	// Agent: per file (log.file.path; kafkatrail.input="stdin" for stdin). Recorded through Provider.Agent().
 	MetricAgentLinesRead     = "kafkatrail.agent.lines.read"     // counter {line}
@@ -280,6 +284,7 @@ var Metrics = []MetricDesc{
 	{MetricConnectionFailures, "counter", "{connection}", []string{AttrNodeID, AttrErrorType}, "connection attempts that failed"},
 	{MetricConnectionSetup, "histogram", "s", []string{AttrNodeID}, "connection attempt to established (TCP, TLS, SASL)"},
 	{MetricSpansDropped, "counter", "{span}", nil, "spans dropped because the export queue was full"},
+	{MetricClientInstance, "gauge", "{instance}", []string{AttrClientInstanceID}, "1, with the client instance id the broker assigned the producer for its client metrics (KIP-714), once it did (enable.metrics.push and a broker that takes them): the broker labels the metrics it receives with the same id (client_instance_id), so a query can join the two (an info metric, as target_info)"},
 	{MetricAgentLinesRead, "counter", "{line}", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "lines read"},
 	{MetricAgentBytesRead, "counter", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes read"},
 	{MetricAgentFileBehind, "gauge", "By", []string{AttrLogFilePath, AttrInput, AttrAgentInput}, "bytes between the read offset and the end of the file"},

@@ -143,6 +143,29 @@ func (p *Provider) Status() TelemetryStatus {
 	return st
 }
 
+// WatchClientInstance reports id(), the client instance id the broker assigned the producer
+// for its client metrics (KIP-714; "" until it did), as kafkatrail.producer.client.instance:
+// resources are fixed when the providers are built, and the id comes later, from the broker;
+// this info metric carries it beside the agent's metrics, to join them with the broker's.
+func (p *Provider) WatchClientInstance(id func() string) error {
+	if p == nil || p.sdkMP == nil {
+		return nil
+	}
+	meter := p.sdkMP.Meter(InstrumentationName)
+	g, err := meter.Int64ObservableGauge(MetricClientInstance, metric.WithUnit("{instance}"),
+		metric.WithDescription("1 with the client instance id the broker assigned (KIP-714)."))
+	if err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if v := id(); v != "" {
+			o.ObserveInt64(g, 1, metric.WithAttributes(attribute.String(AttrClientInstanceID, v)))
+		}
+		return nil
+	}, g)
+	return err
+}
+
 // Setup builds the providers the way every OpenTelemetry SDK does, from the environment:
 //
 //   - OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER: otlp (the default), console, none, and

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +143,54 @@ func TestSetupNothingExportedInstallsNoObserver(t *testing.T) {
 				t.Fatalf("the observer saw the broker connection: %v; want %v", seen, withReader)
 			}
 		})
+	}
+}
+
+// TestWatchClientInstance: the client instance id the broker assigned reaches the metric
+// readers as kafkatrail.producer.client.instance, once it is known; nothing before.
+func TestWatchClientInstance(t *testing.T) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	reader := sdkmetric.NewManualReader()
+	prov, err := Setup(context.Background(), Config{ExtraMetricReader: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prov.Shutdown(context.Background())
+	var id atomic.Pointer[string]
+	if err := prov.WatchClientInstance(func() string {
+		if v := id.Load(); v != nil {
+			return *v
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() map[string]metricdata.Metrics {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]metricdata.Metrics{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				out[m.Name] = m
+			}
+		}
+		return out
+	}
+	if m, ok := read()[MetricClientInstance]; ok && len(m.Data.(metricdata.Gauge[int64]).DataPoints) > 0 {
+		t.Fatalf("%s before the broker assigned an id: %+v", MetricClientInstance, m.Data)
+	}
+	v := "Ck1Zq2yTRbOq3J6z0l4mFw"
+	id.Store(&v)
+	m := read()[MetricClientInstance]
+	g, ok := m.Data.(metricdata.Gauge[int64])
+	if !ok || len(g.DataPoints) != 1 || g.DataPoints[0].Value != 1 {
+		t.Fatalf("%s = %+v, want one point of 1", MetricClientInstance, m.Data)
+	}
+	if got, _ := g.DataPoints[0].Attributes.Value(AttrClientInstanceID); got.AsString() != v {
+		t.Fatalf("%s's %s = %q, want %q", MetricClientInstance, AttrClientInstanceID, got.AsString(), v)
 	}
 }

@@ -134,11 +134,15 @@ func run(args []string, stdin *os.File, stdout, stderr io.Writer, environ []stri
 		printConfigError(stderr, err)
 		return exitUsage
 	}
+	if err := tel.WatchClientInstance(a.ClientInstanceID); err != nil {
+		log.Warn("telemetry: the client instance metric", "error", err)
+	}
 	ctx, stop := signalContext(log, func() { reload(args, environ, level, a, log) })
 	defer stop()
 	if page != nil {
 		src := statuspage.AgentSources(a, tel.Observer())
 		src.Telemetry = tel.Status
+		src.ClientInstanceID = a.ClientInstanceID
 		page.Start(ctx, src)
 		log.Info("status page", "url", "http://"+page.Addr()+"/")
 		// Connect now, so that /readyz turns ready before the first line.

@@ -41,6 +41,7 @@ var projectEnv = map[string]string{
 	"KAFKATRAIL_DIST":                    "scripts/release-test.sh: the dist/ directory of `make release` that release/'s tests install from",
 	"KAFKATRAIL_TEST_DEBUG":              "tests log the producer at debug level",
 	"KAFKATRAIL_SCREENSHOT":              "the browser test leaves its screenshot of the status page in this file",
+	"KAFKATRAIL_OUTAGE_SCREENSHOT":       "the outage test leaves its screenshot of the status page during the outage in this file",
 }
 
 // envTarget is what one variable sets: a key of the koanf map, read as a list or as a string.

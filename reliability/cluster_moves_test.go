@@ -49,7 +49,8 @@ func (c *cluster) advertise(t *testing.T, n int, addr string) {
 }
 
 // move kills every node and starts them again with their client listeners shift ports from
-// home (0: home), then reads the new addresses (bootstrap, nodes) back from cluster.sh env.
+// home (0: home), then reads the new addresses (bootstrap, nodes) back from cluster.sh env:
+// the scenarios after it use the cluster where it is now.
 func (c *cluster) move(t *testing.T, shift int) {
 	t.Helper()
 	c.mustRun(t, "move", strconv.Itoa(shift))
@@ -262,7 +263,6 @@ func clusterMoved(t *testing.T, c *cluster) {
 	bootstrap := newProxy(t, "bootstrap", home)
 	p := newPair(t, c, fmt.Sprintf("n. the cluster moves: every broker killed and restarted on another port behind one stable bootstrap address, under %s lines/s",
 		num(int64(clusterRate))), rotatedAssignment(6, 0), nil, clientSpec{bootstrap: bootstrap.Listen}, nil)
-	t.Cleanup(func() { c.move(t, 0) }) // after the topics' deletion is registered: runs before it
 	p.start()
 	p.f.pace(clusterRate)
 	p.warm()

@@ -465,6 +465,8 @@ cmd_move() {
   done
   echo "$shift" >"$STATE/shift"
   for i in "${NODES[@]}"; do write_node_config "$i"; done
+  # Every node recovers its logs after the kill, all at once: give them twice the time.
+  START_DEADLINE=$((START_DEADLINE * 2))
   cmd_restart "${NODES[@]}"
 }
 

@@ -26,11 +26,7 @@ import (
 // table (headless Chromium), and it falls back to below a second once the broker answers again.
 func TestOldestUnackedDuringAnOutage(t *testing.T) {
 	chromium := findChromium(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outage"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kfakeBroker(t, "outage")
 	dir := t.TempDir()
 	bin := buildAgent(t, dir)
 	path := filepath.Join(dir, "app.log")
@@ -124,11 +120,7 @@ func TestOldestUnackedDuringAnOutage(t *testing.T) {
 // the page's line about its own telemetry.
 func TestTelemetryExportOnThePage(t *testing.T) {
 	chromium := findChromium(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "export"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kfakeBroker(t, "export")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -177,11 +169,7 @@ func TestTelemetryExportOnThePage(t *testing.T) {
 // template on its records' send spans (messaging.destination.template): /api/traces shows it
 // for a line routed to logs-api by logs-{service}.
 func TestDestinationTemplateInTraces(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "logs-api"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kfakeBroker(t, "logs-api")
 	dir := t.TempDir()
 	bin := buildAgent(t, dir)
 	path := filepath.Join(dir, "app.log")
@@ -236,4 +224,15 @@ func TestClientInstanceIDOnThePage(t *testing.T) {
 		t.Errorf("the page does not show client instance %s", st.ClientInstanceID)
 	}
 	ag.stop()
+}
+
+// kfakeBroker is an in-process one-broker kfake cluster with topics, closed when the test ends.
+func kfakeBroker(t *testing.T, topics ...string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

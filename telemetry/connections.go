@@ -159,7 +159,7 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 	}
 	attrs = appendServer(attrs, s.Addr)
 	if s.PeerAddr != "" {
-		attrs = append(attrs, newBrokerAddr("", 0).withPeer(s.PeerAddr).peerKVs...)
+		attrs = append(attrs, peerAttrs(s.PeerAddr)...)
 	}
 	ctx, span := o.tracer.Start(markDecided(context.Background()), SpanConnect,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.Start), trace.WithAttributes(attrs...))

@@ -32,16 +32,21 @@ type brokerAddr struct {
 
 // withPeer returns a's copy with the connection's remote address peer (IP:port).
 func (a *brokerAddr) withPeer(peer string) *brokerAddr {
-	c := &brokerAddr{host: a.host, port: a.port, kvs: a.kvs, peer: peer}
+	return &brokerAddr{host: a.host, port: a.port, kvs: a.kvs, peer: peer, peerKVs: peerAttrs(peer)}
+}
+
+// peerAttrs are network.peer.address and network.peer.port of a connection's remote address
+// peer (IP:port); none when it does not parse.
+func peerAttrs(peer string) []attribute.KeyValue {
 	host, port, err := net.SplitHostPort(peer)
 	if err != nil {
-		return c
+		return nil
 	}
-	c.peerKVs = []attribute.KeyValue{attribute.String(AttrNetworkPeerAddress, host)}
+	kvs := []attribute.KeyValue{attribute.String(AttrNetworkPeerAddress, host)}
 	if p, err := strconv.Atoi(port); err == nil {
-		c.peerKVs = append(c.peerKVs, attribute.Int(AttrNetworkPeerPort, p))
+		kvs = append(kvs, attribute.Int(AttrNetworkPeerPort, p))
 	}
-	return c
+	return kvs
 }
 
 func newBrokerAddr(host string, port int) *brokerAddr {

@@ -48,13 +48,11 @@ type slowTracer struct {
 	follow    bool          // the threshold follows the moving p99
 	hist      latencyHistogram
 	windowEnd time.Time
-	budget    int // slow traces left this second
-	budgetEnd time.Time
-	perSecond int
+	budget    traceBudget // slow traces a second
 }
 
 func newSlowTracer(o *ProducerObserver, slowerThan time.Duration) *slowTracer {
-	s := &slowTracer{o: o, threshold: slowerThan, perSecond: DefaultSlowTracesPerSecond}
+	s := &slowTracer{o: o, threshold: slowerThan, budget: traceBudget{perSecond: DefaultSlowTracesPerSecond}}
 	if slowerThan == SlowerThanP99 {
 		s.follow = true
 		s.threshold = math.MaxInt64
@@ -75,9 +73,6 @@ func (s *slowTracer) Threshold() time.Duration {
 func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callbacksStart, callbacksEnd time.Time, traced func(i int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if callbacksEnd.After(s.budgetEnd) {
-		s.budget, s.budgetEnd = s.perSecond, callbacksEnd.Add(time.Second)
-	}
 	// Nanoseconds, not times: every record is measured, few are traced.
 	end := callbacksEnd.UnixNano()
 	i := -1
@@ -87,10 +82,9 @@ func (s *slowTracer) batchDone(b *accumulator.ProducerBatch, err error, callback
 		if s.follow {
 			s.hist.add(d)
 		}
-		if isTraced || d <= s.threshold || s.budget == 0 {
+		if isTraced || d <= s.threshold || !s.budget.take(callbacksEnd) {
 			continue
 		}
-		s.budget--
 		if s.trace(b, i, b.UntracedTiming(i), err, callbacksStart, callbacksEnd) {
 			traced(i)
 		}

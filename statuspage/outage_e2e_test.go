@@ -1,19 +1,27 @@
 package statuspage_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	"google.golang.org/grpc"
 
+	"github.com/kafkatrail/kafkatrail/internal/grpctest"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/statuspage"
 )
@@ -195,13 +203,21 @@ func TestDestinationTemplateInTraces(t *testing.T) {
 
 // TestClientInstanceIDOnThePage: on a broker that takes client metrics (KIP-714), the client
 // instance id it assigns the agent's producer is in /api/status and on the page's telemetry
-// line: the broker labels this client's pushed metrics with it.
+// line, and it becomes a resource attribute (kafkatrail.client.instance.id) of the traces and
+// metrics the agent exports over OTLP from then on: the broker labels this client's pushed
+// metrics with the same id (TestRealBrokerTelemetryPush checks the producer's id is the
+// broker's label), so the two can be joined.
 func TestClientInstanceIDOnThePage(t *testing.T) {
 	bootstrap := kafkatest.Bootstrap(t)
 	if os.Getenv("KAFKA_CLIENT_TELEMETRY_FILE") == "" {
 		t.Fatal("the broker has no client telemetry receiver (KAFKA_CLIENT_TELEMETRY_FILE unset): `make test` starts it with one; by hand, start it with KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN=1 scripts/kafka/broker.sh start")
 	}
 	chromium := findChromium(t)
+	coll := &resourceCollector{}
+	addr := grpctest.Serve(t, func(srv *grpc.Server) {
+		colltrace.RegisterTraceServiceServer(srv, coll)
+		collmetrics.RegisterMetricsServiceServer(srv, metricsResources{c: coll})
+	})
 	topic := kafkatest.NewTopic(t, 1)
 	dir := t.TempDir()
 	bin := buildAgent(t, dir)
@@ -209,8 +225,9 @@ func TestClientInstanceIDOnThePage(t *testing.T) {
 	if err := os.WriteFile(path, []byte("one line\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ag := startPageAgent(t, bin, dir, "--tail", path, "--brokers", bootstrap, "--topic", topic, "--start-at", "beginning",
-		"--state-dir", filepath.Join(dir, "state"))
+	ag := startPageAgentEnv(t, bin, dir, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + addr, "OTEL_METRIC_EXPORT_INTERVAL=500"},
+		"--tail", path, "--brokers", bootstrap, "--topic", topic, "--start-at", "beginning",
+		"--state-dir", filepath.Join(dir, "state"), "--trace-sample-ratio", "1")
 	var st statuspage.Status
 	waitFor(t, 30*time.Second, "a client instance id in /api/status", ag.logTail, func() bool {
 		getJSON(t, ag.base+"/api/status", &st)
@@ -223,7 +240,79 @@ func TestClientInstanceIDOnThePage(t *testing.T) {
 	if !strings.Contains(dom, "client instance "+st.ClientInstanceID) {
 		t.Errorf("the page does not show client instance %s", st.ClientInstanceID)
 	}
+	// A line written now is traced (ratio 1) and exported after the id arrived.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("a line after the id\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitFor(t, 30*time.Second, "traces and metrics exported with the client instance id in their resource", ag.logTail, func() bool {
+		return coll.has("traces", st.ClientInstanceID) && coll.has("metrics", st.ClientInstanceID)
+	})
+	for _, id := range coll.ids() {
+		if id != "" && id != st.ClientInstanceID {
+			t.Errorf("an export's resource names client instance %q, the agent's is %q", id, st.ClientInstanceID)
+		}
+	}
 	ag.stop()
+}
+
+// resourceCollector is an OTLP/gRPC receiver that keeps, per signal, the
+// kafkatrail.client.instance.id of every resource it received ("" for none).
+type resourceCollector struct {
+	colltrace.UnimplementedTraceServiceServer
+	mu   sync.Mutex
+	seen map[string][]string // signal: ids
+}
+
+func (c *resourceCollector) note(signal string, attrs []*commonpb.KeyValue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string][]string{}
+	}
+	id := ""
+	for _, kv := range attrs {
+		if kv.Key == "kafkatrail.client.instance.id" {
+			id = kv.Value.GetStringValue()
+		}
+	}
+	c.seen[signal] = append(c.seen[signal], id)
+}
+
+func (c *resourceCollector) has(signal, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.seen[signal], id)
+}
+
+func (c *resourceCollector) ids() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append(slices.Clone(c.seen["traces"]), c.seen["metrics"]...)
+}
+
+func (c *resourceCollector) Export(_ context.Context, req *colltrace.ExportTraceServiceRequest) (*colltrace.ExportTraceServiceResponse, error) {
+	for _, rs := range req.ResourceSpans {
+		c.note("traces", rs.GetResource().GetAttributes())
+	}
+	return &colltrace.ExportTraceServiceResponse{}, nil
+}
+
+// metricsResources is resourceCollector's metrics service (both services' methods are Export).
+type metricsResources struct {
+	collmetrics.UnimplementedMetricsServiceServer
+	c *resourceCollector
+}
+
+func (m metricsResources) Export(_ context.Context, req *collmetrics.ExportMetricsServiceRequest) (*collmetrics.ExportMetricsServiceResponse, error) {
+	for _, rm := range req.ResourceMetrics {
+		m.c.note("metrics", rm.GetResource().GetAttributes())
+	}
+	return &collmetrics.ExportMetricsServiceResponse{}, nil
 }
 
 // kfakeBroker is an in-process one-broker kfake cluster with topics, closed when the test ends.

@@ -161,7 +161,7 @@ func (o *ProducerObserver) connectSpan(pc *pendingConnect, end time.Time, err er
 	if s.PeerAddr != "" {
 		attrs = append(attrs, peerAttrs(s.PeerAddr)...)
 	}
-	ctx, span := o.tracer.Start(markDecided(context.Background()), SpanConnect,
+	ctx, span := o.tracer.Start(markDecided(context.Background(), trace.TraceState{}), SpanConnect,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.Start), trace.WithAttributes(attrs...))
 	c := tiler{at: nanos(s.Start)}
 	steps := []struct {
@@ -223,7 +223,7 @@ func (o *ProducerObserver) requestSpan(name string, r *inflight.Request, receive
 	attrs := appendServer([]attribute.KeyValue{attribute.String(AttrMessagingSystem, messagingSystemKafka),
 		attribute.Int(AttrNodeID, int(r.Destination)),
 		attribute.Int(AttrCorrelationID, int(r.CorrelationID)), attribute.Int(AttrAPIVersion, int(r.APIVersion))}, addr)
-	_, span := o.tracer.Start(markDecided(context.Background()), name,
+	_, span := o.tracer.Start(markDecided(context.Background(), trace.TraceState{}), name,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(r.Queued), trace.WithAttributes(attrs...))
 	if err != nil {
 		span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))

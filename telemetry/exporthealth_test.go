@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -51,7 +52,7 @@ func TestExportFailuresLoggedOnceThenRecovery(t *testing.T) {
 			case <-stop:
 				return
 			case <-tick.C:
-				_, span := prov.TracerProvider().Tracer("test").Start(markDecided(context.Background()), "s")
+				_, span := prov.TracerProvider().Tracer("test").Start(markDecided(context.Background(), trace.TraceState{}), "s")
 				span.End()
 			}
 		}

@@ -312,7 +312,7 @@ func TestDeltaPreferenceGivesDeltaHistograms(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1") // never reached: collected by hand
 	hist := NewHistograms()
-	reader, own, _, err := newMetricReader(context.Background(), hist, nil, ReadEnv(os.Getenv))
+	reader, own, _, err := newMetricReader(context.Background(), hist, nil, nil, ReadEnv(os.Getenv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestDeltaPreferenceGivesDeltaHistograms(t *testing.T) {
 	}
 
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram")
-	if _, own, _, err := newMetricReader(context.Background(), NewHistograms(), nil, ReadEnv(os.Getenv)); err != nil || own {
+	if _, own, _, err := newMetricReader(context.Background(), NewHistograms(), nil, nil, ReadEnv(os.Getenv)); err != nil || own {
 		t.Errorf("base2 exponential asked for: own histograms %v (err %v), want left out", own, err)
 	}
 }

@@ -192,6 +192,7 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	}
 	var ta *topicAttrs
 	var created trace.SpanContext
+	var state trace.TraceState
 	if root {
 		// A root under the default kind of sampler: a countdown decides, and the low half of
 		// the trace id is drawn among those TraceIDRatioBased samples (its decision is a
@@ -205,7 +206,7 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 		if !traceID.IsValid() {
 			traceID[0] = 1 // all zeros is the invalid id; the high half does not change the decision
 		}
-		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
+		ta, created, state = o.topic(r.Topic), o.creationContext(r.Headers), o.ratio.traceState()
 	} else {
 		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
 		p := sdktrace.SamplingParameters{ParentContext: ctx, Name: ta.sendName, Kind: sendKind(created),
@@ -233,7 +234,7 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	}
 	// The trace id the sampler decided on is the trace's (a ratio sampler's decision is a
 	// function of it).
-	t := o.newRecordTrace(ctx, psc, traceID, r.Topic, now, extra, sendKind(created), links)
+	t := o.newRecordTrace(ctx, psc, traceID, state, r.Topic, now, extra, sendKind(created), links)
 	if t == nil {
 		return nil, r.Headers
 	}
@@ -241,11 +242,12 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	if created.IsValid() {
 		return t, r.Headers
 	}
-	if len(r.Headers) < len(t.headers) {
+	tracestate := traceStateValue(t.sc)
+	if len(r.Headers)+1+min(len(tracestate), 1) <= len(t.headers) {
 		// The common case (a log line has a few headers, or none): the headers live in the
 		// token, which lives until the record completes, long after the producer copied them
 		// into its batch.
-		return t, appendTraceContext(t.headers[:0], r.Headers, o.header, appendTraceparent(t.traceparent[:0], t.sc))
+		return t, appendTraceContext(t.headers[:0], r.Headers, o.header, appendTraceparent(t.traceparent[:0], t.sc), tracestate)
 	}
 	return t, injectTraceContext(r.Headers, o.header, t.sc)
 }
@@ -382,7 +384,7 @@ func (o *ProducerObserver) Appended(topic string, rt accumulator.RecordTrace, st
 		if rt == nil && o.errs.take(end) {
 			// An untraced record that failed in Send: its trace is its send span (and the
 			// append stage), with the error, made now.
-			if t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, start,
+			if t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), trace.TraceState{}, topic, start,
 				sendExtra{reason: TraceReasonError}, trace.SpanKindClient, nil); t != nil {
 				t.appended = end
 				t.RecordDone(nil, accumulator.RecordMetadata{Topic: topic, Partition: -1, Offset: -1}, err, end, end)

@@ -76,21 +76,38 @@ func appendTraceparent(b []byte, sc trace.SpanContext) []byte {
 	return hex.AppendEncode(b, []byte{byte(sc.TraceFlags())})
 }
 
-// injectTraceContext returns a copy of headers with key set to sc's traceparent. StartSend
-// calls it only when no valid context is there; a header of that name that holds none (an
-// invalid one) is replaced rather than duplicated. headers belongs to the caller and is not
-// modified.
+// TraceStateHeader is the record header that carries a traced record's W3C tracestate beside
+// its trace context, when it has one: the sampling probability (`ot=th:…`) of a record the
+// agent's sampler picked, so that a consumer continuing the trace knows it.
+const TraceStateHeader = "tracestate"
+
+// injectTraceContext returns a copy of headers with key set to sc's traceparent, and
+// TraceStateHeader to its tracestate when it has one. StartSend calls it only when no valid
+// context is there; a header of either name (an invalid context) is replaced rather than
+// duplicated. headers belongs to the caller and is not modified.
 func injectTraceContext(headers []producer.Header, key string, sc trace.SpanContext) []producer.Header {
-	return appendTraceContext(make([]producer.Header, 0, len(headers)+1), headers, key, formatTraceparent(sc))
+	return appendTraceContext(make([]producer.Header, 0, len(headers)+2), headers, key, formatTraceparent(sc), traceStateValue(sc))
 }
 
-// appendTraceContext appends headers to out, with key set to traceparent (replacing a header
-// of that name, as injectTraceContext does).
-func appendTraceContext(out, headers []producer.Header, key string, traceparent []byte) []producer.Header {
+// traceStateValue is sc's tracestate as a header value; nil when it has none.
+func traceStateValue(sc trace.SpanContext) []byte {
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		return []byte(ts.String())
+	}
+	return nil
+}
+
+// appendTraceContext appends headers to out, with key set to traceparent and TraceStateHeader
+// to tracestate unless it is nil (replacing headers of those names, as injectTraceContext does).
+func appendTraceContext(out, headers []producer.Header, key string, traceparent, tracestate []byte) []producer.Header {
 	for _, h := range headers {
-		if h.Key != key {
+		if h.Key != key && (tracestate == nil || h.Key != TraceStateHeader) {
 			out = append(out, h)
 		}
 	}
-	return append(out, producer.Header{Key: key, Value: traceparent})
+	out = append(out, producer.Header{Key: key, Value: traceparent})
+	if tracestate != nil {
+		out = append(out, producer.Header{Key: TraceStateHeader, Value: tracestate})
+	}
+	return out
 }

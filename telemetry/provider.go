@@ -111,6 +111,7 @@ type Provider struct {
 	health    []*exportHealth // the OTLP exports', traces first
 	observer  *ProducerObserver
 	agent     *AgentMetrics
+	res       *lateResource // what kafkatrail's own OTLP exporters export with
 	shutdownT time.Duration
 
 	shutdownOnce sync.Once
@@ -144,11 +145,20 @@ func (p *Provider) Status() TelemetryStatus {
 }
 
 // WatchClientInstance reports id(), the client instance id the broker assigned the producer
-// for its client metrics (KIP-714; "" until it did), as kafkatrail.producer.client.instance:
-// resources are fixed when the providers are built, and the id comes later, from the broker;
-// this info metric carries it beside the agent's metrics, to join them with the broker's.
+// for its client metrics (KIP-714; "" until it did), so the broker's client metrics can be
+// joined with the agent's telemetry: as the resource attribute kafkatrail.client.instance.id
+// of everything kafkatrail's own OTLP exporters send once the id is known (traces, and
+// metrics unless autoexport builds their reader), and as the info metric
+// kafkatrail.producer.client.instance for every metric reader (a Prometheus scrape included),
+// since the SDK's providers fix their resource before the id arrives.
 func (p *Provider) WatchClientInstance(id func() string) error {
-	if p == nil || p.sdkMP == nil {
+	if p == nil {
+		return nil
+	}
+	if p.res != nil {
+		p.res.watch(id)
+	}
+	if p.sdkMP == nil {
 		return nil
 	}
 	meter := p.sdkMP.Meter(InstrumentationName)
@@ -203,6 +213,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.res = newLateResource(res)
 	sampler, tracing, err := samplerFromConfig(cfg.SampleRatio, env)
 	if err != nil {
 		return nil, err
@@ -217,7 +228,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 		hist = NewHistograms()
 	}
 	hist.setExemplarFilter(env.ExemplarFilter)
-	reader, ownHist, metricHealth, err := newMetricReader(ctx, hist, cfg.ErrorLogger, env)
+	reader, ownHist, metricHealth, err := newMetricReader(ctx, hist, p.res, cfg.ErrorLogger, env)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: metrics exporter: %w", err)
 	}
@@ -251,6 +262,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 			endpoint := ""
 			if o, ok := exp.(*otlptrace.Exporter); ok {
 				endpoint = o.Endpoint()
+				o.FollowResource(p.res.current)
 			}
 			h := newExportHealth(cfg.ErrorLogger, "traces", endpoint)
 			if h != nil {
@@ -357,8 +369,9 @@ func newSpanExporter(ctx context.Context, res *resource.Resource, env Env) (span
 // observer then records into the SDK's instruments, at their cost, and every histogram of an
 // export is of one kind. A delta exporter (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE)
 // gets hist as deltas (ProducerFor).
-// An OTLP exporter built here reports its exports' health on log (see ownOTLPMetrics).
-func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, env Env) (r sdkmetric.Reader, ownHist bool, health *exportHealth, err error) {
+// An OTLP exporter built here reports its exports' health on log (see ownOTLPMetrics) and
+// exports with res's current resource.
+func newMetricReader(ctx context.Context, hist *Histograms, res *lateResource, log *slog.Logger, env Env) (r sdkmetric.Reader, ownHist bool, health *exportHealth, err error) {
 	if env.MetricsExporter == "none" {
 		return nil, true, nil, nil
 	}
@@ -373,7 +386,7 @@ func newMetricReader(ctx context.Context, hist *Histograms, log *slog.Logger, en
 			ownHist = true
 		}
 		health = newExportHealth(log, "metrics", otlpMetricsEndpoint(env, protocol))
-		exp = withMetricHealth(exp, health)
+		exp = withLateResource(withMetricHealth(exp, health), res)
 		return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist.ProducerFor(exp.Temporality(sdkmetric.InstrumentKindHistogram)))), ownHist, health, nil
 	}
 	// autoexport takes its readers' producers from a process-wide registry, by the names in

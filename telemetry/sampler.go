@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -78,6 +79,11 @@ type parentRatio struct {
 	sdktrace.Sampler
 	bound uint64
 	roots *rootCountdown // nil when no root is ever sampled (ratio 0)
+	// th is the sampling threshold of OpenTelemetry's consistent probability sampling for the
+	// same probability (otThreshold), and thValue its tracestate form ("th:fd70a3d70a3d71");
+	// thValue is empty when the probability is too small to express.
+	th      uint64
+	thValue string
 }
 
 func newParentRatio(ratio float64) parentRatio {
@@ -89,9 +95,56 @@ func newParentRatio(ratio float64) parentRatio {
 		s.bound = uint64(ratio * (1 << 63)) // as TraceIDRatioBased computes it
 	}
 	if s.bound > 0 {
-		s.roots = newRootCountdown(float64(s.bound) / (1 << 63))
+		p := float64(s.bound) / (1 << 63)
+		s.roots = newRootCountdown(p)
+		if th, ok := otThreshold(p); ok {
+			s.th, s.thValue = th, "th:"+formatThreshold(th)
+		}
 	}
 	return s
+}
+
+// otMaxAdjustedCount is 2^56: OpenTelemetry's consistent probability sampling compares 56 bits
+// of randomness (R) with a rejection threshold (T), and samples when R >= T.
+const otMaxAdjustedCount = 1 << 56
+
+// otThreshold returns the rejection threshold T of probability p, 2^56 - round(p * 2^56), as
+// the specification's "TraceState: Probability Sampling" and the Collector's
+// pkg/sampling.ProbabilityToThreshold compute it at full precision; false when p is below
+// 2^-56 (not expressible) or above 1.
+func otThreshold(p float64) (uint64, bool) {
+	if p < 1.0/otMaxAdjustedCount || p > 1 {
+		return 0, false
+	}
+	return otMaxAdjustedCount - uint64(math.Round(p*otMaxAdjustedCount)), true
+}
+
+// formatThreshold is a threshold's tracestate form: 14 hex digits without their trailing
+// zeros, and "0" for 0 (every trace sampled).
+func formatThreshold(th uint64) string {
+	if th == 0 {
+		return "0"
+	}
+	return strings.TrimRight(fmt.Sprintf("%014x", th), "0")
+}
+
+// traceState returns the tracestate of a root this sampler sampled: the OpenTelemetry entry
+// with the threshold and an explicit randomness value (`ot=th:…;rv:…`), so that a collector
+// computes the span's adjusted count (1/p) and a consistent sampler downstream decides on
+// it. The randomness is explicit because the trace id's low bits are drawn for
+// TraceIDRatioBased (sampleRoot), not uniform over the 56 bits the threshold compares: rv is
+// uniform among the values the threshold keeps, as a consistent sampler's sampled traces' are.
+// It is empty when the probability cannot be expressed.
+func (s parentRatio) traceState() trace.TraceState {
+	if s.thValue == "" {
+		return trace.TraceState{}
+	}
+	rv := s.th + rand.Uint64N(otMaxAdjustedCount-s.th)
+	ts, err := trace.TraceState{}.Insert("ot", fmt.Sprintf("%s;rv:%014x", s.thValue, rv))
+	if err != nil {
+		return trace.TraceState{} // cannot happen: the value is hex, colons and a semicolon
+	}
+	return ts
 }
 
 // sampleRoot decides a root record: it returns false, or true and the low half of a trace id
@@ -154,9 +207,10 @@ func (c *rootCountdown) next() bool {
 // decidedKey marks a context whose span the observer already decided to sample.
 type decidedKey struct{}
 
-// markDecided returns ctx marked so that providerSampler samples spans started from it.
-func markDecided(ctx context.Context) context.Context {
-	return context.WithValue(ctx, decidedKey{}, true)
+// markDecided returns ctx marked so that providerSampler samples spans started from it, with
+// state as their tracestate (when it is empty, the parent's).
+func markDecided(ctx context.Context, state trace.TraceState) context.Context {
+	return context.WithValue(ctx, decidedKey{}, state)
 }
 
 // providerSampler is the tracer provider's sampler. The observer decides whether a record is
@@ -171,10 +225,12 @@ type providerSampler struct{ inner sdktrace.Sampler }
 func ProviderSampler(inner sdktrace.Sampler) sdktrace.Sampler { return providerSampler{inner: inner} }
 
 func (s providerSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	if p.ParentContext != nil && p.ParentContext.Value(decidedKey{}) != nil {
-		return sdktrace.SamplingResult{
-			Decision:   sdktrace.RecordAndSample,
-			Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),
+	if p.ParentContext != nil {
+		if state, ok := p.ParentContext.Value(decidedKey{}).(trace.TraceState); ok {
+			if state.Len() == 0 {
+				state = trace.SpanContextFromContext(p.ParentContext).TraceState()
+			}
+			return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample, Tracestate: state}
 		}
 	}
 	return s.inner.ShouldSample(p)

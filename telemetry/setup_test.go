@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"go.opentelemetry.io/otel/trace"
 	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -135,7 +136,7 @@ func TestShutdownIsBoundedWhenTheBackendIsDown(t *testing.T) {
 	}
 	// Spans and metrics waiting for export.
 	for i := 0; i < 100; i++ {
-		_, span := prov.TracerProvider().Tracer("test").Start(markDecided(context.Background()), "s")
+		_, span := prov.TracerProvider().Tracer("test").Start(markDecided(context.Background(), trace.TraceState{}), "s")
 		span.End()
 	}
 	start := time.Now()

@@ -171,7 +171,7 @@ func (o *ProducerObserver) traceAfter(b *accumulator.ProducerBatch, i int, r acc
 	if sc, ok := parseTraceparent(b.RecordHeader(i, o.header)); ok {
 		links = []trace.Link{{SpanContext: sc}}
 	}
-	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), topic, r.Sent, extra,
+	t := o.newRecordTrace(context.Background(), trace.SpanContext{}, newTraceID(), trace.TraceState{}, topic, r.Sent, extra,
 		trace.SpanKindClient, links)
 	if t == nil {
 		return false

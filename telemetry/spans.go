@@ -38,10 +38,10 @@ type recordTrace struct {
 
 	topic string
 	sc    trace.SpanContext // the send span's
-	// headers and traceparent hold the record's headers with its traceparent when it had few
-	// (the agent's are source.host and source.path): StartSend's headers then live in the
-	// token, not in two allocations of their own.
-	headers     [3]producer.Header
+	// headers and traceparent hold the record's headers with its traceparent (and tracestate)
+	// when it had few (the agent's are source.host and source.path): StartSend's headers then
+	// live in the token, not in two allocations of their own.
+	headers     [4]producer.Header
 	traceparent [traceparentLen]byte
 
 	// Direct path.
@@ -62,22 +62,25 @@ var _ accumulator.RecordTrace = (*recordTrace)(nil)
 
 // newRecordTrace starts a record's trace at start: its send span, of kind and with links, has
 // a context that is a child of parent (the log line's span, or invalid) in trace traceID, or,
-// on the tracer path, what the tracer makes of ctx. It returns nil when the tracer records
-// nothing.
+// on the tracer path, what the tracer makes of ctx. Its tracestate is state, or the parent's
+// when state is empty. It returns nil when the tracer records nothing.
 func (o *ProducerObserver) newRecordTrace(ctx context.Context, parent trace.SpanContext, traceID trace.TraceID,
-	topic string, start time.Time, extra sendExtra, kind trace.SpanKind, links []trace.Link,
+	state trace.TraceState, topic string, start time.Time, extra sendExtra, kind trace.SpanKind, links []trace.Link,
 ) *recordTrace {
 	if o.sink != nil {
 		if parent.IsValid() {
 			traceID = parent.TraceID()
 		}
+		if state.Len() == 0 {
+			state = parent.TraceState()
+		}
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: newSpanID(),
-			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
+			TraceFlags: trace.FlagsSampled, TraceState: state})
 		return &recordTrace{o: o,
 			start: start, topic: topic, sc: sc, parent: parent, extra: extra, kind: kind, links: links}
 	}
 	ta := o.topic(topic)
-	spanCtx, span := o.tracer.Start(markDecided(ctx), ta.sendName, trace.WithSpanKind(kind), trace.WithTimestamp(start),
+	spanCtx, span := o.tracer.Start(markDecided(ctx, state), ta.sendName, trace.WithSpanKind(kind), trace.WithTimestamp(start),
 		trace.WithAttributes(o.sendAttrs(ta, &extra)...), trace.WithLinks(links...))
 	if !span.SpanContext().IsValid() || !span.IsRecording() {
 		// A provider that records nothing (a no-op one, or a sampler that overrode ours).

@@ -2,6 +2,7 @@ package otlptrace
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -134,13 +135,20 @@ func (e *TraceEncoder) valid(s string) bool {
 // NewTraceEncoder returns an encoder of spans of res (the process's resource, written once).
 func NewTraceEncoder(res *resource.Resource) *TraceEncoder {
 	e := &TraceEncoder{}
+	e.SetResource(res)
+	return e
+}
+
+// SetResource makes the requests encoded from now on carry res: a resource attribute known
+// only after start (the client instance id the broker assigns). Like Encode, it is for the
+// encoder's one goroutine.
+func (e *TraceEncoder) SetResource(res *resource.Resource) {
+	e.resource, e.schemaURL = e.resource[:0], ""
 	if res != nil {
 		attrs := res.Attributes()
-		e.resource = make([]byte, 0, attrsSize(fResourceAttributes, attrs))
-		e.resource = appendAttrs(e.resource, fResourceAttributes, attrs)
+		e.resource = appendAttrs(slices.Grow(e.resource, attrsSize(fResourceAttributes, attrs)), fResourceAttributes, attrs)
 		e.schemaURL = res.SchemaURL()
 	}
-	return e
 }
 
 // Encode returns the ExportTraceServiceRequest of spans, in the encoder's buffer: valid until

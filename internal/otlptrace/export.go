@@ -234,8 +234,12 @@ func validHeaderKey(k string) bool {
 type Exporter struct {
 	cfg Config
 	enc *TraceEncoder
-	gz  *gzip.Writer
-	zbf bytes.Buffer // the compressed request, reused
+	// resourceOf, when set, is asked for the resource before each export (res is the one
+	// encoded): the process's resource can gain an attribute after start.
+	resourceOf func() *resource.Resource
+	res        *resource.Resource
+	gz         *gzip.Writer
+	zbf        bytes.Buffer // the compressed request, reused
 
 	// gRPC
 	conn *grpc.ClientConn
@@ -251,7 +255,7 @@ type Exporter struct {
 // NewExporter builds the exporter for cfg; spans are res's. A gRPC connection is
 // made lazily, at the first export, as the SDK's is.
 func NewExporter(cfg Config, res *resource.Resource) (*Exporter, error) {
-	e := &Exporter{cfg: cfg, enc: NewTraceEncoder(res)}
+	e := &Exporter{cfg: cfg, enc: NewTraceEncoder(res), res: res}
 	if cfg.gzip && cfg.protocol == ProtocolHTTP {
 		e.gz = gzip.NewWriter(io.Discard)
 	}
@@ -288,6 +292,11 @@ func NewExporter(cfg Config, res *resource.Resource) (*Exporter, error) {
 	return e, nil
 }
 
+// FollowResource makes each export ask resourceOf for the spans' resource, and encode it again
+// when it changed: for a resource attribute known only after start. Call it before the first
+// export.
+func (e *Exporter) FollowResource(resourceOf func() *resource.Resource) { e.resourceOf = resourceOf }
+
 // Endpoint is where the exporter sends, for the log.
 func (e *Exporter) Endpoint() string {
 	if e.client != nil {
@@ -304,6 +313,12 @@ func (e *Exporter) Export(ctx context.Context, spans []Span) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.timeout)
 	defer cancel()
+	if e.resourceOf != nil {
+		if res := e.resourceOf(); res != e.res {
+			e.enc.SetResource(res)
+			e.res = res
+		}
+	}
 	body := e.enc.Encode(spans)
 	send := e.sendGRPC
 	if e.client != nil {

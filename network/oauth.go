@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +61,10 @@ type OAuthBearerConfig struct {
 	// ConnectTimeout and ReadTimeout bound one request to the token endpoint.
 	ConnectTimeout, ReadTimeout time.Duration
 
+	// Extensions are the SASL extensions sent with the token (KIP-342; RFC 7628 section 3.1):
+	// Confluent Cloud's logicalCluster and identityPoolId, for one. Names are letters only.
+	Extensions map[string]string
+
 	// HTTPClient, when set, replaces the client built from the timeouts (tests).
 	HTTPClient *http.Client
 
@@ -74,6 +80,9 @@ func (o *OAuthBearerConfig) provider() *tokenProvider {
 
 // Validate reports a configuration the login cannot work with, naming the Java key.
 func (o *OAuthBearerConfig) Validate() error {
+	if err := CheckExtensions(o.Extensions); err != nil {
+		return fmt.Errorf("sasl.jaas.config: %v", err)
+	}
 	u, err := url.Parse(o.TokenEndpointURL)
 	switch {
 	case o.TokenEndpointURL == "":
@@ -405,8 +414,39 @@ func clip(s string) string {
 }
 
 // oauthBearerInitialResponse is the client's first message (RFC 7628 section 3.1, Java's
-// OAuthBearerClientInitialResponse): the GS2 header "n,," (no channel binding, no authzid),
-// then auth=Bearer <token>, key/value pairs separated by 0x01, ended by two.
-func oauthBearerInitialResponse(tok string) []byte {
-	return []byte("n,,\x01auth=Bearer " + tok + "\x01\x01")
+// OAuthBearerClientInitialResponse.toBytes): the GS2 header "n,," (no channel binding, no
+// authzid), then auth=Bearer <token> and the SASL extensions (KIP-342) as key=value pairs, all
+// separated by 0x01 and ended by two. The extensions are in name order: the Java client's
+// order is Map.copyOf's (SaslExtensions), which changes from one JVM to the next, and the
+// broker reads them into a map.
+func oauthBearerInitialResponse(tok string, extensions map[string]string) []byte {
+	b := []byte("n,,\x01auth=Bearer " + tok)
+	for _, k := range slices.Sorted(maps.Keys(extensions)) {
+		b = append(append(append(append(b, 0x01), k...), '='), extensions[k]...)
+	}
+	return append(b, 0x01, 0x01)
+}
+
+// InitialResponse is the client's first OAUTHBEARER message for token with the config's
+// extensions, as the exchange sends it.
+func (o *OAuthBearerConfig) InitialResponse(token string) []byte {
+	return oauthBearerInitialResponse(token, o.Extensions)
+}
+
+// CheckExtensions is OAuthBearerClientInitialResponse.validateExtensions: a name is letters
+// only and not "auth" (the token's key), a value printable ASCII, space, tab, CR or LF
+// (RFC 7628 section 3.1). Values are not quoted in the error: they may be secrets.
+func CheckExtensions(extensions map[string]string) error {
+	for k, v := range extensions {
+		if k == "auth" {
+			return errors.New("extension name auth is reserved for the token")
+		}
+		if k == "" || strings.IndexFunc(k, func(r rune) bool { return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') }) >= 0 {
+			return fmt.Errorf("extension name %q: letters only", k)
+		}
+		if v == "" || strings.IndexFunc(v, func(r rune) bool { return (r < 0x21 || r > 0x7e) && !strings.ContainsRune(" \t\r\n", r) }) >= 0 {
+			return fmt.Errorf("extension %s: its value must be printable ASCII (spaces, tabs and line breaks allowed) and not empty", k)
+		}
+	}
+	return nil
 }

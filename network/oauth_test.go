@@ -15,7 +15,7 @@ import (
 
 func TestOAuthBearerInitialResponse(t *testing.T) {
 	// RFC 7628 section 3.1, as Java's OAuthBearerClientInitialResponse.toBytes writes it.
-	if got, want := string(oauthBearerInitialResponse("abc.def.ghi")), "n,,\x01auth=Bearer abc.def.ghi\x01\x01"; got != want {
+	if got, want := string(oauthBearerInitialResponse("abc.def.ghi", nil)), "n,,\x01auth=Bearer abc.def.ghi\x01\x01"; got != want {
 		t.Fatalf("initial response %q, want %q", got, want)
 	}
 }

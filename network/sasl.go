@@ -204,7 +204,7 @@ func (s *saslSession) oauthBearer(ctx context.Context, cfg *SASLConfig) error {
 		}
 		return err
 	}
-	reply, err := s.step(oauthBearerInitialResponse(tok.value))
+	reply, err := s.step(oauthBearerInitialResponse(tok.value, cfg.OAuth.Extensions))
 	if err != nil {
 		return withToken(err)
 	}

@@ -69,6 +69,7 @@ type Config struct {
 	SASLOAuthBearerClientCredentialsID     string  `koanf:"sasl.oauthbearer.client.credentials.client.id" doc:"OAUTHBEARER: the Java client's name of sasl.oauthbearer.client.id"`
 	SASLOAuthBearerClientCredentialsSecret string  `koanf:"sasl.oauthbearer.client.credentials.client.secret" doc:"OAUTHBEARER: the Java client's name of sasl.oauthbearer.client.secret (never logged)" secret:"true"`
 	SASLOAuthBearerScope                   string  `koanf:"sasl.oauthbearer.scope" doc:"OAUTHBEARER: the scope asked of the token endpoint (optional)"`
+	SASLOAuthBearerExtensions              string  `koanf:"sasl.oauthbearer.extensions" doc:"OAUTHBEARER: SASL extensions sent with the token (KIP-342), name=value pairs separated by commas (librdkafka's form; a Java client writes extension_name=\"value\" in sasl.jaas.config, also read), e.g. logicalCluster=lkc-abc123,identityPoolId=pool-xyz for Confluent Cloud"`
 	SASLLoginRefreshWindowFactor           float64 `koanf:"sasl.login.refresh.window.factor" doc:"OAUTHBEARER: the token is refreshed at this fraction of its lifetime, 0.5 to 1.0"`
 	SASLLoginRefreshWindowJitter           float64 `koanf:"sasl.login.refresh.window.jitter" doc:"OAUTHBEARER: up to this fraction of the lifetime is added at random to the refresh time, 0 to 0.25"`
 	SASLLoginRefreshMinPeriodSeconds       int     `koanf:"sasl.login.refresh.min.period.seconds" doc:"OAUTHBEARER: least time between two refreshes, 0 to 900 (ignored with the buffer for a token too short-lived for both)"`

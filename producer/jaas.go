@@ -93,6 +93,31 @@ func (p *jaasLexer) word() string {
 	return p.s[start:p.i]
 }
 
+// escape reads the escape after a backslash in a quoted value as Java's JaasConfig reads it
+// (java.io.StreamTokenizer): \a \b \f \n \r \t \v, an octal byte (up to three digits, the
+// first at most 3 when there are three), and any other character as itself (\" and \\).
+func (p *jaasLexer) escape(b *strings.Builder) {
+	c := p.peek()
+	p.i++
+	if c >= '0' && c <= '7' {
+		n, digits := int(c-'0'), 3
+		if c > '3' {
+			digits = 2
+		}
+		for d := 1; d < digits && !p.done() && p.peek() >= '0' && p.peek() <= '7'; d++ {
+			n = n*8 + int(p.peek()-'0')
+			p.i++
+		}
+		b.WriteByte(byte(n))
+		return
+	}
+	if i := strings.IndexByte("abfnrtv", c); i >= 0 {
+		b.WriteByte("\a\b\f\n\r\t\v"[i])
+		return
+	}
+	b.WriteByte(c)
+}
+
 // value reads a quoted or bare option value.
 func (p *jaasLexer) value() (string, error) {
 	p.space()
@@ -112,8 +137,7 @@ func (p *jaasLexer) value() (string, error) {
 		case c == '"':
 			return b.String(), nil
 		case c == '\\' && !p.done():
-			b.WriteByte(p.peek())
-			p.i++
+			p.escape(&b)
 		default:
 			b.WriteByte(c)
 		}

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -27,6 +28,41 @@ func (c *Config) oauthClientSecret() string {
 func (c *Config) oauthScope() string {
 	return firstNonEmpty(c.SASLOAuthBearerScope, c.jaasOption(jaasOAuthBearerModule, "scope"))
 }
+
+// oauthExtensions are the SASL extensions (KIP-342): sasl.jaas.config's extension_NAME options
+// (Java's OAuthBearerLoginCallbackHandler.handleExtensionsCallback) and librdkafka's
+// sasl.oauthbearer.extensions (NAME=value,...). A name given both ways must have one value.
+func (c *Config) oauthExtensions() (map[string]string, error) {
+	ext := map[string]string{}
+	if e, err := c.jaasOptions(); err == nil && e != nil && e.module == jaasOAuthBearerModule {
+		for k, v := range e.options {
+			if name, ok := strings.CutPrefix(k, jaasExtensionPrefix); ok {
+				ext[name] = v
+			}
+		}
+	}
+	for _, kv := range strings.Split(c.SASLOAuthBearerExtensions, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("want name=value pairs separated by commas, got %q", name)
+		}
+		name = strings.TrimSpace(name)
+		if prev, dup := ext[name]; dup && prev != v {
+			return nil, fmt.Errorf("extension %s differs from extension_%s in sasl.jaas.config; set one of them", name, name)
+		}
+		ext[name] = v
+	}
+	if len(ext) == 0 {
+		return nil, nil
+	}
+	return ext, nil
+}
+
+// jaasExtensionPrefix marks a SASL extension among OAuthBearerLoginModule's options.
+const jaasExtensionPrefix = "extension_"
 
 func firstNonEmpty(vals ...string) string {
 	for _, v := range vals {
@@ -78,6 +114,11 @@ func (c *Config) validateOAuthBearer(bad func(key, format string, args ...any)) 
 		c.SASLOAuthBearerClientSecret != c.SASLOAuthBearerClientCredentialsSecret {
 		bad("sasl.oauthbearer.client.secret", "differs from sasl.oauthbearer.client.credentials.client.secret; set one of them")
 	}
+	if ext, err := c.oauthExtensions(); err != nil {
+		bad("sasl.oauthbearer.extensions", "%v", err)
+	} else if err := network.CheckExtensions(ext); err != nil {
+		bad("sasl.oauthbearer.extensions", "%v", err)
+	}
 	if f := c.SASLLoginRefreshWindowFactor; f < 0.5 || f > 1 {
 		bad("sasl.login.refresh.window.factor", "must be between 0.5 and 1.0, got %v", f)
 	}
@@ -122,11 +163,13 @@ func (c *Config) oauthBearerConfig() *network.OAuthBearerConfig {
 	if !strings.EqualFold(c.SASLMechanism, network.SASLOAuthBearer) {
 		return nil
 	}
+	ext, _ := c.oauthExtensions() // Validate reported an error
 	return &network.OAuthBearerConfig{
 		TokenEndpointURL:    c.SASLOAuthBearerTokenEndpointURL,
 		ClientID:            c.oauthClientID(),
 		ClientSecret:        c.oauthClientSecret(),
 		Scope:               c.oauthScope(),
+		Extensions:          ext,
 		RefreshWindowFactor: c.SASLLoginRefreshWindowFactor,
 		RefreshWindowJitter: c.SASLLoginRefreshWindowJitter,
 		RefreshMinPeriod:    secondsOrNone(c.SASLLoginRefreshMinPeriodSeconds),

@@ -167,3 +167,21 @@ func (c slowReads) Read(b []byte) (int, error) {
 	time.Sleep(20 * time.Millisecond) // what arrived is held back, as if it were still on its way
 	return n, err
 }
+
+// TestRealBrokerOAuthBearerWithExtensions: a first message with SASL extensions (Confluent
+// Cloud's pair, in both spellings) is one the broker's OAUTHBEARER server parses and accepts:
+// the records are delivered.
+func TestRealBrokerOAuthBearerWithExtensions(t *testing.T) {
+	b := oauthtest.RealBroker(t)
+	srv := oauthtest.StartForBroker(t, b, "agent-1", oauthSecret, time.Minute)
+	topic := kafkatest.NewTopic(t, 1)
+	p := newTestProducer(t, []string{b.Bootstrap}, func(c *Config) {
+		oauthConfig(srv.TokenURL)(c)
+		c.SASLOAuthBearerExtensions = "logicalCluster=lkc-abc123"
+		c.SASLJAASConfig = jaasOAuthBearerModule + ` required extension_identityPoolId="pool-xyz";`
+	})
+	mustProduceAll(t, p, topic, makeRecords(20, 10), 30*time.Second)
+	if got := len(kafkatest.Consume(t, topic, 20, 30*time.Second)); got != 20 {
+		t.Fatalf("%d records in the topic, want 20", got)
+	}
+}

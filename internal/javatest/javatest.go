@@ -1,0 +1,70 @@
+// Package javatest compiles and runs the small Java programs that some tests take as their
+// oracle: the Java client's own classes (from the test broker's jars, KAFKA_LIB) or another
+// Java library's, asked what bytes they would send, so that a test compares ours with theirs.
+package javatest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tool is the JDK's tool name: from JAVA_HOME when it is set, else on PATH.
+func Tool(name string) string {
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		return filepath.Join(home, "bin", name)
+	}
+	return name
+}
+
+// KafkaLib is the directory of the test broker's jars (KAFKA_LIB, set by
+// `scripts/kafka/broker.sh env`), as a class path entry ("dir/*").
+func KafkaLib(t testing.TB) string {
+	t.Helper()
+	lib := os.Getenv("KAFKA_LIB")
+	if lib == "" {
+		t.Fatal("KAFKA_LIB unset: run the tests with `make test` (it starts a broker), or eval \"$(scripts/kafka/broker.sh env)\"")
+	}
+	return filepath.Join(lib, "*")
+}
+
+// Program is Java sources compiled once for a test, and the class path to run them with.
+type Program struct {
+	classpath string
+}
+
+// Compile compiles srcs with javac against classpath (entries joined with the path separator)
+// into a directory of the test's.
+func Compile(t testing.TB, classpath []string, srcs ...string) *Program {
+	t.Helper()
+	dir := t.TempDir()
+	cp := strings.Join(classpath, string(os.PathListSeparator))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append([]string{"-nowarn", "-d", dir, "-cp", cp}, srcs...)
+	if out, err := exec.CommandContext(ctx, Tool("javac"), args...).CombinedOutput(); err != nil {
+		t.Fatalf("javac %v: %v\n%s", srcs, err, out)
+	}
+	return &Program{classpath: cp + string(os.PathListSeparator) + dir}
+}
+
+// Run runs class main of the program with args and returns its standard output; a non-zero
+// exit fails the test with its standard error.
+func (p *Program) Run(t testing.TB, main string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Tool("java"), append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-cp", p.classpath, main}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("java %s %v: %v\n%s", main, args, err, stderr.String())
+	}
+	return string(out)
+}

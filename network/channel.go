@@ -352,6 +352,7 @@ func (ch *channel) connect(ctx context.Context) (net.Conn, error) {
 	}
 	if ch.cfg.SASL != nil {
 		s := connSASLSession(conn, ch.cfg.SASL, ch.cfg.ClientID, ch.cfg.MaxReceiveBytes)
+		s.host = hostOf(ch.addr)
 		if err := s.authenticate(ctx, ch.cfg.SASL); err != nil {
 			return nil, ch.nameNode(err)
 		}
@@ -416,6 +417,7 @@ func (ch *channel) reauthenticate(conn net.Conn) error {
 			}
 		})
 	s.minTokenValidity = ch.sessionLifetime
+	s.host = hostOf(ch.addr)
 	ch.reauthMu.Lock()
 	ch.reauthActive = true
 	ch.reauthMu.Unlock()
@@ -519,4 +521,12 @@ func (ch *channel) write(conn net.Conn) {
 			return
 		}
 	}
+}
+
+// hostOf is the host part of a host:port address (the address itself when it has no port).
+func hostOf(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }

@@ -42,14 +42,27 @@ const (
 	SASLOAuthBearer = "OAUTHBEARER"
 )
 
+// SASLExchange runs a SASL mechanism this package does not know itself (AWS_MSK_IAM, GSSAPI)
+// over an authenticating connection. Authenticate is given the broker's host name (as the
+// connection was made to it: a bootstrap server's, or the advertised one) and step, which
+// sends one SaslAuthenticate message and returns the broker's reply; a refusal from the broker
+// comes out of step as an *AuthenticationError, and so should a local failure that retrying
+// will not cure (no credentials, a wrong key). It is called again for each re-authentication
+// (KIP-368), from the connection's goroutines: it must be safe for concurrent use.
+type SASLExchange interface {
+	Authenticate(ctx context.Context, host string, step func([]byte) ([]byte, error)) error
+}
+
 // SASLConfig is sasl.mechanism with its credentials. It is used by pointer: the counters and
 // the OAUTHBEARER token it holds are shared by every connection made with it.
 type SASLConfig struct {
-	Mechanism string // SASLPlain, SASLScramSHA256, SASLScramSHA512 or SASLOAuthBearer
+	Mechanism string // SASLPlain, SASLScramSHA256, SASLScramSHA512, SASLOAuthBearer, or Exchange's
 	Username  string
 	Password  string
 	// OAuth is how OAUTHBEARER gets its token; required with that mechanism.
 	OAuth *OAuthBearerConfig
+	// Exchange runs any other mechanism (Mechanism names it in the SaslHandshake).
+	Exchange SASLExchange
 
 	authentications, reauthentications atomic.Int64
 	lastSessionLifetime                atomic.Int64 // milliseconds

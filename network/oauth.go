@@ -1,6 +1,7 @@
 package network
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -61,6 +62,14 @@ type OAuthBearerConfig struct {
 	// ConnectTimeout and ReadTimeout bound one request to the token endpoint.
 	ConnectTimeout, ReadTimeout time.Duration
 
+	// TokenSource, when set, makes the tokens instead of an endpoint (AWS MSK IAM's signer):
+	// an opaque token and when it expires. Its errors are retried as a failed fetch is, unless
+	// they are *AuthenticationError.
+	TokenSource func(ctx context.Context) (token string, expires time.Time, err error)
+	// DescribeToken, when set, says what a TokenSource's token is, for the error when the
+	// broker refuses it (never the token itself, nor a secret).
+	DescribeToken func(token string) string
+
 	// Extensions are the SASL extensions sent with the token (KIP-342; RFC 7628 section 3.1):
 	// Confluent Cloud's logicalCluster and identityPoolId, for one. Names are letters only.
 	Extensions map[string]string
@@ -82,6 +91,9 @@ func (o *OAuthBearerConfig) provider() *tokenProvider {
 func (o *OAuthBearerConfig) Validate() error {
 	if err := CheckExtensions(o.Extensions); err != nil {
 		return fmt.Errorf("sasl.jaas.config: %v", err)
+	}
+	if o.TokenSource != nil {
+		return nil
 	}
 	u, err := url.Parse(o.TokenEndpointURL)
 	switch {
@@ -127,6 +139,7 @@ type token struct {
 	value      string
 	start, exp time.Time // iat (or when it was fetched) and exp
 	claims     jwtClaims
+	desc       string // what the token is, when its source says (DescribeToken)
 }
 
 // tokenProvider fetches and caches the token, after the Java client's
@@ -201,7 +214,7 @@ func orFloat(f, def float64) float64 {
 // A token from a file is read again every time: the process that keeps the file fresh decides
 // when it changes.
 func (p *tokenProvider) get(ctx context.Context, now time.Time, minValid time.Duration) (*token, error) {
-	if strings.HasPrefix(p.cfg.TokenEndpointURL, "file:") {
+	if p.cfg.TokenSource == nil && strings.HasPrefix(p.cfg.TokenEndpointURL, "file:") {
 		t, err := p.readFile(now)
 		if err != nil {
 			p.failures.Add(1)
@@ -268,13 +281,24 @@ type tokenResponse struct {
 	ErrorDescription string  `json:"error_description"`
 }
 
-// fetch asks the token endpoint for a token by the client credentials grant, as Java's
-// HttpAccessTokenRetriever (ClientCredentialsJwtRetriever) does: a POST of
-// grant_type=client_credentials (and the scope), the client id and secret in a Basic
-// Authorization header (RFC 6749 section 2.3.1). A 4xx answer (a wrong secret, an unknown
+// fetch asks the TokenSource when there is one. Otherwise it asks the token endpoint for a
+// token by the client credentials grant, as Java's HttpAccessTokenRetriever
+// (ClientCredentialsJwtRetriever) does: a POST of grant_type=client_credentials (and the
+// scope), the client id and secret in a Basic Authorization header (RFC 6749 section 2.3.1). A 4xx answer (a wrong secret, an unknown
 // client or scope) is an *AuthenticationError: asking again will not help. Other failures are
 // plain errors, retried.
 func (p *tokenProvider) fetch(ctx context.Context, now time.Time) (*token, error) {
+	if p.cfg.TokenSource != nil {
+		v, exp, err := p.cfg.TokenSource(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t := &token{value: v, start: now, exp: exp}
+		if p.cfg.DescribeToken != nil {
+			t.desc = p.cfg.DescribeToken(v)
+		}
+		return t, nil
+	}
 	form := url.Values{"grant_type": {"client_credentials"}}
 	if p.cfg.Scope != "" {
 		form.Set("scope", p.cfg.Scope)
@@ -395,7 +419,11 @@ func parseToken(s string, now time.Time) (*token, error) {
 // decide it, never the token itself.
 func (t *token) describe(now time.Time) string {
 	if t.claims.Exp == 0 {
-		return "an opaque token"
+		what := cmp.Or(t.desc, "an opaque token")
+		if t.exp.IsZero() {
+			return what
+		}
+		return what + " expiring " + t.exp.UTC().Format(time.RFC3339)
 	}
 	s := fmt.Sprintf("token sub=%q iss=%q aud=%s exp=%s", clip(t.claims.Sub), clip(t.claims.Iss),
 		clip(string(t.claims.Aud)), t.exp.UTC().Format(time.RFC3339))

@@ -71,6 +71,7 @@ type saslSession struct {
 	formatter     *kmsg.RequestFormatter
 	correlationID int32
 	mechanism     string
+	host          string // the broker's, for an Exchange
 	// sessionLifetime is the last SaslAuthenticate response's session_lifetime_ms: how long the
 	// broker keeps the session before the client must re-authenticate (zero: no limit).
 	sessionLifetime time.Duration
@@ -183,6 +184,9 @@ func (s *saslSession) authenticate(ctx context.Context, cfg *SASLConfig) error {
 		return nil
 	case SASLOAuthBearer:
 		return s.oauthBearer(ctx, cfg)
+	}
+	if cfg.Exchange != nil {
+		return cfg.Exchange.Authenticate(ctx, s.host, s.step)
 	}
 	return s.authFailed(fmt.Errorf("unsupported mechanism %q", cfg.Mechanism), "")
 }

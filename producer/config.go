@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/internal/mskiam"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -54,14 +55,15 @@ type Config struct {
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
 
 	SecurityProtocol string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
-	SASLMechanism    string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"`
+	SASLMechanism    string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM"`
 	SASLUsername     string `koanf:"sasl.username" doc:"SASL user name"`
 	SASLPassword     string `koanf:"sasl.password" doc:"SASL password (never logged)" secret:"true"`
 
 	// SASL OAUTHBEARER (oauth.go): the Java client's names, with librdkafka's where they differ;
 	// sasl.jaas.config as a Java client writes it (jaas.go).
 	SASLJAASConfig                         string  `koanf:"sasl.jaas.config" doc:"a Java client's JAAS line, read for its credentials: OAuthBearerLoginModule's clientId, clientSecret and scope, PlainLoginModule's or ScramLoginModule's username and password; the properties above win over it (never logged)" secret:"true"`
-	SASLLoginCallbackHandlerClass          string  `koanf:"sasl.login.callback.handler.class" doc:"accepted for Java configs: empty or Kafka's OAuthBearerLoginCallbackHandler"`
+	SASLLoginCallbackHandlerClass          string  `koanf:"sasl.login.callback.handler.class" doc:"accepted for Java configs: empty or Kafka's OAuthBearerLoginCallbackHandler; software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler makes OAUTHBEARER's tokens with AWS's MSK IAM signer (AWS credentials, no token endpoint)"`
+	SASLClientCallbackHandlerClass         string  `koanf:"sasl.client.callback.handler.class" doc:"accepted for Java configs: with sasl.mechanism=AWS_MSK_IAM, empty or software.amazon.msk.auth.iam.IAMClientCallbackHandler"`
 	SASLOAuthBearerMethod                  string  `koanf:"sasl.oauthbearer.method" doc:"librdkafka's name for where the token comes from: oidc (the token endpoint, the only one supported; empty means the same)"`
 	SASLOAuthBearerTokenEndpointURL        string  `koanf:"sasl.oauthbearer.token.endpoint.url" doc:"OAUTHBEARER: the OAuth/OIDC token endpoint (https:// or http://), asked for a token by the client credentials grant; or file:///path of a file holding one JWT that another process keeps fresh (read again at every authentication)"`
 	SASLOAuthBearerClientID                string  `koanf:"sasl.oauthbearer.client.id" doc:"OAUTHBEARER: the client id for the token endpoint (librdkafka's name)"`
@@ -251,9 +253,16 @@ func (c *Config) Validate() error {
 			}
 		case network.SASLOAuthBearer:
 			c.validateJAAS(bad)
-			c.validateOAuthBearer(bad)
+			if c.awsMSKOAuth() {
+				c.validateAWSMSK(bad)
+			} else {
+				c.validateOAuthBearer(bad)
+			}
+		case mskiam.Mechanism:
+			c.validateJAAS(bad)
+			c.validateAWSMSK(bad)
 		default:
-			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with security.protocol=%s, got %q",
+			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM with security.protocol=%s, got %q",
 				c.SecurityProtocol, c.SASLMechanism)
 		}
 	default:

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kafkatrail/kafkatrail/internal/mskiam"
 )
 
 // JAAS login modules whose options the producer reads from sasl.jaas.config, so that a Java
@@ -20,6 +22,7 @@ const (
 var knownLoginCallbackHandlers = map[string]bool{
 	"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler":         true,
 	"org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler": true,
+	mskiam.OAuthBearerLoginCallbackHandler:                                                 true,
 }
 
 // jaasEntry is one login module entry of sasl.jaas.config: `Module flag key="value" ...;`.
@@ -180,6 +183,8 @@ func (c *Config) credentialsModule() string {
 		return jaasPlainModule
 	case "SCRAM-SHA-256", "SCRAM-SHA-512":
 		return jaasScramModule
+	case mskiam.Mechanism:
+		return mskiam.LoginModule
 	}
 	return jaasOAuthBearerModule
 }
@@ -188,7 +193,7 @@ func (c *Config) credentialsModule() string {
 // sasl.mechanism.
 func (c *Config) validateJAAS(bad func(key, format string, args ...any)) {
 	if h := c.SASLLoginCallbackHandlerClass; h != "" && !knownLoginCallbackHandlers[h] {
-		bad("sasl.login.callback.handler.class", "only Kafka's OAuthBearerLoginCallbackHandler is understood (the producer fetches tokens itself), got %q", h)
+		bad("sasl.login.callback.handler.class", "only Kafka's OAuthBearerLoginCallbackHandler and AWS's IAMOAuthBearerLoginCallbackHandler are understood (the producer makes tokens itself), got %q", h)
 	}
 	e, err := c.jaasOptions()
 	if err != nil {

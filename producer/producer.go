@@ -27,6 +27,7 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
 	"github.com/kafkatrail/kafkatrail/internal/clock"
+	"github.com/kafkatrail/kafkatrail/internal/mskiam"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
 )
@@ -319,6 +320,17 @@ func (c *Config) networkConfig() (network.Config, error) {
 			Username:  c.saslUsername(),
 			Password:  c.saslPassword(),
 			OAuth:     c.oauthBearerConfig(),
+		}
+		if c.awsMSK() {
+			s, err := c.awsMSKSession(context.Background())
+			if err != nil {
+				return nc, err
+			}
+			if nc.SASL.OAuth != nil {
+				nc.SASL.OAuth.TokenSource, nc.SASL.OAuth.DescribeToken = s.OAuthToken, mskiam.DescribeToken
+			} else {
+				nc.SASL.Exchange = s
+			}
 		}
 	}
 	return nc, nil

@@ -65,7 +65,7 @@ func startSuite() (*suite, error) {
 	s := &suite{}
 	s.srv = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	// Below the ephemeral range: the broker is killed and resumed on the same ports.
-	base, err := freeport.Base(freeport.Fixed+4000+os.Getpid()%300*10, freeport.FixedEnd, 5)
+	base, err := freeport.Base(freeport.Fixed+4000+os.Getpid()%300*10, freeport.FixedEnd, 6)
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +127,8 @@ func (s *suite) saslAddr() string { return fmt.Sprintf("127.0.0.1:%d", s.port+2)
 func (s *suite) sslAddr() string  { return fmt.Sprintf("127.0.0.1:%d", s.port+3) }
 func (s *suite) caFile() string   { return filepath.Join(s.state, "tls", "ca.pem") }
 
-// oauthBroker is the OAUTH listener (not proxied) and what tokens for it need, from
-// `broker.sh env`.
-func (s *suite) oauthBroker(t *testing.T) oauthtest.Broker {
+// brokerEnv is what `broker.sh env` says of the suite broker.
+func (s *suite) brokerEnv(t *testing.T) map[string]string {
 	t.Helper()
 	out, err := s.run("env")
 	if err != nil {
@@ -138,9 +137,29 @@ func (s *suite) oauthBroker(t *testing.T) oauthtest.Broker {
 	env := map[string]string{}
 	for _, l := range strings.Split(out, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimPrefix(l, "export "), "="); ok {
-			env[k] = v
+			env[k] = v // the script's values need no shell quoting
 		}
 	}
+	return env
+}
+
+// mskIAM is the MSKIAM listener (not proxied) and the AWS key pair it accepts.
+func (s *suite) mskIAM(t *testing.T) (addr, accessKey, secretKey string) {
+	t.Helper()
+	env := s.brokerEnv(t)
+	addr, accessKey, secretKey = env["KAFKA_MSKIAM_BOOTSTRAP"], env["KAFKA_MSKIAM_ACCESS_KEY"], env["KAFKA_MSKIAM_SECRET_KEY"]
+	if addr == "" || secretKey == "" {
+		t.Fatalf("broker.sh env has no MSKIAM listener: %v", env)
+	}
+	return addr, accessKey, secretKey
+}
+
+// oauthBroker is the OAUTH listener (not proxied) and what tokens for it need, from
+// `broker.sh env`.
+func (s *suite) oauthBroker(t *testing.T) oauthtest.Broker {
+	t.Helper()
+	env := s.brokerEnv(t)
+	out := fmt.Sprint(env)
 	b := oauthtest.Broker{Bootstrap: env["KAFKA_OAUTH_BOOTSTRAP"], KeyFile: env["KAFKA_OAUTH_KEY"],
 		KID: env["KAFKA_OAUTH_KID"], Issuer: env["KAFKA_OAUTH_ISSUER"], Audience: env["KAFKA_OAUTH_AUDIENCE"]}
 	if b.Bootstrap == "" || b.KeyFile == "" {

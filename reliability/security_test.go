@@ -166,6 +166,80 @@ func TestSecurity(t *testing.T) {
 		}
 	})
 
+	t.Run("AWS MSK IAM", func(t *testing.T) {
+		// The MSKIAM listener checks the tokens' SigV4 signatures as Amazon MSK does; the agent
+		// is configured as AWS documents a Java client, its key pair in the environment.
+		addr, accessKey, secretKey := b.mskIAM(t)
+		rep := report(t, "7. security: AWS MSK IAM (OAUTHBEARER, AWS's signer), secret key from AWS_SECRET_ACCESS_KEY, debug logs and agent check grepped")
+		topic := b.newTopic(t, 3)
+		args := []string{"--brokers", addr, "--topic", topic, "--log-level", "debug", "--log-format", "json",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+			"-X", "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+			"-X", "sasl.login.callback.handler.class=software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"}
+		env := awsEnv(accessKey, secretKey)
+		a := startAgent(t, bytes.NewReader(stdinLines(n)), env, args...)
+		code := a.wait(2 * time.Minute)
+		a.checkNoPanic()
+		c := rd.countLines(t, topic, n)
+		rep.counts(n, c)
+		if code != 0 {
+			t.Fatalf("exit %d; log:\n%s", code, a.logTail())
+		}
+		if c.lost != 0 || c.dup != 0 {
+			t.Fatalf("%d lost, %d duplicated", c.lost, c.dup)
+		}
+		chk := startAgent(t, nil, env, append([]string{"check"}, args...)...)
+		chkCode := chk.wait(30 * time.Second)
+		out := a.log() + chk.log()
+		// The secret, and any token (base64url of "https://kafka.") or signature.
+		leaks := strings.Count(out, secretKey) + strings.Count(out, "aHR0cHM6Ly9rYWZrYS") + strings.Count(out, "X-Amz-Signature")
+		rep.note("%d bytes of debug output and agent check (exit %d): the secret key, a token or a signature appears %d times",
+			len(a.log()), chkCode, leaks)
+		if chkCode != 0 {
+			t.Errorf("agent check exit %d, output:\n%s", chkCode, chk.log())
+		}
+		if leaks != 0 {
+			t.Fatalf("a secret appears %d times in the output", leaks)
+		}
+	})
+
+	t.Run("wrong AWS secret key", func(t *testing.T) {
+		addr, accessKey, secretKey := b.mskIAM(t)
+		rep := report(t, "7. security: wrong AWS secret key (MSK IAM, OAUTHBEARER): connections over 10 s")
+		fw := startForwarder(t, addr)
+		args := []string{"--brokers", fw.addr(), "--topic", "rel-wrong-aws-key", "--log-level", "debug", "--log-format", "text",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+			"-X", "sasl.login.callback.handler.class=software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"}
+		wrong := "not-" + secretKey
+		start := time.Now()
+		a := startAgent(t, bytes.NewReader(stdinLines(100)), awsEnv(accessKey, wrong), args...)
+		waitFor(t, time.Minute, 50*time.Millisecond, func() bool { return !a.running() || time.Since(start) >= 10*time.Second },
+			func() string { return "watching" })
+		conns := fw.conns.Load()
+		running := a.running()
+		code := -1
+		if !running {
+			code = a.wait(time.Second)
+		}
+		a.checkNoPanic()
+		l := a.log()
+		rep.Sent, rep.Delivered, rep.Lost = 100, 0, 0
+		if running {
+			rep.note("%d connections in 10 s; still running after 10 s", conns)
+		} else {
+			rep.note("%d connections; exit %d after %s: %q", conns, code, secs(a.done.Sub(start)), lastWords(a))
+		}
+		if !strings.Contains(l, "OAUTHBEARER") || !strings.Contains(l, "access key "+accessKey) {
+			t.Errorf("no authentication error naming the mechanism and the access key; log:\n%s", a.logTail())
+		}
+		if conns > 10 {
+			t.Errorf("%d connections in 10 s: a retry storm", conns)
+		}
+		if strings.Contains(l, wrong) || strings.Contains(l, "X-Amz-Signature") {
+			t.Errorf("the secret key or a signature appears in the output")
+		}
+	})
+
 	t.Run("TLS host name verification", func(t *testing.T) {
 		rep := report(t, "7. security: TLS with the test CA: localhost verifies, another name for 127.0.0.1 fails")
 		topic := b.newTopic(t, 1)
@@ -201,4 +275,13 @@ func TestSecurity(t *testing.T) {
 			t.Fatalf("a host name the certificate does not carry: exit %d; log:\n%s", badCode, bad.logTail())
 		}
 	})
+}
+
+// awsEnv is an environment with exactly this AWS key pair (and region): no shared files, no
+// instance metadata, whatever the developer's shell has.
+func awsEnv(accessKey, secretKey string) []string {
+	none := filepath.Join(os.TempDir(), "kafkatrail-no-aws-config")
+	return []string{"AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey, "AWS_SESSION_TOKEN=",
+		"AWS_REGION=us-east-1", "AWS_PROFILE=", "AWS_CONFIG_FILE=" + none, "AWS_SHARED_CREDENTIALS_FILE=" + none,
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ROLE_ARN=", "AWS_WEB_IDENTITY_TOKEN_FILE="}
 }

@@ -35,6 +35,7 @@ func KafkaLib(t testing.TB) string {
 // Program is Java sources compiled once for a test, and the class path to run them with.
 type Program struct {
 	classpath string
+	env       []string // nil: the test's environment
 }
 
 // Compile compiles srcs with javac against classpath (entries joined with the path separator)
@@ -60,6 +61,7 @@ func (p *Program) Run(t testing.TB, main string, args ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, Tool("java"), append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-cp", p.classpath, main}, args...)...)
+	cmd.Env = p.env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -67,4 +69,33 @@ func (p *Program) Run(t testing.TB, main string, args ...string) string {
 		t.Fatalf("java %s %v: %v\n%s", main, args, err, stderr.String())
 	}
 	return string(out)
+}
+
+// MavenClasspath resolves the dependencies of pom (a packaging-pom project that lists the
+// Java libraries a test takes as its oracle) with Maven, fetching them into the local
+// repository the first time, and returns their jars as class path entries.
+func MavenClasspath(t testing.TB, pom string) []string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "classpath.txt")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-Dstyle.color=never", "-f", pom,
+		"dependency:build-classpath", "-Dmdep.outputFile="+out)
+	cmd.Stdin = nil
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mvn dependency:build-classpath -f %s: %v\n%s", pom, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), string(os.PathListSeparator))
+}
+
+// Env returns the program with env (KEY=value entries) as the whole environment of the runs
+// that follow, besides PATH and JAVA_HOME.
+func (p *Program) Env(env ...string) *Program {
+	q := *p
+	q.env = append([]string{"PATH=" + os.Getenv("PATH"), "JAVA_HOME=" + os.Getenv("JAVA_HOME")}, env...)
+	return &q
 }

@@ -78,6 +78,14 @@ func SASLCredentials(t testing.TB) (user, password string) {
 // certificate is signed by CAFile and is valid for 127.0.0.1 and localhost.
 func SSLBootstrap(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_SSL_BOOTSTRAP") }
 
+// MSKIAM returns the MSKIAM listener's address ($KAFKA_MSKIAM_BOOTSTRAP): OAUTHBEARER with AWS
+// MSK IAM tokens, whose SigV4 signature the broker checks against the key pair returned
+// ($KAFKA_MSKIAM_ACCESS_KEY, $KAFKA_MSKIAM_SECRET_KEY), as Amazon MSK checks IAM credentials.
+func MSKIAM(t testing.TB) (bootstrap, accessKey, secretKey string) {
+	t.Helper()
+	return mustEnv(t, "KAFKA_MSKIAM_BOOTSTRAP"), mustEnv(t, "KAFKA_MSKIAM_ACCESS_KEY"), mustEnv(t, "KAFKA_MSKIAM_SECRET_KEY")
+}
+
 // CAFile returns the path of the PEM CA certificate that signed the broker's
 // (and the client's) certificate ($KAFKA_CA_FILE).
 func CAFile(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_CA_FILE") }

@@ -24,6 +24,10 @@
 #                   kafkatrail-oauthtest, no clock skew, sessions of at most KAFKA_OAUTH_REAUTH_MS (default
 #                   3000) so clients must re-authenticate (KIP-368). The signing key is $STATE/oauth/key.pem:
 #                   tests serve tokens signed with it (internal/oauthtest).
+#   MSKIAM          127.0.0.1:KAFKA_PORT+5    (9097)  SASL_PLAINTEXT with OAUTHBEARER only: tokens are AWS MSK IAM's
+#                   (SigV4-presigned URLs), checked by scripts/kafka/mskiam/MskIamValidator.java (compiled at
+#                   start, on the broker's classpath) against the test key pair KAFKA_MSKIAM_ACCESS_KEY /
+#                   KAFKA_MSKIAM_SECRET_KEY: Amazon MSK's IAM check, on 127.0.0.1.
 #
 # Environment: KAFKATRAIL_STATE (default /tmp/kafkatrail-kafka), KAFKATRAIL_CACHE (jar cache),
 # KAFKA_PORT, KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90),
@@ -46,6 +50,7 @@ CONTROLLER_PORT=$((PORT + 1))
 SASL_PORT=$((PORT + 2))
 SSL_PORT=$((PORT + 3))
 OAUTH_PORT=$((PORT + 4))
+MSKIAM_PORT=$((PORT + 5))
 ADVERTISED_PORT=${KAFKA_ADVERTISED_PORT:-$PORT}
 HOST=127.0.0.1
 HEAP=${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}
@@ -56,6 +61,9 @@ SASL_USER=alice
 SASL_PASSWORD=alice-secret
 STORE_PASSWORD=kafkatrail-test
 
+MSKIAM_ACCESS_KEY=AKIAKAFKATRAILTEST
+MSKIAM_SECRET_KEY=kafkatrail/test+secret/key
+MSKIAM_DIR=$STATE/mskiam-plugin
 TELEMETRY_DIR=$STATE/telemetry-plugin
 TELEMETRY_FILE=$STATE/client-telemetry.bin
 TELEMETRY_CLASS=org.kafkatrail.telemetry.FileClientTelemetry
@@ -86,9 +94,9 @@ node.id=1
 controller.quorum.bootstrap.servers=$HOST:$CONTROLLER_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT
-advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,OAUTH:SASL_PLAINTEXT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT,MSKIAM://$HOST:$MSKIAM_PORT
+advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT,MSKIAM://$HOST:$MSKIAM_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,OAUTH:SASL_PLAINTEXT,MSKIAM:SASL_PLAINTEXT
 log.dirs=$DATA
 
 num.partitions=1
@@ -117,6 +125,11 @@ sasl.oauthbearer.jwks.endpoint.url=file://$OAUTH/jwks.json
 sasl.oauthbearer.expected.audience=$OAUTH_AUDIENCE
 sasl.oauthbearer.expected.issuer=$OAUTH_ISSUER
 sasl.oauthbearer.clock.skew.seconds=0
+
+# MSKIAM: OAUTHBEARER with AWS MSK IAM tokens, checked by the test's SigV4 validator.
+listener.name.mskiam.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.mskiam.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" accessKeyId="$MSKIAM_ACCESS_KEY" secretAccessKey="$MSKIAM_SECRET_KEY";
+listener.name.mskiam.oauthbearer.sasl.server.callback.handler.class=org.kafkatrail.mskiam.MskIamValidator
 
 # SSL: broker cert signed by the test CA ($TLS/ca.pem); client certificates requested, not required.
 ssl.keystore.type=PKCS12
@@ -147,6 +160,18 @@ build_telemetry_plugin() {
   mkdir -p "$TELEMETRY_DIR"
   "$javac" -nowarn -d "$TELEMETRY_DIR" -cp "$1/*" "$HERE/telemetry/FileClientTelemetry.java" \
     >"$STATE/telemetry-plugin.log" 2>&1 || { cat "$STATE/telemetry-plugin.log" >&2; die "javac of the client telemetry plugin failed"; }
+}
+
+# build_mskiam_plugin LIB: compiles the MSKIAM listener's token validator against the broker's
+# jars into $MSKIAM_DIR.
+build_mskiam_plugin() {
+  local javac
+  javac=$(dirname "$(readlink -f "$(command -v "$JAVA")")")/javac
+  [[ -x $javac ]] || javac=javac
+  rm -rf "$MSKIAM_DIR"
+  mkdir -p "$MSKIAM_DIR"
+  "$javac" -nowarn -d "$MSKIAM_DIR" -cp "$1/*" "$HERE/mskiam/MskIamValidator.java" \
+    >"$STATE/mskiam-plugin.log" 2>&1 || { cat "$STATE/mskiam-plugin.log" >&2; die "javac of the MSK IAM validator failed"; }
 }
 
 # telemetry_enabled: the running (or resumed) configuration has the receiver.
@@ -217,7 +242,7 @@ cmd_start() {
     exit 75
   fi
   rm -f "$PIDFILE"
-  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT" "$OAUTH_PORT"
+  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT" "$OAUTH_PORT" "$MSKIAM_PORT"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
   lib=$(fetch)
@@ -231,9 +256,10 @@ cmd_start() {
     mv -f "$LOG" "$LOG.previous" 2>/dev/null || true
   else
   rm -rf "$DATA" "$CONF" "$TLS" "$OAUTH" "$LOG" "$STATE/format.log" "$STATE/tls.log" "$STATE/oauth.log" "$STATE/version" \
-    "$TELEMETRY_DIR" "$TELEMETRY_FILE"
+    "$TELEMETRY_DIR" "$TELEMETRY_FILE" "$MSKIAM_DIR"
   mkdir -p "$DATA" "$CONF" "$TLS" "$OAUTH"
   [[ -z ${KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN:-} ]] || build_telemetry_plugin "$lib"
+  build_mskiam_plugin "$lib"
   gen_tls
   gen_oauth
   write_configs
@@ -257,14 +283,15 @@ cmd_start() {
   # Kafka 3.9.1 and 4.x read the JWKS only from a URL (and file) these allow.
   KAFKA_JVM_PROPS=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$OAUTH/jwks.json"
     "-Dorg.apache.kafka.sasl.oauthbearer.allowed.files=$OAUTH/jwks.json")
-  KAFKA_EXTRA_CP=
+  [[ -d $MSKIAM_DIR/org ]] || build_mskiam_plugin "$lib"
+  KAFKA_EXTRA_CP=$MSKIAM_DIR
   if telemetry_enabled; then
     [[ -d $TELEMETRY_DIR/org ]] || build_telemetry_plugin "$lib"
-    KAFKA_EXTRA_CP=$TELEMETRY_DIR
+    KAFKA_EXTRA_CP=$KAFKA_EXTRA_CP:$TELEMETRY_DIR
   fi
   launch_kafka "$PIDFILE" "$LOG" "$lib" "$CONF/server.properties"
   daemon_wait broker_ready 60
-  log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT (log: $LOG)"
+  log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT MSKIAM $HOST:$MSKIAM_PORT (log: $LOG)"
 }
 
 cmd_kill() {
@@ -301,6 +328,9 @@ cmd_env() {
     KAFKA_OAUTH_ISSUER "$OAUTH_ISSUER" \
     KAFKA_OAUTH_AUDIENCE "$OAUTH_AUDIENCE" \
     KAFKA_OAUTH_REAUTH_MS "$(oauth_reauth_ms)" \
+    KAFKA_MSKIAM_BOOTSTRAP "$HOST:$MSKIAM_PORT" \
+    KAFKA_MSKIAM_ACCESS_KEY "$MSKIAM_ACCESS_KEY" \
+    KAFKA_MSKIAM_SECRET_KEY "$MSKIAM_SECRET_KEY" \
     KAFKA_LIB "$lib" \
     KAFKA_BROKER_LOG "$LOG"
   if telemetry_enabled; then

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"regexp"
 	"strings"
@@ -201,6 +202,11 @@ func (a *Agent) startExactlyOnce(ctx context.Context) (positions map[string][]fi
 	nc, err := pc.NetworkConfig()
 	if err != nil {
 		return nil, err
+	}
+	if nc.SASL != nil {
+		if c, ok := nc.SASL.Exchange.(io.Closer); ok {
+			defer c.Close() // a Kerberos login's renewal, for this client only
+		}
 	}
 	cl, err := consumer.NewClient(pc.BootstrapServers, nc)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/accumulator"
+	"github.com/kafkatrail/kafkatrail/internal/kerberos"
 	"github.com/kafkatrail/kafkatrail/internal/mskiam"
 	"github.com/kafkatrail/kafkatrail/metadata"
 	"github.com/kafkatrail/kafkatrail/network"
@@ -55,7 +56,7 @@ type Config struct {
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
 
 	SecurityProtocol string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
-	SASLMechanism    string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM"`
+	SASLMechanism    string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI"`
 	SASLUsername     string `koanf:"sasl.username" doc:"SASL user name"`
 	SASLPassword     string `koanf:"sasl.password" doc:"SASL password (never logged)" secret:"true"`
 
@@ -71,6 +72,13 @@ type Config struct {
 	SASLOAuthBearerClientCredentialsID     string  `koanf:"sasl.oauthbearer.client.credentials.client.id" doc:"OAUTHBEARER: the Java client's name of sasl.oauthbearer.client.id"`
 	SASLOAuthBearerClientCredentialsSecret string  `koanf:"sasl.oauthbearer.client.credentials.client.secret" doc:"OAUTHBEARER: the Java client's name of sasl.oauthbearer.client.secret (never logged)" secret:"true"`
 	SASLOAuthBearerScope                   string  `koanf:"sasl.oauthbearer.scope" doc:"OAUTHBEARER: the scope asked of the token endpoint (optional)"`
+	SASLKerberosServiceName                string  `koanf:"sasl.kerberos.service.name" doc:"GSSAPI: the broker's Kerberos service name (its principal is NAME/host@REALM, host the broker's host name); required, usually kafka"`
+	SASLKerberosPrincipal                  string  `koanf:"sasl.kerberos.principal" doc:"GSSAPI: the client's principal (librdkafka's name; a Java client writes principal= in sasl.jaas.config)"`
+	SASLKerberosKeytab                     string  `koanf:"sasl.kerberos.keytab" doc:"GSSAPI: the client's keytab file (librdkafka's name; a Java client writes useKeyTab=true keyTab= in sasl.jaas.config)"`
+	SASLKerberosKinitCmd                   string  `koanf:"sasl.kerberos.kinit.cmd" doc:"accepted for Java and librdkafka configs, not run: the login and its renewal are the agent's own (Kerberos in Go)"`
+	SASLKerberosMinTimeBeforeRelogin       int     `koanf:"sasl.kerberos.min.time.before.relogin" doc:"accepted for Java configs; the ticket is renewed (or the keytab logged in again) at 5/6 of its remaining lifetime"`
+	SASLKerberosTicketRenewWindowFactor    float64 `koanf:"sasl.kerberos.ticket.renew.window.factor" doc:"accepted for Java configs (0.5 to 1.0); see sasl.kerberos.min.time.before.relogin"`
+	SASLKerberosTicketRenewJitter          float64 `koanf:"sasl.kerberos.ticket.renew.jitter" doc:"accepted for Java configs; see sasl.kerberos.min.time.before.relogin"`
 	SASLOAuthBearerExtensions              string  `koanf:"sasl.oauthbearer.extensions" doc:"OAUTHBEARER: SASL extensions sent with the token (KIP-342), name=value pairs separated by commas (librdkafka's form; a Java client writes extension_name=\"value\" in sasl.jaas.config, also read), e.g. logicalCluster=lkc-abc123,identityPoolId=pool-xyz for Confluent Cloud"`
 	SASLLoginRefreshWindowFactor           float64 `koanf:"sasl.login.refresh.window.factor" doc:"OAUTHBEARER: the token is refreshed at this fraction of its lifetime, 0.5 to 1.0"`
 	SASLLoginRefreshWindowJitter           float64 `koanf:"sasl.login.refresh.window.jitter" doc:"OAUTHBEARER: up to this fraction of the lifetime is added at random to the refresh time, 0 to 0.25"`
@@ -261,8 +269,11 @@ func (c *Config) Validate() error {
 		case mskiam.Mechanism:
 			c.validateJAAS(bad)
 			c.validateAWSMSK(bad)
+		case kerberos.Mechanism:
+			c.validateJAAS(bad)
+			c.validateGSSAPI(bad)
 		default:
-			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM with security.protocol=%s, got %q",
+			bad("sasl.mechanism", "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI with security.protocol=%s, got %q",
 				c.SecurityProtocol, c.SASLMechanism)
 		}
 	default:

@@ -61,7 +61,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"mechanism", func(c *Config) {
 			c.SecurityProtocol = "SASL_PLAINTEXT"
 			c.SASLUsername = "u"
-			c.SASLMechanism = "GSSAPI"
+			c.SASLMechanism = "NTLM"
 		}, "sasl.mechanism", "SCRAM-SHA-512"},
 		{"sasl user", func(c *Config) { c.SecurityProtocol = "SASL_SSL"; c.SASLMechanism = "PLAIN" }, "sasl.username", "required"},
 		{"cert without key", func(c *Config) { c.SSLCertificateLocation = "/c.pem" }, "ssl.certificate.location", "together"},

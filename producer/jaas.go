@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kafkatrail/kafkatrail/internal/kerberos"
 	"github.com/kafkatrail/kafkatrail/internal/mskiam"
 )
 
@@ -185,6 +186,8 @@ func (c *Config) credentialsModule() string {
 		return jaasScramModule
 	case mskiam.Mechanism:
 		return mskiam.LoginModule
+	case kerberos.Mechanism:
+		return kerberos.LoginModule
 	}
 	return jaasOAuthBearerModule
 }

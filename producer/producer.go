@@ -321,6 +321,13 @@ func (c *Config) networkConfig() (network.Config, error) {
 			Password:  c.saslPassword(),
 			OAuth:     c.oauthBearerConfig(),
 		}
+		if c.gssapi() {
+			l, err := c.kerberosLogin()
+			if err != nil {
+				return nc, err
+			}
+			nc.SASL.Exchange = l
+		}
 		if c.awsMSK() {
 			s, err := c.awsMSKSession(context.Background())
 			if err != nil {
@@ -668,10 +675,12 @@ func (p *Producer) Close(ctx context.Context) error {
 	})
 	select {
 	case <-p.senderDone:
+		p.closeSASL()
 		return nil
 	case <-ctx.Done():
 	}
 	p.sender.forceClose()
 	<-p.senderDone
+	p.closeSASL()
 	return fmt.Errorf("close: %w; buffered records failed with %w", ctx.Err(), ErrProducerClosed)
 }

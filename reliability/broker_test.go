@@ -65,7 +65,7 @@ func startSuite() (*suite, error) {
 	s := &suite{}
 	s.srv = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	// Below the ephemeral range: the broker is killed and resumed on the same ports.
-	base, err := freeport.Base(freeport.Fixed+4000+os.Getpid()%300*10, freeport.FixedEnd, 6)
+	base, err := freeport.Base(freeport.Fixed+4000+os.Getpid()%300*10, freeport.FixedEnd, 8)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -237,6 +238,73 @@ func TestSecurity(t *testing.T) {
 		}
 		if strings.Contains(l, wrong) || strings.Contains(l, "X-Amz-Signature") {
 			t.Errorf("the secret key or a signature appears in the output")
+		}
+	})
+
+	t.Run("Kerberos", func(t *testing.T) {
+		// The KERBEROS listener (GSSAPI, the JDK's Krb5LoginModule) and its realm on MIT's KDC.
+		env := b.brokerEnv(t)
+		addr, krb5conf := env["KAFKA_KERBEROS_BOOTSTRAP"], env["KAFKA_KRB5_CONFIG"]
+		if addr == "" {
+			t.Fatalf("broker.sh env has no KERBEROS listener (krb5-kdc not installed? scripts/deps.sh): %v", env)
+		}
+		rep := report(t, "7. security: Kerberos (GSSAPI), keytab in sasl.jaas.config as a Java client writes it, 10 s sessions, debug logs and agent check grepped")
+		topic := b.newTopic(t, 3)
+		args := []string{"--brokers", addr, "--topic", topic, "--log-level", "debug", "--log-format", "json",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=GSSAPI", "-X", "sasl.kerberos.service.name=kafka",
+			"-X", `sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="` +
+				env["KAFKA_KERBEROS_KEYTAB"] + `" principal="` + env["KAFKA_KERBEROS_PRINCIPAL"] + `";`}
+		kenv := []string{"KRB5_CONFIG=" + krb5conf}
+		a := startAgent(t, bytes.NewReader(stdinLines(n)), kenv, args...)
+		code := a.wait(2 * time.Minute)
+		a.checkNoPanic()
+		c := rd.countLines(t, topic, n)
+		rep.counts(n, c)
+		if code != 0 {
+			t.Fatalf("exit %d; log:\n%s", code, a.logTail())
+		}
+		if c.lost != 0 || c.dup != 0 {
+			t.Fatalf("%d lost, %d duplicated", c.lost, c.dup)
+		}
+		chk := startAgent(t, nil, kenv, append([]string{"check"}, args...)...)
+		chkCode := chk.wait(30 * time.Second)
+		keytab, err := os.ReadFile(env["KAFKA_KERBEROS_KEYTAB"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The keytab's keys (its last 32 bytes hold the end of one), in any form the logs could take.
+		key := keytab[len(keytab)-32:]
+		out := a.log() + chk.log()
+		leaks := strings.Count(out, string(key)) + strings.Count(out, fmt.Sprintf("%x", key)) + strings.Count(out, base64.StdEncoding.EncodeToString(key))
+		rep.note("%d bytes of debug output and agent check (exit %d): keytab key material appears %d times", len(a.log()), chkCode, leaks)
+		if chkCode != 0 {
+			t.Errorf("agent check exit %d, output:\n%s", chkCode, chk.log())
+		}
+		if leaks != 0 {
+			t.Fatalf("key material appears %d times in the output", leaks)
+		}
+	})
+
+	t.Run("stale Kerberos keytab", func(t *testing.T) {
+		env := b.brokerEnv(t)
+		addr := env["KAFKA_KERBEROS_BOOTSTRAP"]
+		if addr == "" {
+			t.Fatalf("broker.sh env has no KERBEROS listener: %v", env)
+		}
+		rep := report(t, "7. security: stale Kerberos keytab (the KDC changed the principal's keys): time to the agent's exit")
+		fw := startForwarder(t, addr)
+		args := []string{"--brokers", fw.addr(), "--topic", "rel-stale-keytab", "--log-format", "text",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=GSSAPI", "-X", "sasl.kerberos.service.name=kafka",
+			"-X", `sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="` +
+				env["KAFKA_KERBEROS_WRONG_KEYTAB"] + `" principal="` + env["KAFKA_KERBEROS_WRONG_PRINCIPAL"] + `";`}
+		start := time.Now()
+		a := startAgent(t, bytes.NewReader(stdinLines(100)), []string{"KRB5_CONFIG=" + env["KAFKA_KRB5_CONFIG"]}, args...)
+		code := a.wait(time.Minute)
+		a.checkNoPanic()
+		rep.Sent, rep.Delivered, rep.Lost = 100, 0, 0
+		rep.note("%d connections to the broker; exit %d after %s: %q", fw.conns.Load(), code, secs(a.done.Sub(start)), lastWords(a))
+		if code == 0 || !strings.Contains(a.log(), "GSSAPI") || !strings.Contains(a.log(), "stale keytab") {
+			t.Fatalf("exit %d, want a failure naming GSSAPI and the stale keytab; log:\n%s", code, a.logTail())
 		}
 	})
 

@@ -4,8 +4,9 @@
 #     gcc (go test -race needs cgo), chromium (the status page's headless browser test;
 #     about 100 MB to download, 350 MB installed), rpm, skopeo and umoci (make test-release
 #     inspects the .rpm and the OCI image with them; dpkg installs the .deb), systemd
-#     (systemd-analyze rates the unit's sandbox) and strace (its system call filter against
-#     the agent's calls) -- apt-get runs
+#     (systemd-analyze rates the unit's sandbox), strace (its system call filter against
+#     the agent's calls), and MIT Kerberos's KDC and tools (krb5-kdc, krb5-admin-server,
+#     krb5-user: the test broker's GSSAPI listener has a realm of its own) -- apt-get runs
 #     only when one is missing;
 #   - the Apache Kafka 4.4.0 jars from Maven Central (scripts/kafka/fetch.sh, cached).
 # Go itself is a prerequisite (see go.mod for the version).
@@ -34,6 +35,10 @@ if ((!demo)); then
   # records the installed agent's system calls for the unit's filter (TestDeb).
   command -v systemd-analyze >/dev/null || missing+=(systemd)
   command -v strace >/dev/null || missing+=(strace)
+  # The test broker's Kerberos realm (scripts/kafka/kdc.sh): MIT's KDC, kadmin.local, kinit.
+  [[ -x /usr/sbin/krb5kdc ]] || command -v krb5kdc >/dev/null || missing+=(krb5-kdc)
+  [[ -x /usr/sbin/kadmin.local ]] || command -v kadmin.local >/dev/null || missing+=(krb5-admin-server)
+  command -v kinit >/dev/null || missing+=(krb5-user)
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 

@@ -31,7 +31,7 @@ func startPrivateBroker(t *testing.T) *privateBroker {
 	// Below the kernel's ephemeral range (32768-60999 by default): the broker is stopped and
 	// resumed on the same ports, and a port that an outgoing connection of any test took in
 	// between (its local end, or its TIME_WAIT) would refuse the resumed broker's bind.
-	port, err := freeport.Base(freeport.Fixed+os.Getpid()%400*10, freeport.FixedEnd, 6)
+	port, err := freeport.Base(freeport.Fixed+os.Getpid()%400*10, freeport.FixedEnd, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ const (
 )
 
 // Base returns the first base port P of from, from+10, ... below to such that P..P+n-1 all
-// accept a listener on 127.0.0.1 now (n = 6 for scripts/kafka/broker.sh's six listeners).
+// accept a listener on 127.0.0.1 now (n = 8 for scripts/kafka/broker.sh's seven listeners and its KDC).
 // Callers spread from (by PID or at random) so that parallel runs try different bases first.
 // A port can still be taken between this check and its use: the scripts then exit 75 (busy).
 func Base(from, to, n int) (int, error) {

@@ -28,6 +28,11 @@
 #                   (SigV4-presigned URLs), checked by scripts/kafka/mskiam/MskIamValidator.java (compiled at
 #                   start, on the broker's classpath) against the test key pair KAFKA_MSKIAM_ACCESS_KEY /
 #                   KAFKA_MSKIAM_SECRET_KEY: Amazon MSK's IAM check, on 127.0.0.1.
+#   KERBEROS        127.0.0.1:KAFKA_PORT+6    (9098)  SASL_PLAINTEXT with GSSAPI only: the broker is
+#                   kafka/localhost@KAFKATRAIL.TEST (the JDK's Krb5LoginModule, its keytab from the realm that
+#                   scripts/kafka/kdc.sh makes and runs on 127.0.0.1:KAFKA_PORT+7, started and stopped with
+#                   the broker), sessions of at most KAFKA_KERBEROS_REAUTH_MS (default 10000) so clients
+#                   re-authenticate with fresh service tickets (KIP-368).
 #
 # Environment: KAFKATRAIL_STATE (default /tmp/kafkatrail-kafka), KAFKATRAIL_CACHE (jar cache),
 # KAFKA_PORT, KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90),
@@ -51,6 +56,8 @@ SASL_PORT=$((PORT + 2))
 SSL_PORT=$((PORT + 3))
 OAUTH_PORT=$((PORT + 4))
 MSKIAM_PORT=$((PORT + 5))
+KERBEROS_PORT=$((PORT + 6))
+KDC_PORT=$((PORT + 7))
 ADVERTISED_PORT=${KAFKA_ADVERTISED_PORT:-$PORT}
 HOST=127.0.0.1
 HEAP=${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}
@@ -61,6 +68,17 @@ SASL_USER=alice
 SASL_PASSWORD=alice-secret
 STORE_PASSWORD=kafkatrail-test
 
+KDC_STATE=$STATE/kdc
+KERBEROS_REAUTH_MS=${KAFKA_KERBEROS_REAUTH_MS:-10000}
+# The KERBEROS listener needs MIT's KDC (krb5-kdc, krb5-admin-server: scripts/deps.sh installs
+# them for the tests); without them the broker starts without it (make demo's deps).
+if command -v krb5kdc >/dev/null || [[ -x /usr/sbin/krb5kdc && -x /usr/sbin/kadmin.local ]]; then
+  KERBEROS=1
+  KERBEROS_LISTENER=,KERBEROS://$HOST:$KERBEROS_PORT
+else
+  KERBEROS=0
+  KERBEROS_LISTENER=
+fi
 MSKIAM_ACCESS_KEY=AKIAKAFKATRAILTEST
 MSKIAM_SECRET_KEY=kafkatrail/test+secret/key
 MSKIAM_DIR=$STATE/mskiam-plugin
@@ -94,9 +112,9 @@ node.id=1
 controller.quorum.bootstrap.servers=$HOST:$CONTROLLER_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT,MSKIAM://$HOST:$MSKIAM_PORT
-advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT,MSKIAM://$HOST:$MSKIAM_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,OAUTH:SASL_PLAINTEXT,MSKIAM:SASL_PLAINTEXT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT,MSKIAM://$HOST:$MSKIAM_PORT$KERBEROS_LISTENER
+advertised.listeners=PLAINTEXT://$HOST:$ADVERTISED_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,SSL://$HOST:$SSL_PORT,OAUTH://$HOST:$OAUTH_PORT,MSKIAM://$HOST:$MSKIAM_PORT$KERBEROS_LISTENER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,OAUTH:SASL_PLAINTEXT,MSKIAM:SASL_PLAINTEXT,KERBEROS:SASL_PLAINTEXT
 log.dirs=$DATA
 
 num.partitions=1
@@ -140,6 +158,16 @@ ssl.truststore.type=PEM
 ssl.truststore.location=$TLS/ca.pem
 ssl.client.auth=requested
 EOF
+  if ((KERBEROS)); then
+    cat >>"$CONF/server.properties" <<EOF
+
+# KERBEROS: GSSAPI, the broker kafka/localhost of the test realm (kdc.sh), the JDK's Krb5LoginModule.
+listener.name.kerberos.sasl.enabled.mechanisms=GSSAPI
+listener.name.kerberos.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="$KDC_STATE/broker.keytab" principal="kafka/localhost@KAFKATRAIL.TEST";
+listener.name.kerberos.gssapi.connections.max.reauth.ms=$KERBEROS_REAUTH_MS
+sasl.kerberos.service.name=kafka
+EOF
+  fi
   if [[ -n ${KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN:-} ]]; then
     cat >>"$CONF/server.properties" <<EOF
 
@@ -242,7 +270,7 @@ cmd_start() {
     exit 75
   fi
   rm -f "$PIDFILE"
-  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT" "$OAUTH_PORT" "$MSKIAM_PORT"
+  ports_free "another broker? set KAFKA_PORT to another base port" "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" "$SSL_PORT" "$OAUTH_PORT" "$MSKIAM_PORT" "$KERBEROS_PORT"
   command -v "$JAVA" >/dev/null || die "java not found (run scripts/deps.sh)"
   local lib
   lib=$(fetch)
@@ -260,6 +288,12 @@ cmd_start() {
   mkdir -p "$DATA" "$CONF" "$TLS" "$OAUTH"
   [[ -z ${KAFKATRAIL_CLIENT_TELEMETRY_PLUGIN:-} ]] || build_telemetry_plugin "$lib"
   build_mskiam_plugin "$lib"
+  # The KDC must not hold the state dir's lock: it outlives a killed broker, which resumes.
+  if ((KERBEROS)); then
+    KDC_STATE=$KDC_STATE KDC_PORT=$KDC_PORT "$HERE/kdc.sh" start {lockfd}>&-
+  else
+    log "no KERBEROS listener: krb5kdc not installed (scripts/deps.sh installs it)"
+  fi
   gen_tls
   gen_oauth
   write_configs
@@ -284,6 +318,10 @@ cmd_start() {
   KAFKA_JVM_PROPS=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$OAUTH/jwks.json"
     "-Dorg.apache.kafka.sasl.oauthbearer.allowed.files=$OAUTH/jwks.json")
   [[ -d $MSKIAM_DIR/org ]] || build_mskiam_plugin "$lib"
+  if kerberos_enabled; then
+    KDC_STATE=$KDC_STATE KDC_PORT=$KDC_PORT "$HERE/kdc.sh" resume {lockfd}>&-
+    KAFKA_JVM_PROPS+=("-Djava.security.krb5.conf=$KDC_STATE/krb5.conf")
+  fi
   KAFKA_EXTRA_CP=$MSKIAM_DIR
   if telemetry_enabled; then
     [[ -d $TELEMETRY_DIR/org ]] || build_telemetry_plugin "$lib"
@@ -291,7 +329,7 @@ cmd_start() {
   fi
   launch_kafka "$PIDFILE" "$LOG" "$lib" "$CONF/server.properties"
   daemon_wait broker_ready 60
-  log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT MSKIAM $HOST:$MSKIAM_PORT (log: $LOG)"
+  log "started Kafka $VERSION pid $(cat "$PIDFILE") in $((SECONDS - t0))s (tls $((t_tls - t0))s, format $((t_format - t_tls))s, broker $((SECONDS - t_format))s): PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT MSKIAM $HOST:$MSKIAM_PORT${KERBEROS_LISTENER:+ KERBEROS $HOST:$KERBEROS_PORT} (log: $LOG)"
 }
 
 cmd_kill() {
@@ -336,12 +374,34 @@ cmd_env() {
   if telemetry_enabled; then
     printf 'export %s=%q\n' KAFKA_CLIENT_TELEMETRY_FILE "$TELEMETRY_FILE"
   fi
+  if kerberos_enabled; then
+    printf 'export %s=%q\n' KAFKA_KERBEROS_BOOTSTRAP "$HOST:$KERBEROS_PORT" KAFKA_KERBEROS_REAUTH_MS "$(kerberos_reauth_ms)"
+    KDC_STATE=$KDC_STATE KDC_PORT=$KDC_PORT "$HERE/kdc.sh" env
+  fi
+}
+
+# kerberos_enabled: the running (or resumed) configuration has the KERBEROS listener.
+kerberos_enabled() { grep -q '^listener.name.kerberos.sasl.enabled.mechanisms=' "$CONF/server.properties" 2>/dev/null; }
+
+# kerberos_reauth_ms: the KERBEROS listener's connections.max.reauth.ms as the running config has it.
+kerberos_reauth_ms() {
+  local v
+  v=$(sed -n 's/^listener.name.kerberos.gssapi.connections.max.reauth.ms=//p' "$CONF/server.properties" 2>/dev/null)
+  echo "${v:-$KERBEROS_REAUTH_MS}"
+}
+
+# cmd_stop: the broker, then its KDC.
+cmd_stop() {
+  daemon_stop
+  if [[ -f $KDC_STATE/kdc.pid ]]; then
+    KDC_STATE=$KDC_STATE KDC_PORT=$KDC_PORT "$HERE/kdc.sh" stop
+  fi
 }
 
 case ${1:-} in
   start) cmd_start ;;
   resume) cmd_start keep ;;
-  stop) daemon_stop ;;
+  stop) cmd_stop ;;
   kill) cmd_kill ;;
   status) daemon_status "PLAINTEXT $HOST:$PORT SASL_PLAINTEXT $HOST:$SASL_PORT SSL $HOST:$SSL_PORT OAUTH $HOST:$OAUTH_PORT" ;;
   env) cmd_env ;;

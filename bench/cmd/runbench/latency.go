@@ -56,7 +56,7 @@ var latencyConfigs = []struct {
 func (b *bench) latency() error {
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	// Below the ephemeral range, away from with-broker.sh's bases and the memory section's.
-	port, err := freeport.Base(28100+rand.IntN(50)*10, 28900, 6)
+	port, err := freeport.Base(28100+rand.IntN(50)*10, 28900, 8)
 	if err != nil {
 		return fmt.Errorf("latency: no free ports for its broker: %w", err)
 	}

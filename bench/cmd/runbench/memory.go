@@ -49,7 +49,7 @@ func (b *bench) memory() error {
 	}
 	line[len(line)-1] = '\n'
 	// Away from the bases with-broker.sh picks (9092, 19092-19282).
-	port, err := freeport.Base(29100+rand.IntN(50)*10, 29900, 6)
+	port, err := freeport.Base(29100+rand.IntN(50)*10, 29900, 8)
 	if err != nil {
 		return fmt.Errorf("memory: no free ports for its broker: %w", err)
 	}

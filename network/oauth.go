@@ -48,6 +48,10 @@ type OAuthBearerConfig struct {
 	ClientID         string
 	ClientSecret     string // never printed
 	Scope            string // optional: the scope requested from the endpoint
+	// GrantType is client_credentials (empty) or GrantJWTBearer, whose assertion Assertion
+	// makes; the client id and secret are then not needed.
+	GrantType string
+	Assertion *JWTAssertion
 
 	// The refresh window (ExpiringCredentialRefreshingLogin): a token is refreshed at
 	// RefreshWindowFactor (+ up to RefreshWindowJitter) of its lifetime, but not sooner than
@@ -108,6 +112,13 @@ func (o *OAuthBearerConfig) Validate() error {
 		return nil
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		return fmt.Errorf("sasl.oauthbearer.token.endpoint.url: want an http(s):// or file:// URL, got %q", redactURL(o.TokenEndpointURL))
+	case o.GrantType == GrantJWTBearer:
+		if o.Assertion == nil {
+			return errors.New("sasl.oauthbearer.assertion.private.key.file: required with the JWT bearer grant (or sasl.oauthbearer.assertion.file)")
+		}
+		if err := o.Assertion.Validate(); err != nil {
+			return err
+		}
 	case o.ClientID == "":
 		return errors.New("sasl.oauthbearer.client.id: required with an http(s) token endpoint")
 	case o.ClientSecret == "":
@@ -299,17 +310,28 @@ func (p *tokenProvider) fetch(ctx context.Context, now time.Time) (*token, error
 		}
 		return t, nil
 	}
-	form := url.Values{"grant_type": {"client_credentials"}}
-	if p.cfg.Scope != "" {
-		form.Set("scope", p.cfg.Scope)
-	}
 	where := redactURL(p.cfg.TokenEndpointURL)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.TokenEndpointURL, strings.NewReader(form.Encode()))
+	form := "grant_type=client_credentials"
+	if p.cfg.GrantType == GrantJWTBearer {
+		// JwtBearerRequestFormatter: the grant type, the assertion, the scope; no client
+		// authentication header, the assertion is the client's proof.
+		assertion, err := p.cfg.Assertion.make(now)
+		if err != nil {
+			return nil, &AuthenticationError{Mechanism: SASLOAuthBearer, Err: errTokenEndpoint, Message: "JWT bearer assertion: " + err.Error()}
+		}
+		form = "grant_type=" + url.QueryEscape(GrantJWTBearer) + "&assertion=" + url.QueryEscape(assertion)
+	}
+	if p.cfg.Scope != "" {
+		form += "&scope=" + url.QueryEscape(p.cfg.Scope)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.TokenEndpointURL, strings.NewReader(form))
 	if err != nil {
 		return nil, fmt.Errorf("network: sasl %s: token endpoint %s: %v", SASLOAuthBearer, where, err)
 	}
-	// Not URL-encoded: Java's default (sasl.oauthbearer.header.urlencode=false).
-	req.SetBasicAuth(p.cfg.ClientID, p.cfg.ClientSecret)
+	if p.cfg.GrantType != GrantJWTBearer {
+		// Not URL-encoded: Java's default (sasl.oauthbearer.header.urlencode=false).
+		req.SetBasicAuth(p.cfg.ClientID, p.cfg.ClientSecret)
+	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	resp, err := p.client.Do(req)
@@ -453,6 +475,16 @@ func oauthBearerInitialResponse(tok string, extensions map[string]string) []byte
 		b = append(append(append(append(b, 0x01), k...), '='), extensions[k]...)
 	}
 	return append(b, 0x01, 0x01)
+}
+
+// Token returns the token a connection would authenticate with now: the cached one, or one
+// fetched (from the endpoint, the file or the TokenSource) when it is due.
+func (o *OAuthBearerConfig) Token(ctx context.Context) (string, error) {
+	t, err := o.provider().get(ctx, time.Now(), 0)
+	if err != nil {
+		return "", err
+	}
+	return t.value, nil
 }
 
 // InitialResponse is the client's first OAUTHBEARER message for token with the config's

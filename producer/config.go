@@ -79,6 +79,20 @@ type Config struct {
 	SASLKerberosMinTimeBeforeRelogin       int     `koanf:"sasl.kerberos.min.time.before.relogin" doc:"accepted for Java configs; the ticket is renewed (or the keytab logged in again) at 5/6 of its remaining lifetime"`
 	SASLKerberosTicketRenewWindowFactor    float64 `koanf:"sasl.kerberos.ticket.renew.window.factor" doc:"accepted for Java configs (0.5 to 1.0); see sasl.kerberos.min.time.before.relogin"`
 	SASLKerberosTicketRenewJitter          float64 `koanf:"sasl.kerberos.ticket.renew.jitter" doc:"accepted for Java configs; see sasl.kerberos.min.time.before.relogin"`
+	SASLOAuthBearerJWTRetrieverClass       string  `koanf:"sasl.oauthbearer.jwt.retriever.class" doc:"OAUTHBEARER, the Java client's choice of grant: empty or Kafka's DefaultJwtRetriever, ClientCredentialsJwtRetriever or FileJwtRetriever (client credentials, or a token file), JwtBearerJwtRetriever (the JWT bearer grant, KIP-1139: sasl.oauthbearer.assertion.*)"`
+	SASLOAuthBearerGrantType               string  `koanf:"sasl.oauthbearer.grant.type" doc:"OAUTHBEARER, librdkafka's choice of grant: client_credentials (empty) or urn:ietf:params:oauth:grant-type:jwt-bearer"`
+	SASLOAuthBearerAssertionAlgorithm      string  `koanf:"sasl.oauthbearer.assertion.algorithm" doc:"JWT bearer grant: RS256 or ES256, the assertion's signature"`
+	SASLOAuthBearerAssertionPrivateKeyFile string  `koanf:"sasl.oauthbearer.assertion.private.key.file" doc:"JWT bearer grant: the PEM private key (PKCS#8, PKCS#1 or SEC 1, unencrypted) that signs the assertion"`
+	SASLOAuthBearerAssertionKeyPassphrase  string  `koanf:"sasl.oauthbearer.assertion.private.key.passphrase" doc:"JWT bearer grant: not supported (an encrypted key is refused, naming the key file); give the key unencrypted, readable by the agent only" secret:"true"`
+	SASLOAuthBearerAssertionTemplateFile   string  `koanf:"sasl.oauthbearer.assertion.template.file" doc:"JWT bearer grant: JSON {\"header\": {...}, \"payload\": {...}} added to the assertion, winning over the claims below (librdkafka: sasl.oauthbearer.assertion.jwt.template.file)"`
+	SASLOAuthBearerAssertionJWTTemplate    string  `koanf:"sasl.oauthbearer.assertion.jwt.template.file" doc:"librdkafka's name of sasl.oauthbearer.assertion.template.file"`
+	SASLOAuthBearerAssertionFile           string  `koanf:"sasl.oauthbearer.assertion.file" doc:"JWT bearer grant: a file holding a ready assertion that another process keeps fresh, instead of signing one"`
+	SASLOAuthBearerAssertionClaimIss       string  `koanf:"sasl.oauthbearer.assertion.claim.iss" doc:"JWT bearer grant: the assertion's iss claim"`
+	SASLOAuthBearerAssertionClaimSub       string  `koanf:"sasl.oauthbearer.assertion.claim.sub" doc:"JWT bearer grant: the assertion's sub claim"`
+	SASLOAuthBearerAssertionClaimAud       string  `koanf:"sasl.oauthbearer.assertion.claim.aud" doc:"JWT bearer grant: the assertion's aud claim"`
+	SASLOAuthBearerAssertionClaimExpSec    int     `koanf:"sasl.oauthbearer.assertion.claim.exp.seconds" doc:"JWT bearer grant: the assertion's exp, this many seconds after it is signed"`
+	SASLOAuthBearerAssertionClaimNbfSec    int     `koanf:"sasl.oauthbearer.assertion.claim.nbf.seconds" doc:"JWT bearer grant: the assertion's nbf, this many seconds before it is signed"`
+	SASLOAuthBearerAssertionClaimJTI       bool    `koanf:"sasl.oauthbearer.assertion.claim.jti.include" doc:"JWT bearer grant: a random jti claim (a UUID) in each assertion"`
 	SASLOAuthBearerExtensions              string  `koanf:"sasl.oauthbearer.extensions" doc:"OAUTHBEARER: SASL extensions sent with the token (KIP-342), name=value pairs separated by commas (librdkafka's form; a Java client writes extension_name=\"value\" in sasl.jaas.config, also read), e.g. logicalCluster=lkc-abc123,identityPoolId=pool-xyz for Confluent Cloud"`
 	SASLLoginRefreshWindowFactor           float64 `koanf:"sasl.login.refresh.window.factor" doc:"OAUTHBEARER: the token is refreshed at this fraction of its lifetime, 0.5 to 1.0"`
 	SASLLoginRefreshWindowJitter           float64 `koanf:"sasl.login.refresh.window.jitter" doc:"OAUTHBEARER: up to this fraction of the lifetime is added at random to the refresh time, 0 to 0.25"`
@@ -128,15 +142,18 @@ func DefaultConfig() Config {
 		TransactionTimeoutMs:                  60000,
 		SecurityProtocol:                      "PLAINTEXT",
 		// SASL OAUTHBEARER: the Java client's login defaults (network/oauth.go).
-		SASLLoginRefreshWindowFactor:       network.DefaultLoginRefreshWindowFactor,
-		SASLLoginRefreshWindowJitter:       network.DefaultLoginRefreshWindowJitter,
-		SASLLoginRefreshMinPeriodSeconds:   int(network.DefaultLoginRefreshMinPeriod / time.Second),
-		SASLLoginRefreshBufferSeconds:      int(network.DefaultLoginRefreshBuffer / time.Second),
-		SASLLoginRetryBackoffMs:            millis(network.DefaultLoginRetryBackoff),
-		SASLLoginRetryBackoffMaxMs:         millis(network.DefaultLoginRetryBackoffMax),
-		SASLLoginConnectTimeoutMs:          millis(network.DefaultLoginTimeout),
-		SASLLoginReadTimeoutMs:             millis(network.DefaultLoginTimeout),
-		SSLEndpointIdentificationAlgorithm: "https",
+		SASLLoginRefreshWindowFactor:        network.DefaultLoginRefreshWindowFactor,
+		SASLLoginRefreshWindowJitter:        network.DefaultLoginRefreshWindowJitter,
+		SASLLoginRefreshMinPeriodSeconds:    int(network.DefaultLoginRefreshMinPeriod / time.Second),
+		SASLLoginRefreshBufferSeconds:       int(network.DefaultLoginRefreshBuffer / time.Second),
+		SASLLoginRetryBackoffMs:             millis(network.DefaultLoginRetryBackoff),
+		SASLLoginRetryBackoffMaxMs:          millis(network.DefaultLoginRetryBackoffMax),
+		SASLLoginConnectTimeoutMs:           millis(network.DefaultLoginTimeout),
+		SASLLoginReadTimeoutMs:              millis(network.DefaultLoginTimeout),
+		SASLOAuthBearerAssertionAlgorithm:   "RS256",
+		SASLOAuthBearerAssertionClaimExpSec: 300,
+		SASLOAuthBearerAssertionClaimNbfSec: 60,
+		SSLEndpointIdentificationAlgorithm:  "https",
 	}
 }
 

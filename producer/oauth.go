@@ -61,6 +61,46 @@ func (c *Config) oauthExtensions() (map[string]string, error) {
 	return ext, nil
 }
 
+// Kafka's JwtRetriever classes a Java client may name in sasl.oauthbearer.jwt.retriever.class.
+const (
+	jwtRetrieverPackage    = "org.apache.kafka.common.security.oauthbearer."
+	jwtBearerRetriever     = jwtRetrieverPackage + "JwtBearerJwtRetriever"
+	grantClientCredentials = "client_credentials"
+)
+
+var otherJWTRetrievers = map[string]bool{
+	"": true, jwtRetrieverPackage + "DefaultJwtRetriever": true,
+	jwtRetrieverPackage + "ClientCredentialsJwtRetriever": true, jwtRetrieverPackage + "FileJwtRetriever": true,
+}
+
+// oauthGrant is the grant the properties choose: client_credentials, or the JWT bearer grant
+// by Java's sasl.oauthbearer.jwt.retriever.class or librdkafka's sasl.oauthbearer.grant.type.
+func (c *Config) oauthGrant() string {
+	if c.SASLOAuthBearerJWTRetrieverClass == jwtBearerRetriever || c.SASLOAuthBearerGrantType == network.GrantJWTBearer {
+		return network.GrantJWTBearer
+	}
+	return grantClientCredentials
+}
+
+// jwtAssertion is the JWT bearer grant's assertion configuration, nil for another grant.
+func (c *Config) jwtAssertion() *network.JWTAssertion {
+	if c.oauthGrant() != network.GrantJWTBearer {
+		return nil
+	}
+	return &network.JWTAssertion{
+		File:           c.SASLOAuthBearerAssertionFile,
+		Algorithm:      c.SASLOAuthBearerAssertionAlgorithm,
+		PrivateKeyFile: c.SASLOAuthBearerAssertionPrivateKeyFile,
+		TemplateFile:   firstNonEmpty(c.SASLOAuthBearerAssertionTemplateFile, c.SASLOAuthBearerAssertionJWTTemplate),
+		Iss:            c.SASLOAuthBearerAssertionClaimIss,
+		Sub:            c.SASLOAuthBearerAssertionClaimSub,
+		Aud:            c.SASLOAuthBearerAssertionClaimAud,
+		ExpSeconds:     c.SASLOAuthBearerAssertionClaimExpSec,
+		NbfSeconds:     c.SASLOAuthBearerAssertionClaimNbfSec,
+		JTI:            c.SASLOAuthBearerAssertionClaimJTI,
+	}
+}
+
 // jaasExtensionPrefix marks a SASL extension among OAuthBearerLoginModule's options.
 const jaasExtensionPrefix = "extension_"
 
@@ -96,6 +136,13 @@ func (c *Config) validateOAuthBearer(bad func(key, format string, args ...any)) 
 		} else if st.IsDir() {
 			bad(urlKey, "token file %s is a directory", u.Path)
 		}
+	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && c.oauthGrant() == network.GrantJWTBearer:
+		if c.SASLOAuthBearerAssertionKeyPassphrase != "" {
+			bad("sasl.oauthbearer.assertion.private.key.passphrase", "encrypted assertion keys are not supported: give sasl.oauthbearer.assertion.private.key.file unencrypted, readable by the agent only")
+		} else if err := c.jwtAssertion().Validate(); err != nil {
+			key, reason, _ := strings.Cut(err.Error(), ": ")
+			bad(key, "%s", reason)
+		}
 	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
 		if c.oauthClientID() == "" {
 			bad("sasl.oauthbearer.client.id", "required with an http(s) token endpoint (or sasl.oauthbearer.client.credentials.client.id, or clientId in sasl.jaas.config)")
@@ -113,6 +160,14 @@ func (c *Config) validateOAuthBearer(bad func(key, format string, args ...any)) 
 	if c.SASLOAuthBearerClientSecret != "" && c.SASLOAuthBearerClientCredentialsSecret != "" &&
 		c.SASLOAuthBearerClientSecret != c.SASLOAuthBearerClientCredentialsSecret {
 		bad("sasl.oauthbearer.client.secret", "differs from sasl.oauthbearer.client.credentials.client.secret; set one of them")
+	}
+	if !otherJWTRetrievers[c.SASLOAuthBearerJWTRetrieverClass] && c.SASLOAuthBearerJWTRetrieverClass != jwtBearerRetriever {
+		bad("sasl.oauthbearer.jwt.retriever.class", "only Kafka's DefaultJwtRetriever, ClientCredentialsJwtRetriever, FileJwtRetriever and JwtBearerJwtRetriever are understood, got %q", c.SASLOAuthBearerJWTRetrieverClass)
+	}
+	switch c.SASLOAuthBearerGrantType {
+	case "", grantClientCredentials, network.GrantJWTBearer:
+	default:
+		bad("sasl.oauthbearer.grant.type", "client_credentials or %s, got %q", network.GrantJWTBearer, c.SASLOAuthBearerGrantType)
 	}
 	if ext, err := c.oauthExtensions(); err != nil {
 		bad("sasl.oauthbearer.extensions", "%v", err)
@@ -164,12 +219,18 @@ func (c *Config) oauthBearerConfig() *network.OAuthBearerConfig {
 		return nil
 	}
 	ext, _ := c.oauthExtensions() // Validate reported an error
+	grant := ""
+	if c.oauthGrant() == network.GrantJWTBearer {
+		grant = network.GrantJWTBearer
+	}
 	return &network.OAuthBearerConfig{
+		GrantType:           grant,
 		TokenEndpointURL:    c.SASLOAuthBearerTokenEndpointURL,
 		ClientID:            c.oauthClientID(),
 		ClientSecret:        c.oauthClientSecret(),
 		Scope:               c.oauthScope(),
 		Extensions:          ext,
+		Assertion:           c.jwtAssertion(),
 		RefreshWindowFactor: c.SASLLoginRefreshWindowFactor,
 		RefreshWindowJitter: c.SASLLoginRefreshWindowJitter,
 		RefreshMinPeriod:    secondsOrNone(c.SASLLoginRefreshMinPeriodSeconds),

@@ -185,3 +185,33 @@ func TestRealBrokerOAuthBearerWithExtensions(t *testing.T) {
 		t.Fatalf("%d records in the topic, want 20", got)
 	}
 }
+
+// TestRealBrokerOAuthBearerJWTBearerGrant: the producer gets its token by the JWT bearer grant
+// (KIP-1139), proving who it is with an assertion it signs (RS256), and the broker's OAUTH
+// listener takes the token: the records are delivered, and the token server saw the assertion's
+// subject.
+func TestRealBrokerOAuthBearerJWTBearerGrant(t *testing.T) {
+	b := oauthtest.RealBroker(t)
+	rsaFile, _, rsaPub, _ := writeKeys(t, t.TempDir())
+	srv, err := oauthtest.Start(oauthtest.Options{KeyFile: b.KeyFile, KID: b.KID, Issuer: b.Issuer, Audience: b.Audience,
+		Lifetime: time.Minute, AssertionKey: rsaPub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	topic := kafkatest.NewTopic(t, 1)
+	p := newTestProducer(t, []string{b.Bootstrap}, func(c *Config) {
+		c.SecurityProtocol, c.SASLMechanism = "SASL_PLAINTEXT", "OAUTHBEARER"
+		c.SASLOAuthBearerTokenEndpointURL = srv.TokenURL
+		c.SASLOAuthBearerGrantType = network.GrantJWTBearer // librdkafka's spelling
+		c.SASLOAuthBearerAssertionPrivateKeyFile = rsaFile
+		c.SASLOAuthBearerAssertionClaimSub, c.SASLOAuthBearerAssertionClaimIss = "log-agent", "log-agent"
+	})
+	mustProduceAll(t, p, topic, makeRecords(20, 10), 30*time.Second)
+	if got := len(kafkatest.Consume(t, topic, 20, 30*time.Second)); got != 20 {
+		t.Fatalf("%d records in the topic, want 20", got)
+	}
+	if a := srv.LastAssertion(); a == nil || a.Claims["sub"] != "log-agent" {
+		t.Fatalf("the token server's last assertion %+v, want one for log-agent", a)
+	}
+}

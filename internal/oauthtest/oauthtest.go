@@ -7,6 +7,7 @@ package oauthtest
 
 import (
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -68,6 +69,10 @@ type Options struct {
 	Lifetime         time.Duration
 	ClientID         string
 	ClientSecret     string
+	// AssertionKey, when set, makes the server take the JWT bearer grant (RFC 7523) too: an
+	// assertion signed (RS256 or ES256) by its private half, not expired and already valid
+	// (nbf), gets a token whose subject is the assertion's.
+	AssertionKey crypto.PublicKey
 }
 
 // Server is a running token server. Its settings may be changed while it runs.
@@ -90,7 +95,16 @@ type Server struct {
 	// Fetches counts tokens issued; Refused counts requests refused (bad client, failWith).
 	Fetches, Refused atomic.Int64
 	lastScope        atomic.Value
+	lastAssertion    atomic.Pointer[Assertion]
 }
+
+// Assertion is a JWT bearer grant's assertion the server took: its header and claims.
+type Assertion struct {
+	Header, Claims map[string]any
+}
+
+// LastAssertion is the last assertion the server took (nil if none).
+func (s *Server) LastAssertion() *Assertion { return s.lastAssertion.Load() }
 
 // Start starts a server on 127.0.0.1 at a free port.
 func Start(o Options) (*Server, error) {
@@ -208,18 +222,37 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, fail, "temporarily_unavailable")
 		return
 	}
-	if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "client_credentials" {
+	if err := r.ParseForm(); err != nil {
 		s.Refused.Add(1)
-		oauthError(w, http.StatusBadRequest, "unsupported_grant_type")
+		oauthError(w, http.StatusBadRequest, "invalid_request")
 		return
 	}
-	id, secret, ok := r.BasicAuth()
-	if !ok {
-		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-	}
-	if err := s.checkClient(id, secret); err != nil {
+	var id string
+	switch grant := r.PostForm.Get("grant_type"); {
+	case grant == "client_credentials":
+		var secret string
+		var ok bool
+		id, secret, ok = r.BasicAuth()
+		if !ok {
+			id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+		}
+		if err := s.checkClient(id, secret); err != nil {
+			s.Refused.Add(1)
+			oauthError(w, http.StatusUnauthorized, "invalid_client")
+			return
+		}
+	case grant == GrantJWTBearer && s.opts.AssertionKey != nil:
+		a, err := VerifyAssertion(r.PostForm.Get("assertion"), s.opts.AssertionKey, time.Now())
+		if err != nil {
+			s.Refused.Add(1)
+			oauthError(w, http.StatusBadRequest, "invalid_grant")
+			return
+		}
+		s.lastAssertion.Store(a)
+		id, _ = a.Claims["sub"].(string)
+	default:
 		s.Refused.Add(1)
-		oauthError(w, http.StatusUnauthorized, "invalid_client")
+		oauthError(w, http.StatusBadRequest, "unsupported_grant_type")
 		return
 	}
 	s.lastScope.Store(r.PostForm.Get("scope"))
@@ -289,4 +322,55 @@ func StartForBroker(t testing.TB, b Broker, clientID, clientSecret string, lifet
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// GrantJWTBearer is the JWT bearer grant's type (RFC 7523).
+const GrantJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+// VerifyAssertion checks a JWT bearer assertion's signature with key (RS256 with an RSA key,
+// ES256 with a P-256 one) and its exp and nbf at now, and returns its header and claims.
+func VerifyAssertion(jwt string, key crypto.PublicKey, now time.Time) (*Assertion, error) {
+	parts := strings.Split(jwt, ".")
+	if len(parts) != 3 {
+		return nil, errors.New("not a JWT")
+	}
+	a := &Assertion{}
+	for i, into := range []*map[string]any{&a.Header, &a.Claims} {
+		b, err := base64.RawURLEncoding.DecodeString(parts[i])
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, into); err != nil {
+			return nil, err
+		}
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return nil, err
+	}
+	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		if a.Header["alg"] != "RS256" {
+			return nil, errors.New("alg is not RS256")
+		}
+		if err := rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig); err != nil {
+			return nil, err
+		}
+	case *ecdsa.PublicKey:
+		if a.Header["alg"] != "ES256" || len(sig) != 64 {
+			return nil, errors.New("not an ES256 signature")
+		}
+		if !ecdsa.Verify(k, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
+			return nil, errors.New("signature does not verify")
+		}
+	default:
+		return nil, errors.New("unsupported key")
+	}
+	exp, _ := a.Claims["exp"].(float64)
+	nbf, _ := a.Claims["nbf"].(float64)
+	if exp == 0 || now.Unix() >= int64(exp) || (nbf != 0 && now.Unix() < int64(nbf)) {
+		return nil, errors.New("outside its validity")
+	}
+	return a, nil
 }

@@ -55,6 +55,7 @@ type Config struct {
 	TransactionalID      string `koanf:"transactional.id" doc:"enables the transactional API (InitTransactions, BeginTransaction, CommitTransaction, AbortTransaction) for programs built on the producer; a newer producer with the same id fences this one; requires enable.idempotence=true and acks=all. The agent sets it itself with --exactly-once (--transactional-id) and refuses it here"`
 	TransactionTimeoutMs int    `koanf:"transaction.timeout.ms" doc:"longest a transaction may stay open before the coordinator aborts it; at most the broker's transaction.max.timeout.ms"`
 
+	ClientDNSLookup  string `koanf:"client.dns.lookup" doc:"use_all_dns_ips (every address a broker's name resolves to is tried in turn) or resolve_canonical_bootstrap_servers_only (each bootstrap server becomes the canonical names of its addresses, as Kerberos needs behind a DNS alias or a load balancer)"`
 	SecurityProtocol string `koanf:"security.protocol" doc:"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"`
 	SASLMechanism    string `koanf:"sasl.mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI"`
 	SASLUsername     string `koanf:"sasl.username" doc:"SASL user name"`
@@ -150,6 +151,7 @@ func DefaultConfig() Config {
 		SASLLoginRetryBackoffMaxMs:          millis(network.DefaultLoginRetryBackoffMax),
 		SASLLoginConnectTimeoutMs:           millis(network.DefaultLoginTimeout),
 		SASLLoginReadTimeoutMs:              millis(network.DefaultLoginTimeout),
+		ClientDNSLookup:                     dnsUseAllIPs,
 		SASLOAuthBearerAssertionAlgorithm:   "RS256",
 		SASLOAuthBearerAssertionClaimExpSec: 300,
 		SASLOAuthBearerAssertionClaimNbfSec: 60,
@@ -266,6 +268,11 @@ func (c *Config) Validate() error {
 		if err == nil && acks != -1 {
 			bad("acks", "transactional.id=%q requires acks=all, got %q", c.TransactionalID, c.Acks)
 		}
+	}
+	switch c.ClientDNSLookup {
+	case "", dnsUseAllIPs, dnsCanonicalBootstrap:
+	default:
+		bad("client.dns.lookup", "must be %s or %s, got %q", dnsUseAllIPs, dnsCanonicalBootstrap, c.ClientDNSLookup)
 	}
 	switch strings.ToUpper(c.SecurityProtocol) {
 	case "PLAINTEXT", "SSL":

@@ -1,8 +1,10 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +193,42 @@ func TestRealBrokerGSSAPITicketCache(t *testing.T) {
 // ticketEnded reports whether klist says the cache's ticket has ended (klist -s fails then).
 func ticketEnded(t *testing.T, cache string) bool {
 	return exec.Command("klist", "-s", "-c", cache).Run() != nil
+}
+
+// TestRealBrokerGSSAPIBehindAnAlias: bootstrap.servers names the broker by an alias (as a DNS
+// alias or a load balancer would) that is not in its service principal. By default the client
+// asks the KDC for kafka/<alias>, which it does not know: the error names that principal and
+// the cause. With client.dns.lookup=resolve_canonical_bootstrap_servers_only the alias becomes
+// the canonical name of its address (localhost), as in Java, and the records are delivered.
+func TestRealBrokerGSSAPIBehindAnAlias(t *testing.T) {
+	e := realKerberos(t)
+	_, port, _ := net.SplitHostPort(e.bootstrap)
+	const alias = "kafka-lb.kafkatrail.test"
+	dial := func(ctx context.Context, netw, addr string) (net.Conn, error) {
+		if h, p, _ := net.SplitHostPort(addr); h == alias {
+			addr = net.JoinHostPort("127.0.0.1", p)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, netw, addr)
+	}
+	dns := fakeDNS{hosts: map[string][]string{alias: {"127.0.0.1"}}, addrs: map[string][]string{"127.0.0.1": {"localhost"}}}
+	topic := kafkatest.NewTopic(t, 1)
+	bootstrap := []string{net.JoinHostPort(alias, port)}
+
+	p := newTestProducer(t, bootstrap, func(c *Config) {
+		gssapiConfig(e.principal, e.keytab)(c)
+		c.DeliveryTimeoutMs, c.RequestTimeoutMs, c.LingerMs, c.MaxBlockMs = 10_000, 5_000, 0, 5_000
+	}, WithDialer(dial))
+	err := produceAll(t, p, topic, makeRecords(1, 10), 30*time.Second).firstError()
+	if err == nil || !strings.Contains(err.Error(), "GSSAPI") || !strings.Contains(err.Error(), "kafka/"+alias) ||
+		!strings.Contains(err.Error(), "service principal is unknown") {
+		t.Fatalf("through the alias by default: %v, want a GSSAPI error naming kafka/%s unknown to the KDC", err, alias)
+	}
+	t.Logf("by default: %v", err)
+
+	p = newTestProducer(t, bootstrap, func(c *Config) {
+		gssapiConfig(e.principal, e.keytab)(c)
+		c.ClientDNSLookup = "resolve_canonical_bootstrap_servers_only"
+	}, WithDialer(dial), func(o *options) { o.resolver = dns })
+	mustProduceAll(t, p, topic, makeRecords(20, 10), 30*time.Second)
 }

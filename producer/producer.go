@@ -110,6 +110,8 @@ type options struct {
 	observer Observer
 	// expireInOrder: see WithExpiryInOrder.
 	expireInOrder bool
+	// resolver resolves the bootstrap servers under client.dns.lookup=resolve_canonical_bootstrap_servers_only.
+	resolver resolver
 }
 
 // WithExpiryInOrder makes a batch that expires (delivery.timeout.ms) take every other batch of
@@ -136,7 +138,7 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 		return nil, fmt.Errorf("producer config: %w", err)
 	}
 	// Send stamps every record twice: a clock that reads only the monotonic clock costs less.
-	o := options{clock: new(clock.Clock).Now}
+	o := options{clock: new(clock.Clock).Now, resolver: net.DefaultResolver}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -145,7 +147,17 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 	}
 	acks, _ := parseAcks(cfg.Acks)
 
-	meta, err := metadata.New(cfg.BootstrapServers, ms(cfg.MetadataMaxAgeMs), ms(cfg.RetryBackoffMs), cfg.AllowAutoCreateTopics)
+	bootstrap := cfg.BootstrapServers
+	if cfg.ClientDNSLookup == dnsCanonicalBootstrap {
+		ctx, cancel := context.WithTimeout(context.Background(), canonicalLookupDeadline)
+		var err error
+		bootstrap, err = canonicalBootstrap(ctx, o.resolver, cfg.BootstrapServers)
+		cancel()
+		if err != nil {
+			return nil, &ConfigError{Key: "bootstrap.servers", Reason: err.Error()}
+		}
+	}
+	meta, err := metadata.New(bootstrap, ms(cfg.MetadataMaxAgeMs), ms(cfg.RetryBackoffMs), cfg.AllowAutoCreateTopics)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap.servers: %w", err)
 	}

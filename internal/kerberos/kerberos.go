@@ -325,10 +325,10 @@ const noSecurityLayer = 0x01
 
 // failed is a local failure of the exchange: an *network.AuthenticationError naming GSSAPI.
 func (l *Login) failed(err error) error {
-	return &network.AuthenticationError{Mechanism: Mechanism, Message: "Kerberos: " + err.Error(), Err: errKerberos}
+	return &network.AuthenticationError{Mechanism: Mechanism, Message: err.Error(), Err: errKerberos}
 }
 
-var errKerberos = errors.New("kerberos")
+var errKerberos = errors.New("Kerberos")
 
 // describe names a Kerberos error by what its code means, the cause a user can act on (clock
 // skew, unknown principal, wrong key, expired ticket), followed by gokrb5's text.

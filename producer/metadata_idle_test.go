@@ -33,14 +33,19 @@ func metadataWithTopic(topic string, partitions int) *kmsg.MetadataResponse {
 }
 
 // idleTestProducer is a producer whose brokers never answer (127.0.0.1:1) and whose clock the
-// test moves; the test installs metadata itself, as the sender would on a response.
+// test moves; the test installs metadata itself, as the sender would on a response. It does not
+// rebootstrap (metadata.recovery.strategy=none): with every broker refusing, the sender would
+// otherwise replace the installed metadata with the bootstrap servers' (KIP-899) whenever its
+// goroutine got there first, and the topic would vanish at a moment of the scheduler's choosing.
 func idleTestProducer(t *testing.T, idle time.Duration) (*Producer, *atomic.Pointer[time.Time]) {
 	t.Helper()
 	var clock atomic.Pointer[time.Time]
 	start := time.Unix(1_700_000_000, 0)
 	clock.Store(&start)
-	p := newTestProducer(t, []string{"127.0.0.1:1"}, func(c *Config) { c.MetadataMaxIdleMs = int(idle.Milliseconds()) },
-		withClock(func() time.Time { return *clock.Load() }))
+	p := newTestProducer(t, []string{"127.0.0.1:1"}, func(c *Config) {
+		c.MetadataMaxIdleMs = int(idle.Milliseconds())
+		c.MetadataRecoveryStrategy = "none"
+	}, withClock(func() time.Time { return *clock.Load() }))
 	return p, &clock
 }
 

@@ -63,11 +63,10 @@ type Login struct {
 	cfg Config
 	krb *config.Config
 
-	mu       sync.Mutex
-	cl       *client.Client
-	ccache   string    // the ticket cache read, when logging in from one
-	ccModMod time.Time // its modification time when read
-	logins   int
+	mu        sync.Mutex
+	cl        *client.Client
+	ccache    string    // the ticket cache read, when logging in from one
+	ccModTime time.Time // its modification time when read
 }
 
 // NewLogin reads krb5.conf and logs in (an AS exchange with the keytab's key, or the ticket
@@ -115,7 +114,6 @@ func (l *Login) login() error {
 			return fmt.Errorf("login as %s@%s with keytab %s: %s", user, realm, l.cfg.Keytab, describe(err))
 		}
 		l.cl = cl
-		l.logins++
 		return nil
 	}
 	path := l.ticketCache()
@@ -142,8 +140,7 @@ func (l *Login) login() error {
 	if l.cl != nil {
 		l.cl.Destroy()
 	}
-	l.cl, l.ccache, l.ccModMod = cl, path, st.ModTime()
-	l.logins++
+	l.cl, l.ccache, l.ccModTime = cl, path, st.ModTime()
 	return nil
 }
 
@@ -186,14 +183,6 @@ func samePrincipal(a, b, defaultRealm string) bool {
 	return a == b
 }
 
-// Logins counts the logins so far: the first, and each time a ticket cache that changed was
-// read again. (gokrb5's own renewals and re-logins with the keytab are not counted.)
-func (l *Login) Logins() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.logins
-}
-
 // Close stops the client's ticket renewal.
 func (l *Login) Close() error {
 	l.mu.Lock()
@@ -214,7 +203,7 @@ func (l *Login) client() (*client.Client, error) {
 		return nil, errors.New("closed")
 	}
 	if l.ccache != "" {
-		if st, err := os.Stat(l.ccache); err == nil && st.ModTime().After(l.ccModMod) {
+		if st, err := os.Stat(l.ccache); err == nil && st.ModTime().After(l.ccModTime) {
 			if err := l.login(); err != nil {
 				return nil, err
 			}

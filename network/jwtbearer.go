@@ -33,8 +33,10 @@ type JWTAssertion struct {
 	// Algorithm is RS256 (default) or ES256 (sasl.oauthbearer.assertion.algorithm).
 	Algorithm string
 	// PrivateKeyFile is the PEM (PKCS#8, or PKCS#1 / SEC 1) key that signs
-	// (sasl.oauthbearer.assertion.private.key.file). Encrypted keys are not read.
-	PrivateKeyFile string
+	// (sasl.oauthbearer.assertion.private.key.file); an encrypted PKCS#8 key (PBES2 with
+	// AES-CBC) is read with PrivateKeyPassphrase (.private.key.passphrase).
+	PrivateKeyFile       string
+	PrivateKeyPassphrase string
 	// TemplateFile is a JSON object {"header": {...}, "payload": {...}} whose members are
 	// added to the assertion's, and win over the claims below
 	// (sasl.oauthbearer.assertion.template.file).
@@ -79,7 +81,7 @@ func (a *JWTAssertion) Validate() error {
 // load reads the key and the template once.
 func (a *JWTAssertion) load() error {
 	a.once.Do(func() {
-		a.signer, a.loadErr = readSigningKey(a.PrivateKeyFile, a.alg())
+		a.signer, a.loadErr = readSigningKey(a.PrivateKeyFile, a.alg(), a.PrivateKeyPassphrase)
 		if a.loadErr != nil || a.TemplateFile == "" {
 			return
 		}
@@ -101,8 +103,9 @@ func (a *JWTAssertion) alg() string {
 	return a.Algorithm
 }
 
-// readSigningKey reads a PEM private key for alg: RSA for RS256, P-256 ECDSA for ES256.
-func readSigningKey(path, alg string) (crypto.Signer, error) {
+// readSigningKey reads a PEM private key for alg: RSA for RS256, P-256 ECDSA for ES256; an
+// encrypted PKCS#8 one with passphrase.
+func readSigningKey(path, alg, passphrase string) (crypto.Signer, error) {
 	const key = "sasl.oauthbearer.assertion.private.key.file"
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -112,8 +115,16 @@ func readSigningKey(path, alg string) (crypto.Signer, error) {
 	if block == nil {
 		return nil, fmt.Errorf("%s: %s holds no PEM block", key, path)
 	}
+	der := block.Bytes
 	if block.Type == "ENCRYPTED PRIVATE KEY" {
-		return nil, fmt.Errorf("%s: %s is encrypted; sasl.oauthbearer.assertion.private.key.passphrase is not supported, give the key unencrypted (readable by the agent only)", key, path)
+		if passphrase == "" {
+			return nil, fmt.Errorf("%s: %s is encrypted: set sasl.oauthbearer.assertion.private.key.passphrase", key, path)
+		}
+		if der, err = decryptPKCS8(der, passphrase); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", key, path, err)
+		}
+	} else if passphrase != "" {
+		return nil, fmt.Errorf("sasl.oauthbearer.assertion.private.key.passphrase: %s is not encrypted", path)
 	}
 	var k any
 	switch block.Type {
@@ -122,7 +133,7 @@ func readSigningKey(path, alg string) (crypto.Signer, error) {
 	case "EC PRIVATE KEY":
 		k, err = x509.ParseECPrivateKey(block.Bytes)
 	default:
-		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		k, err = x509.ParsePKCS8PrivateKey(der)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %v", key, path, err)

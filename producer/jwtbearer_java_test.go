@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -207,10 +208,46 @@ func TestJWTBearerGrantAsTheJavaClientSendsIt(t *testing.T) {
 	}
 }
 
+// TestJWTBearerGrantWithAnEncryptedKey: a key OpenSSL encrypted (PKCS#8, PBES2 with
+// PBKDF2-HMAC-SHA256 and AES-256-CBC, for two key types) signs assertions that verify with its
+// public half. The Java client is no oracle here: kafka-clients 4.4.0 on JDK 17 cannot read such
+// a key ("PBES2 SecretKeyFactory not available").
+func TestJWTBearerGrantWithAnEncryptedKey(t *testing.T) {
+	dir := t.TempDir()
+	rsaFile, ecFile, rsaPub, ecPub := writeKeys(t, dir)
+	srv := &tokenRequests{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	for _, c := range []struct {
+		alg, file string
+		pub       any
+	}{{"RS256", rsaFile, rsaPub}, {"ES256", ecFile, ecPub}} {
+		cfg := DefaultConfig()
+		cfg.BootstrapServers = []string{"127.0.0.1:9"}
+		cfg.SecurityProtocol, cfg.SASLMechanism = "SASL_PLAINTEXT", "OAUTHBEARER"
+		cfg.SASLOAuthBearerTokenEndpointURL = ts.URL + "/token"
+		cfg.SASLOAuthBearerGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+		cfg.SASLOAuthBearerAssertionAlgorithm = c.alg
+		cfg.SASLOAuthBearerAssertionPrivateKeyFile = encryptKey(t, c.file, "key passphrase")
+		cfg.SASLOAuthBearerAssertionKeyPassphrase = "key passphrase"
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cfg.oauthBearerConfig().Token(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		form, _ := srv.last(t)
+		if _, err := oauthtest.VerifyAssertion(form.Get("assertion"), c.pub, time.Now()); err != nil {
+			t.Fatalf("%s: the assertion signed with the decrypted key: %v", c.alg, err)
+		}
+	}
+}
+
 // TestJWTBearerGrantRefused: what the grant cannot work with is refused at start, naming the key.
 func TestJWTBearerGrantRefused(t *testing.T) {
 	dir := t.TempDir()
 	rsaFile, ecFile, _, _ := writeKeys(t, dir)
+	encrypted := encryptKey(t, rsaFile, "right")
 	for _, c := range []struct {
 		props    map[string]string
 		key, why string
@@ -220,7 +257,11 @@ func TestJWTBearerGrantRefused(t *testing.T) {
 		{map[string]string{"sasl.oauthbearer.assertion.private.key.file": rsaFile, "sasl.oauthbearer.assertion.algorithm": "HS256"},
 			"sasl.oauthbearer.assertion.algorithm", "RS256 or ES256"},
 		{map[string]string{"sasl.oauthbearer.assertion.private.key.file": rsaFile, "sasl.oauthbearer.assertion.private.key.passphrase": "pw"},
-			"sasl.oauthbearer.assertion.private.key.passphrase", "not supported"},
+			"sasl.oauthbearer.assertion.private.key.passphrase", "is not encrypted"},
+		{map[string]string{"sasl.oauthbearer.assertion.private.key.file": encrypted},
+			"sasl.oauthbearer.assertion.private.key.file", "is encrypted: set sasl.oauthbearer.assertion.private.key.passphrase"},
+		{map[string]string{"sasl.oauthbearer.assertion.private.key.file": encrypted, "sasl.oauthbearer.assertion.private.key.passphrase": "wrong"},
+			"sasl.oauthbearer.assertion.private.key.file", "does not decrypt"},
 		{map[string]string{"sasl.oauthbearer.assertion.private.key.file": rsaFile, "sasl.oauthbearer.jwt.retriever.class": "com.example.Mine"},
 			"sasl.oauthbearer.jwt.retriever.class", "only Kafka's"},
 	} {
@@ -237,4 +278,16 @@ func TestJWTBearerGrantRefused(t *testing.T) {
 			t.Errorf("%v: %v, want %s: …%s…", c.props, err, c.key, c.why)
 		}
 	}
+}
+
+// encryptKey writes key encrypted with passphrase as OpenSSL does it (PKCS#8, PBES2 with
+// PBKDF2-HMAC-SHA256 and AES-256-CBC) and returns the file.
+func encryptKey(t *testing.T, key, passphrase string) string {
+	t.Helper()
+	out := key + ".enc"
+	cmd := exec.Command("openssl", "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", key, "-out", out, "-passout", "pass:"+passphrase)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("openssl pkcs8: %v\n%s", err, b)
+	}
+	return out
 }

@@ -88,16 +88,17 @@ func (c *Config) jwtAssertion() *network.JWTAssertion {
 		return nil
 	}
 	return &network.JWTAssertion{
-		File:           c.SASLOAuthBearerAssertionFile,
-		Algorithm:      c.SASLOAuthBearerAssertionAlgorithm,
-		PrivateKeyFile: c.SASLOAuthBearerAssertionPrivateKeyFile,
-		TemplateFile:   firstNonEmpty(c.SASLOAuthBearerAssertionTemplateFile, c.SASLOAuthBearerAssertionJWTTemplate),
-		Iss:            c.SASLOAuthBearerAssertionClaimIss,
-		Sub:            c.SASLOAuthBearerAssertionClaimSub,
-		Aud:            c.SASLOAuthBearerAssertionClaimAud,
-		ExpSeconds:     c.SASLOAuthBearerAssertionClaimExpSec,
-		NbfSeconds:     c.SASLOAuthBearerAssertionClaimNbfSec,
-		JTI:            c.SASLOAuthBearerAssertionClaimJTI,
+		File:                 c.SASLOAuthBearerAssertionFile,
+		Algorithm:            c.SASLOAuthBearerAssertionAlgorithm,
+		PrivateKeyFile:       c.SASLOAuthBearerAssertionPrivateKeyFile,
+		PrivateKeyPassphrase: c.SASLOAuthBearerAssertionKeyPassphrase,
+		TemplateFile:         firstNonEmpty(c.SASLOAuthBearerAssertionTemplateFile, c.SASLOAuthBearerAssertionJWTTemplate),
+		Iss:                  c.SASLOAuthBearerAssertionClaimIss,
+		Sub:                  c.SASLOAuthBearerAssertionClaimSub,
+		Aud:                  c.SASLOAuthBearerAssertionClaimAud,
+		ExpSeconds:           c.SASLOAuthBearerAssertionClaimExpSec,
+		NbfSeconds:           c.SASLOAuthBearerAssertionClaimNbfSec,
+		JTI:                  c.SASLOAuthBearerAssertionClaimJTI,
 	}
 }
 
@@ -137,9 +138,7 @@ func (c *Config) validateOAuthBearer(bad func(key, format string, args ...any)) 
 			bad(urlKey, "token file %s is a directory", u.Path)
 		}
 	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && c.oauthGrant() == network.GrantJWTBearer:
-		if c.SASLOAuthBearerAssertionKeyPassphrase != "" {
-			bad("sasl.oauthbearer.assertion.private.key.passphrase", "encrypted assertion keys are not supported: give sasl.oauthbearer.assertion.private.key.file unencrypted, readable by the agent only")
-		} else if err := c.jwtAssertion().Validate(); err != nil {
+		if err := c.jwtAssertion().Validate(); err != nil {
 			key, reason, _ := strings.Cut(err.Error(), ": ")
 			bad(key, "%s", reason)
 		}

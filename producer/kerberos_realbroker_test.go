@@ -232,3 +232,45 @@ func TestRealBrokerGSSAPIBehindAnAlias(t *testing.T) {
 	}, WithDialer(dial), func(o *options) { o.resolver = dns })
 	mustProduceAll(t, p, topic, makeRecords(20, 10), 30*time.Second)
 }
+
+// TestRealBrokerGSSAPITicketCacheRenewedOutside: a ticket cache that another process (kinit
+// here, k5start or sssd in production) refreshes is read again: with tickets of 20 s that
+// cannot be renewed, the producer still authenticates after the first ticket ended because
+// the cache now holds a newer one.
+func TestRealBrokerGSSAPITicketCacheRenewedOutside(t *testing.T) {
+	e := realKerberos(t)
+	cache := filepath.Join(t.TempDir(), "krb5cc_short")
+	kinit := func() {
+		t.Helper()
+		cmd := exec.Command("kinit", "-c", cache, "-k", "-t", e.shortKeytab, e.shortPrincipal)
+		cmd.Env = append(os.Environ(), "KRB5_CONFIG="+e.krb5conf)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kinit: %v\n%s", err, out)
+		}
+	}
+	kinit()
+	first := time.Now()
+	topic := kafkatest.NewTopic(t, 1)
+	p := newTestProducer(t, []string{e.bootstrap}, func(c *Config) {
+		c.SecurityProtocol, c.SASLMechanism, c.SASLKerberosServiceName = "SASL_PLAINTEXT", "GSSAPI", "kafka"
+		c.SASLJAASConfig = kerberos.LoginModule + ` required useTicketCache=true ticketCache="` + cache + `";`
+	})
+	mustProduceAll(t, p, topic, makeRecords(10, 10), 30*time.Second)
+	// Refresh the cache halfway through the first ticket, then wait until that ticket ended
+	// and the connection's 10 s session needed a new service ticket.
+	time.Sleep(time.Until(first.Add(10 * time.Second)))
+	kinit()
+	time.Sleep(time.Until(first.Add(25 * time.Second)))
+	if !ticketEnded(t, cache) {
+		// The cache holds the newer ticket; the first one (20 s) has ended by now.
+		res := produceAll(t, p, topic, makeRecords(10, 10), 30*time.Second)
+		if err := res.firstError(); err != nil {
+			t.Fatalf("after the first ticket ended, with a refreshed cache: %v", err)
+		}
+	} else {
+		t.Fatal("the refreshed cache's ticket ended too: the test's timing is off")
+	}
+	if st, _ := p.SASLStats(); st.Reauthentications+st.Authentications < 3 {
+		t.Fatalf("SASL stats %+v: the connection did not authenticate after the first ticket ended", st)
+	}
+}

@@ -84,13 +84,14 @@ func writeKeys(t *testing.T, dir string) (rsaFile, ecFile string, rsaPub *rsa.Pu
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // TestJWTBearerGrantAsTheJavaClientSendsIt: for the same properties, the JWT bearer grant's
-// request (KIP-1139) is the one Kafka's own JwtBearerJwtRetriever (kafka-clients from the test
-// broker's jars) sends: the same form (grant type, scope), no client authentication header,
+// request (KIP-1139) is the one Kafka's own JwtBearerJwtRetriever (kafka-clients 4.4.0) sends: the same form (grant type, scope), no client authentication header,
 // and an assertion with the same header and claims (the times and a jti differ by when and
 // where they were made, their spans do not), whose signature verifies with the key's public half
 // for both. A pre-made assertion file is sent as it is.
 func TestJWTBearerGrantAsTheJavaClientSendsIt(t *testing.T) {
-	java := javatest.Compile(t, []string{javatest.KafkaLib(t)}, "testdata/java/JwtBearerOracle.java")
+	// kafka-clients 4.4.0 from Maven, not the test broker's jars: Kafka 3.9.1 has no
+	// JwtBearerJwtRetriever.
+	java := javatest.Compile(t, javatest.MavenClasspath(t, "testdata/java/pom.xml"), "testdata/java/JwtBearerOracle.java")
 	dir := t.TempDir()
 	rsaFile, ecFile, rsaPub, ecPub := writeKeys(t, dir)
 	template := filepath.Join(dir, "template.json")

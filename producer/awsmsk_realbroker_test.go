@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,26 +14,9 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 	"github.com/kafkatrail/kafkatrail/internal/mskiam"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/network"
 )
-
-// awsEnv gives the test exactly these AWS variables: nothing of the developer's shell, no
-// shared files, no instance metadata.
-func awsEnv(t *testing.T, kv ...string) {
-	t.Helper()
-	for _, e := range os.Environ() {
-		if k, _, _ := strings.Cut(e, "="); strings.HasPrefix(k, "AWS_") {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-	}
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for i := 0; i+1 < len(kv); i += 2 {
-		t.Setenv(kv[i], kv[i+1])
-	}
-}
 
 // awsMSKOAuthConfig is a Java client's configuration for MSK IAM over OAUTHBEARER, as AWS
 // documents it.
@@ -54,7 +35,7 @@ func TestRealBrokerAWSMSKIAM(t *testing.T) {
 	bootstrap, accessKey, secretKey := kafkatest.MSKIAM(t)
 	topic := kafkatest.NewTopic(t, 1)
 
-	awsEnv(t, "AWS_ACCESS_KEY_ID", accessKey, "AWS_SECRET_ACCESS_KEY", secretKey, "AWS_REGION", "us-east-1")
+	testkit.IsolateAWS(t, "AWS_ACCESS_KEY_ID", accessKey, "AWS_SECRET_ACCESS_KEY", secretKey, "AWS_REGION", "us-east-1")
 	p := newTestProducer(t, []string{bootstrap}, awsMSKOAuthConfig)
 	mustProduceAll(t, p, topic, makeRecords(20, 10), 30*time.Second)
 	if got := len(kafkatest.Consume(t, topic, 20, 30*time.Second)); got != 20 {
@@ -65,7 +46,7 @@ func TestRealBrokerAWSMSKIAM(t *testing.T) {
 	}
 
 	const wrong = "not-the-secret-key-never-printed"
-	awsEnv(t, "AWS_ACCESS_KEY_ID", accessKey, "AWS_SECRET_ACCESS_KEY", wrong, "AWS_REGION", "us-east-1")
+	testkit.IsolateAWS(t, "AWS_ACCESS_KEY_ID", accessKey, "AWS_SECRET_ACCESS_KEY", wrong, "AWS_REGION", "us-east-1")
 	bad := newTestProducer(t, []string{bootstrap}, func(c *Config) {
 		awsMSKOAuthConfig(c)
 		c.DeliveryTimeoutMs, c.RequestTimeoutMs, c.LingerMs = 10_000, 5_000, 0
@@ -147,7 +128,7 @@ func TestRealBrokerMSKIAMListenerRefusesATamperedToken(t *testing.T) {
 // handshake is refused, and the error names the mechanism and what the broker offers.
 func TestRealBrokerAWSMSKIAMMechanism(t *testing.T) {
 	bootstrap, accessKey, secretKey := kafkatest.MSKIAM(t)
-	awsEnv(t, "AWS_ACCESS_KEY_ID", accessKey, "AWS_SECRET_ACCESS_KEY", secretKey, "AWS_REGION", "us-east-1")
+	testkit.IsolateAWS(t, "AWS_ACCESS_KEY_ID", accessKey, "AWS_SECRET_ACCESS_KEY", secretKey, "AWS_REGION", "us-east-1")
 	p := newTestProducer(t, []string{bootstrap}, func(c *Config) {
 		c.SecurityProtocol, c.SASLMechanism = "SASL_PLAINTEXT", "AWS_MSK_IAM"
 		c.SASLJAASConfig = mskiam.LoginModule + " required;"

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/kafkatrail/kafkatrail/internal/mskiam"
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
 // TestAWSMSKIAMConfig: the properties a Java client writes for aws-msk-iam-auth are accepted
 // in both forms and build the right exchange; what the library would not take is refused,
 // naming the key.
 func TestAWSMSKIAMConfig(t *testing.T) {
-	awsEnv(t, "AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY", "secret", "AWS_REGION", "us-east-1")
+	testkit.IsolateAWS(t, "AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY", "secret", "AWS_REGION", "us-east-1")
 	base := func(mutate func(*Config)) *Config {
 		c := DefaultConfig()
 		c.BootstrapServers = []string{"b-1.demo.abc123.c2.kafka.us-east-1.amazonaws.com:9098"}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkatrail/kafkatrail/internal/javatest"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
@@ -277,7 +278,7 @@ func javaControl(t *testing.T, c *cluster) string {
 			return
 		}
 		javaCtlDir = dir
-		cmd := exec.Command(javaTool("javac"), "-d", dir, "-cp", filepath.Join(c.lib, "*"),
+		cmd := exec.Command(javatest.Tool("javac"), "-d", dir, "-cp", filepath.Join(c.lib, "*"),
 			filepath.Join(repoRoot, "reliability/javactl/ControlProducer.java"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			javaCtlErr = fmt.Errorf("javac: %v\n%s", err, out)
@@ -298,18 +299,6 @@ rootLogger.appenderRef.err.ref = ERR
 	}
 	return javaCtlDir
 }
-
-// javaTool is JAVA_HOME's tool, else the one on PATH.
-func javaTool(name string) string {
-	if h := os.Getenv("JAVA_HOME"); h != "" {
-		if p := filepath.Join(h, "bin", name); fileExists(p) {
-			return p
-		}
-	}
-	return name
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func removeJavaControl() {
 	if javaCtlDir != "" {
@@ -517,7 +506,7 @@ func startClient(t *testing.T, c *cluster, f *feed, kind, topic string, spec cli
 		if err != nil {
 			t.Fatal(err)
 		}
-		cc.proc = startProc(t, "java", javaTool("java"), r, nil, args...)
+		cc.proc = startProc(t, "java", javatest.Tool("java"), r, nil, args...)
 		r.Close()
 		cc.in = f.output(kind, w)
 	}

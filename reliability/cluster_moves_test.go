@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkatrail/kafkatrail/internal/javatest"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
@@ -247,7 +248,7 @@ func startFullSpeed(t *testing.T, c *cluster, kind, topic string, in *os.File, p
 		"-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.properties"),
 		"-cp", filepath.Join(c.lib, "*") + string(os.PathListSeparator) + dir, "ControlProducer",
 		"--bootstrap", c.bootstrap, "--topic", topic}, xs...)
-	return startProc(t, "java", javaTool("java"), in, nil, args...)
+	return startProc(t, "java", javatest.Tool("java"), in, nil, args...)
 }
 
 // clusterMoved: the clients know the cluster through one stable bootstrap address (a proxy, as

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkatrail/kafkatrail/internal/javatest"
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
 )
 
@@ -106,31 +105,9 @@ func log4j2Output(t *testing.T) string {
 	if len(jars) < 2 {
 		t.Fatalf("no log4j2 jars in %s", lib)
 	}
-	cp := strings.Join(jars, string(os.PathListSeparator))
-	dir := t.TempDir()
-	src := filepath.Join(dir, "Log4j2Trace.java")
+	src := filepath.Join(t.TempDir(), "Log4j2Trace.java")
 	if err := os.WriteFile(src, []byte(log4j2Program), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, javaTool("javac"), "-d", dir, "-cp", cp, src).CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
-	cmd := exec.CommandContext(ctx, javaTool("java"), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp+string(os.PathListSeparator)+dir, "Log4j2Trace")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("java: %v\n%s", err, stderr.String())
-	}
-	return string(out)
-}
-
-// javaTool is the JDK's tool name: from JAVA_HOME when it is set, else on PATH.
-func javaTool(name string) string {
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		return filepath.Join(home, "bin", name)
-	}
-	return name
+	return javatest.Compile(t, jars, src).Run(t, "Log4j2Trace")
 }

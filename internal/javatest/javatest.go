@@ -13,13 +13,17 @@ import (
 	"time"
 )
 
-// Tool is the JDK's tool name: from JAVA_HOME when it is set, else on PATH.
+// Tool is the JDK's tool: JAVA_HOME's when it has it, else the one on PATH.
 func Tool(name string) string {
 	if home := os.Getenv("JAVA_HOME"); home != "" {
-		return filepath.Join(home, "bin", name)
+		if p := filepath.Join(home, "bin", name); fileExists(p) {
+			return p
+		}
 	}
 	return name
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // KafkaLib is the directory of the test broker's jars (KAFKA_LIB, set by
 // `scripts/kafka/broker.sh env`), as a class path entry ("dir/*").

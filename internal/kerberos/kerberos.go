@@ -52,9 +52,6 @@ type Config struct {
 	TicketCache    string
 	// Krb5Conf is the krb5.conf to read: KRB5_CONFIG, else /etc/krb5.conf.
 	Krb5Conf string
-	// HostName turns a broker address's host into the host of its service principal (see
-	// ServiceHost); nil means ServiceHost.
-	HostName func(host string) string
 }
 
 // Login is a logged-in client: it authenticates connections (network.SASLExchange) and keeps
@@ -241,11 +238,7 @@ func (l *Login) Authenticate(ctx context.Context, host string, step func([]byte)
 	if err != nil {
 		return l.failed(err)
 	}
-	hostName := ServiceHost
-	if l.cfg.HostName != nil {
-		hostName = l.cfg.HostName
-	}
-	spn := l.cfg.ServiceName + "/" + hostName(host)
+	spn := l.cfg.ServiceName + "/" + ServiceHost(host)
 	tkt, key, err := cl.GetServiceTicket(spn)
 	if err != nil {
 		return l.failed(fmt.Errorf("service ticket for %s@%s: %s", spn, cl.Credentials.Realm(), describe(err)))
@@ -326,25 +319,26 @@ func describe(err error) string {
 	if i := strings.Index(msg, "] "); strings.HasPrefix(msg, "[Root cause: ") && i > 0 {
 		msg = msg[i+2:]
 	}
-	for code, cause := range krbCauses {
-		if strings.Contains(msg, code) {
-			return cause + ": " + msg
+	for _, c := range krbCauses {
+		if strings.Contains(msg, c.code) {
+			return c.cause + ": " + msg
 		}
 	}
 	return msg
 }
 
-// krbCauses are the Kerberos errors users meet, by the name gokrb5 prints, with their cause.
-var krbCauses = map[string]string{
-	"KDC_ERR_C_PRINCIPAL_UNKNOWN": "the client principal is unknown to the KDC",
-	"KDC_ERR_S_PRINCIPAL_UNKNOWN": "the service principal is unknown to the KDC (check sasl.kerberos.service.name and the broker's host name)",
-	"KDC_ERR_PREAUTH_FAILED":      "the key does not match the KDC's (a wrong or stale keytab)",
-	"KRB_AP_ERR_SKEW":             "the clocks differ by more than the allowed skew",
-	"KRB_AP_ERR_TKT_EXPIRED":      "the ticket has expired",
-	"KDC_ERR_KEY_EXPIRED":         "the password (key) has expired",
-	"KDC_ERR_CLIENT_REVOKED":      "the client principal is disabled or locked",
-	"KRB_AP_ERR_MODIFIED":         "the key does not decrypt the message (a wrong or stale keytab)",
-	"KDC_ERR_ETYPE_NOSUPP":        "no encryption type the client and the KDC share",
+// krbCauses are the Kerberos errors users meet, by the name gokrb5 prints, with their cause;
+// the first that a message holds names it.
+var krbCauses = []struct{ code, cause string }{
+	{"KDC_ERR_C_PRINCIPAL_UNKNOWN", "the client principal is unknown to the KDC"},
+	{"KDC_ERR_S_PRINCIPAL_UNKNOWN", "the service principal is unknown to the KDC (check sasl.kerberos.service.name and the broker's host name)"},
+	{"KDC_ERR_PREAUTH_FAILED", "the key does not match the KDC's (a wrong or stale keytab)"},
+	{"KRB_AP_ERR_SKEW", "the clocks differ by more than the allowed skew"},
+	{"KRB_AP_ERR_TKT_EXPIRED", "the ticket has expired"},
+	{"KDC_ERR_KEY_EXPIRED", "the password (key) has expired"},
+	{"KDC_ERR_CLIENT_REVOKED", "the client principal is disabled or locked"},
+	{"KRB_AP_ERR_MODIFIED", "the key does not decrypt the message (a wrong or stale keytab)"},
+	{"KDC_ERR_ETYPE_NOSUPP", "no encryption type the client and the KDC share"},
 	// gokrb5's words when the KDC's answer does not decrypt with the client's key.
-	"client password/keytab incorrect": "the key does not match the KDC's (a wrong or stale keytab)",
+	{"client password/keytab incorrect", "the key does not match the KDC's (a wrong or stale keytab)"},
 }

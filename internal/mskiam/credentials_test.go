@@ -17,23 +17,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/kafkatrail/kafkatrail/internal/testkit"
 	"github.com/kafkatrail/kafkatrail/network"
 )
-
-// isolateAWS clears every AWS variable of the developer's shell and points the shared files
-// at nothing, so that a test sees only the credentials it sets up.
-func isolateAWS(t *testing.T) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_") {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-	}
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-}
 
 // fakeSTS answers AssumeRoleWithWebIdentity and AssumeRole as AWS STS does, with temporary
 // credentials of its own, and keeps the requests' forms.
@@ -96,7 +82,7 @@ func tokenAccessKey(t *testing.T, token, region string, creds aws.Credentials) s
 // chain exchanges the projected token for temporary credentials with STS (here a fake one on
 // 127.0.0.1, by AWS_ENDPOINT_URL_STS), and the token is signed with them.
 func TestWebIdentityOnEKS(t *testing.T) {
-	isolateAWS(t)
+	testkit.IsolateAWS(t)
 	sts, endpoint := startSTS(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("eyJhbGciOiJSUzI1NiJ9.projected-service-account-token.sig"), 0o600); err != nil {
@@ -140,7 +126,7 @@ func TestWebIdentityOnEKS(t *testing.T) {
 // ahead of the default chain's (environment) credentials; awsRoleArn assumes the role with
 // STS (awsStsRegion's endpoint, the session name given) using the chain's credentials.
 func TestProfileAndAssumedRole(t *testing.T) {
-	isolateAWS(t)
+	testkit.IsolateAWS(t)
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "credentials")
 	if err := os.WriteFile(creds, []byte("[agent]\naws_access_key_id = AKIAPROFILEKEY\naws_secret_access_key = profile-secret\n"), 0o600); err != nil {
@@ -189,7 +175,7 @@ func TestProfileAndAssumedRole(t *testing.T) {
 // *network.AuthenticationError that names OAUTHBEARER and says no AWS credentials were found,
 // and nothing secret; without a region it says that.
 func TestNoCredentials(t *testing.T) {
-	isolateAWS(t)
+	testkit.IsolateAWS(t)
 	t.Setenv("AWS_REGION", "us-east-1")
 	s, err := NewSession(context.Background(), Options{}, "kafkatrail-test")
 	if err != nil {
@@ -246,5 +232,39 @@ func TestRegionOfHost(t *testing.T) {
 		if got := RegionOfHost(host); got != want {
 			t.Errorf("RegionOfHost(%s) = %q, want %q", host, got, want)
 		}
+	}
+}
+
+// TestWithoutTheDefaultChain: awsAddDefaultProviders=false leaves the default chain out, as
+// MSKCredentialProvider does: a profile without keys then finds none, though the environment
+// has some; with the chain the environment's are used. Alone, the option is refused.
+func TestWithoutTheDefaultChain(t *testing.T) {
+	testkit.IsolateAWS(t, "AWS_ACCESS_KEY_ID", testAccessKey, "AWS_SECRET_ACCESS_KEY", testSecretKey, "AWS_REGION", "us-east-1")
+	conf := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(conf, []byte("[profile nokeys]\nregion = us-east-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", conf)
+	for _, c := range []struct {
+		jaas map[string]string
+		ok   bool
+	}{
+		{map[string]string{"awsProfileName": "nokeys"}, true},
+		{map[string]string{"awsProfileName": "nokeys", "awsAddDefaultProviders": "false"}, false},
+	} {
+		o, err := OptionsFromJAAS(c.jaas, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewSession(context.Background(), o, "kafkatrail-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.OAuthToken(context.Background()); (err == nil) != c.ok {
+			t.Fatalf("%v: %v, want ok=%v", c.jaas, err, c.ok)
+		}
+	}
+	if _, err := OptionsFromJAAS(map[string]string{"awsAddDefaultProviders": "false"}, nil); err == nil {
+		t.Fatal("awsAddDefaultProviders=false alone: accepted, want refused (no credentials left)")
 	}
 }

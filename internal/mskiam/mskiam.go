@@ -58,6 +58,8 @@ type Options struct {
 	// the credentials the role is assumed with, instead of the chain's.
 	RoleAccessKeyID, RoleSecretAccessKey, RoleSessionToken string
 	STSRegion                                              string // awsStsRegion (default aws-global)
+	// NoDefaultChain is awsAddDefaultProviders=false: only the profile and the role are asked.
+	NoDefaultChain bool
 }
 
 // jaasOptions maps the JAAS option names to Options' fields.
@@ -77,7 +79,7 @@ var jaasOptions = map[string]func(*Options) *string{
 // Go SDK's defaults.
 var ignoredJAASOptions = map[string]bool{
 	"awsDebugCreds": true, "awsMaxRetries": true, "awsMaxBackOffTimeMs": true, "awsShouldUseFips": true,
-	"awsAddDefaultProviders": true, "awsMskRegionProvider": true,
+	"awsMskRegionProvider": true,
 }
 
 // OptionsFromJAAS reads the JAAS options of IAMLoginModule or OAuthBearerLoginModule; an option
@@ -87,6 +89,10 @@ func OptionsFromJAAS(opts map[string]string, ownOptions func(string) bool) (Opti
 	for k, v := range opts {
 		if f, ok := jaasOptions[k]; ok {
 			*f(&o) = v
+			continue
+		}
+		if k == "awsAddDefaultProviders" {
+			o.NoDefaultChain = strings.EqualFold(v, "false")
 			continue
 		}
 		if ignoredJAASOptions[k] || (ownOptions != nil && ownOptions(k)) {
@@ -99,6 +105,9 @@ func OptionsFromJAAS(opts map[string]string, ownOptions func(string) bool) (Opti
 	}
 	if o.RoleARN == "" && (o.RoleAccessKeyID != "" || o.RoleExternalID != "" || o.RoleSessionName != "") {
 		return o, errors.New("awsRoleSessionName, awsRoleExternalId and awsRoleAccessKeyId need awsRoleArn")
+	}
+	if o.NoDefaultChain && o.Profile == "" && o.RoleARN == "" {
+		return o, errors.New("awsAddDefaultProviders=false leaves no credentials: name awsProfileName or awsRoleArn")
 	}
 	return o, nil
 }
@@ -162,13 +171,14 @@ func NewSession(ctx context.Context, o Options, userAgent string) (*Session, err
 		})
 		chain = append(chain, named{"role " + o.RoleARN, role})
 	}
-	// The default chain last, as MSKCredentialProvider adds it (awsAddDefaultProviders).
-	chain = append(chain, named{"the default chain (environment, shared config, web identity, container, instance metadata)", base.Credentials})
+	// The default chain last, as MSKCredentialProvider adds it unless awsAddDefaultProviders=false.
+	if !o.NoDefaultChain {
+		chain = append(chain, named{"the default chain (environment, shared config, web identity, container, instance metadata)", base.Credentials})
+	}
 	return &Session{creds: aws.NewCredentialsCache(chain), region: base.Region, userAgent: userAgent, now: time.Now}, nil
 }
 
-// NewStaticSession is a session with fixed credentials and region (tests, and users of the
-// producer API who hold credentials of their own).
+// NewStaticSession is a session with fixed credentials and region, for tests.
 func NewStaticSession(creds aws.CredentialsProvider, region, userAgent string) *Session {
 	return &Session{creds: creds, region: region, userAgent: userAgent, now: time.Now}
 }

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // AgentEnv is the environment tests run the agent binary in: this process's, less the agent's
@@ -19,4 +21,24 @@ func AgentEnv() []string {
 		}
 	}
 	return append(env, "HOME="+os.TempDir(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
+}
+
+// IsolateAWS gives a test only the AWS variables kv (KEY, value, KEY, value, ...): every AWS_
+// variable of the developer's shell is unset for the test, the shared config and credentials
+// files point at nothing and instance metadata is off, so the AWS SDK's default chain sees only
+// what the test sets up.
+func IsolateAWS(t testing.TB, kv ...string) {
+	t.Helper()
+	for _, e := range os.Environ() {
+		if k, _, _ := strings.Cut(e, "="); strings.HasPrefix(k, "AWS_") {
+			t.Setenv(k, "") // restored after the test
+			os.Unsetenv(k)
+		}
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	for i := 0; i+1 < len(kv); i += 2 {
+		t.Setenv(kv[i], kv[i+1])
+	}
 }

@@ -178,29 +178,19 @@ EOF
   fi
 }
 
-# build_telemetry_plugin LIB: compiles the client telemetry receiver against the broker's jars
-# into $TELEMETRY_DIR (javac from the JDK that runs the broker).
-build_telemetry_plugin() {
-  local javac
+# build_plugin LIB SOURCE DIR: compiles a test plugin of the broker's (the client telemetry
+# receiver, the MSK IAM validator) against the broker's jars into DIR (javac from the JDK that
+# runs the broker).
+build_plugin() {
+  local javac log=$3.log
   javac=$(dirname "$(readlink -f "$(command -v "$JAVA")")")/javac
   [[ -x $javac ]] || javac=javac
-  rm -rf "$TELEMETRY_DIR"
-  mkdir -p "$TELEMETRY_DIR"
-  "$javac" -nowarn -d "$TELEMETRY_DIR" -cp "$1/*" "$HERE/telemetry/FileClientTelemetry.java" \
-    >"$STATE/telemetry-plugin.log" 2>&1 || { cat "$STATE/telemetry-plugin.log" >&2; die "javac of the client telemetry plugin failed"; }
+  rm -rf "$3"
+  mkdir -p "$3"
+  "$javac" -nowarn -d "$3" -cp "$1/*" "$2" >"$log" 2>&1 || { cat "$log" >&2; die "javac of $2 failed"; }
 }
-
-# build_mskiam_plugin LIB: compiles the MSKIAM listener's token validator against the broker's
-# jars into $MSKIAM_DIR.
-build_mskiam_plugin() {
-  local javac
-  javac=$(dirname "$(readlink -f "$(command -v "$JAVA")")")/javac
-  [[ -x $javac ]] || javac=javac
-  rm -rf "$MSKIAM_DIR"
-  mkdir -p "$MSKIAM_DIR"
-  "$javac" -nowarn -d "$MSKIAM_DIR" -cp "$1/*" "$HERE/mskiam/MskIamValidator.java" \
-    >"$STATE/mskiam-plugin.log" 2>&1 || { cat "$STATE/mskiam-plugin.log" >&2; die "javac of the MSK IAM validator failed"; }
-}
+build_telemetry_plugin() { build_plugin "$1" "$HERE/telemetry/FileClientTelemetry.java" "$TELEMETRY_DIR"; }
+build_mskiam_plugin() { build_plugin "$1" "$HERE/mskiam/MskIamValidator.java" "$MSKIAM_DIR"; }
 
 # telemetry_enabled: the running (or resumed) configuration has the receiver.
 telemetry_enabled() { grep -q "^metric.reporters=$TELEMETRY_CLASS" "$CONF/server.properties" 2>/dev/null; }

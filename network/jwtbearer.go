@@ -136,6 +136,11 @@ func readSigningKey(path, alg, passphrase string) (crypto.Signer, error) {
 		k, err = x509.ParsePKCS8PrivateKey(der)
 	}
 	if err != nil {
+		if block.Type == "ENCRYPTED PRIVATE KEY" {
+			// A wrong passphrase leaves valid padding about once in 256 tries: the key then
+			// does not parse.
+			return nil, fmt.Errorf("%s: %s: the passphrase does not decrypt the key (%v)", key, path, err)
+		}
 		return nil, fmt.Errorf("%s: %s: %v", key, path, err)
 	}
 	switch k := k.(type) {

@@ -52,7 +52,8 @@ var (
 )
 
 // decryptPKCS8 returns the PKCS#8 PrivateKeyInfo inside an encrypted one, with passphrase. A
-// wrong passphrase shows as bad padding (or, rarely, as a key that does not parse after).
+// wrong passphrase shows as bad padding, or now and then as a key that does not parse after
+// (readSigningKey says so).
 func decryptPKCS8(der []byte, passphrase string) ([]byte, error) {
 	var info encryptedPrivateKeyInfo
 	if _, err := asn1.Unmarshal(der, &info); err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kafkatrail/kafkatrail/internal/javatest"
 	"github.com/kafkatrail/kafkatrail/internal/oauthtest"
+	"github.com/kafkatrail/kafkatrail/network"
 )
 
 // tokenRequests is a token endpoint that keeps every request's form and answers with a JWT.
@@ -277,6 +278,14 @@ func TestJWTBearerGrantRefused(t *testing.T) {
 		err := cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%v: %v, want %s: …%s…", c.props, err, c.key, c.why)
+		}
+	}
+	// A wrong passphrase leaves valid padding about once in 256: every one of 1,000 must still
+	// say it does not decrypt the key.
+	for i := range 1000 {
+		err := (&network.JWTAssertion{PrivateKeyFile: encrypted, PrivateKeyPassphrase: fmt.Sprintf("wrong-%d", i)}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "does not decrypt") {
+			t.Fatalf("passphrase wrong-%d: %v, want: does not decrypt", i, err)
 		}
 	}
 }

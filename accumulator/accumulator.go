@@ -181,6 +181,10 @@ type RecordAccumulator struct {
 	muted          map[metadata.TopicPartition]struct{}
 	drainIndex     map[int32]int
 	nextExpiryTime time.Time
+
+	// testHookReadyScan, when set, runs in Ready before it walks the queues: a test stalls
+	// there to end a flush and append while Ready is under way.
+	testHookReadyScan func()
 }
 
 // partitionDeque is one partition's queue of batches, oldest first. Its mutex is the lock per
@@ -530,7 +534,9 @@ func (a *RecordAccumulator) reportLoads(c ClusterView) {
 func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 	res := ReadyResult{NextReadyCheckDelay: time.Duration(math.MaxInt64)}
 	exhausted := a.pool.QueuedWaiters() > 0
-	forced := exhausted || a.closed.Load() || a.flushInProgress()
+	if a.testHookReadyScan != nil {
+		a.testHookReadyScan()
+	}
 	adaptive := a.cfg.LoadStats != nil
 	if adaptive && a.topicLoads == nil {
 		a.topicLoads = map[string]*topicLoad{}
@@ -569,7 +575,10 @@ func (a *RecordAccumulator) Ready(c ClusterView, now time.Time) ReadyResult {
 		if backingOff {
 			timeToWait = retryWait
 		}
-		sendable := full || waited >= timeToWait || forced
+		// Java's batchReady: closed and flushInProgress are read per batch, after its deque was
+		// looked at. Read once before the scan, a flush that ended during it would still count
+		// for a batch appended after the flush returned, which would go out before linger.ms.
+		sendable := full || waited >= timeToWait || exhausted || a.closed.Load() || a.flushInProgress()
 		if sendable && !backingOff {
 			res.ReadyNodes = append(res.ReadyNodes, leader)
 			continue

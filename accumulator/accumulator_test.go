@@ -1178,3 +1178,31 @@ func TestReadyReportsQueueLengths(t *testing.T) {
 		t.Fatalf("stats %+v, want both partitions back", r)
 	}
 }
+
+// A flush that ends while Ready is under way makes no batch appended after it sendable: Java's
+// batchReady reads flushInProgress per batch, after looking at the deque. The hook stalls Ready
+// where it used to read the flag once for the whole scan, ends the flush and appends there.
+func TestReadyAfterAFlushEndsWaitsForLinger(t *testing.T) {
+	a := newTestAccumulator(Config{Linger: time.Hour})
+	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {p0}})
+	a.BeginFlush()
+	a.testHookReadyScan = func() {
+		a.testHookReadyScan = nil
+		if err := a.AwaitFlushCompletion(context.Background()); err != nil {
+			t.Errorf("flush with nothing incomplete: %v", err)
+		}
+		mustAppend(t, a, p0, value, nil, t0)
+	}
+	r := a.Ready(cluster, t0)
+	if len(r.ReadyNodes) != 0 {
+		t.Fatalf("ready nodes %v: a record appended after Flush returned is sendable before linger.ms", r.ReadyNodes)
+	}
+	if r.NextReadyCheckDelay != time.Hour {
+		t.Fatalf("next ready check in %v, want linger.ms (1h)", r.NextReadyCheckDelay)
+	}
+	// A flush begun now makes it ready at once.
+	a.BeginFlush()
+	if r := a.Ready(cluster, t0); len(r.ReadyNodes) != 1 {
+		t.Fatalf("ready nodes %v during a flush, want [1]", r.ReadyNodes)
+	}
+}

@@ -297,5 +297,10 @@ func (t *Tailer) saveSnapshot(entries map[FileKey]Checkpoint, syncDir bool) erro
 	}
 	t.saves.Add(1)
 	t.lastWritten = entries
+	now := time.Now()
+	t.lastWrite.Store(&now)
+	if t.saveHook != nil {
+		t.saveHook(now)
+	}
 	return nil
 }

@@ -55,6 +55,11 @@ type Tailer struct {
 	saveMu      sync.Mutex
 	lastWritten map[FileKey]Checkpoint
 	saves       atomic.Uint64 // checkpoint writes, for Stats
+	// lastWrite is when checkpoints.json was last written (monotonic, from time.Now), by Run
+	// or by a caller of SaveCheckpoints: Run's next save is due an interval after it.
+	lastWrite atomic.Pointer[time.Time]
+	// saveHook, when set (by tests, before Run), is told of every write of checkpoints.json.
+	saveHook func(time.Time)
 
 	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
 	globs atomic.Pointer[[]string]
@@ -124,12 +129,13 @@ func NewTailer(cfg Config, handle FileHandler, log *slog.Logger) (*Tailer, error
 	return t, nil
 }
 
-// Run discovers and follows files until ctx ends, saving the checkpoints every
-// CheckpointInterval, and when a file's last line in flight is acknowledged: at once if the
-// last save is an interval old (a burst after a quiet spell is saved as soon as it is
-// acknowledged), else an interval after the last save. A steadily written file, whose every
-// burst leaves it with nothing in flight, is thus saved about once per interval, not once per
-// burst: each save costs an fsync. It then stops reading, waits for every follower goroutine
+// Run discovers and follows files until ctx ends, saving the checkpoints on one schedule: the
+// next save is due CheckpointInterval after the last write of the checkpoints (Run's or a
+// caller's of SaveCheckpoints), and is made then if anything changed. When a file's last line in
+// flight is acknowledged and the last write is an interval old, the save is made at once (a
+// burst after a quiet spell is saved as soon as it is acknowledged). A steadily written file,
+// whose every burst leaves it with nothing in flight, is thus saved at most once per interval,
+// not once per burst: each save costs an fsync. It then stops reading, waits for every follower goroutine
 // to exit, saves the checkpoints once more and returns nil; the offsets keep moving as
 // acknowledgements arrive, so the caller saves again after the producer flushed. A handler
 // error (other than from the context's end) stops everything and is returned. Run may be
@@ -161,15 +167,17 @@ func (t *Tailer) Run(ctx context.Context) error {
 	defer resume.Stop()
 	rescan := time.NewTicker(t.cfg.RescanInterval)
 	defer rescan.Stop()
-	save := time.NewTicker(t.cfg.CheckpointInterval)
+	// save fires when the next save is due. Whatever asks for a save (the timer, an idle file)
+	// asks this one schedule, so two saves are never closer than an interval.
+	interval := t.cfg.CheckpointInterval
+	save := time.NewTimer(interval)
 	defer save.Stop()
 	if t.cfg.CommittedOnly {
 		save.Stop()
 	}
 	var saveErr string
-	var lastSave time.Time
 	saveNow := func() {
-		lastSave = time.Now()
+		t.idle.scheduled.Store(false) // before the save's snapshot: see idleSignal
 		// A failing disk would log every second: log when the error changes. The directory is
 		// not synced: a save lost to a power cut leaves the one before it, whole.
 		err := t.saveCheckpoints(false)
@@ -179,12 +187,8 @@ func (t *Tailer) Run(ctx context.Context) error {
 		} else if err == nil {
 			saveErr = ""
 		}
+		save.Reset(t.untilNextSave(interval))
 	}
-	idleGap := t.cfg.CheckpointInterval
-	soon := time.NewTimer(time.Hour)
-	soon.Stop()
-	defer soon.Stop()
-	soonArmed := false
 	idle := t.idle.ch
 	if t.cfg.CommittedOnly {
 		idle = nil
@@ -252,23 +256,36 @@ func (t *Tailer) Run(ctx context.Context) error {
 				scanNow()
 			}
 		case <-save.C:
-			saveNow()
-		case <-idle:
-			if wait := idleGap - time.Since(lastSave); wait > 0 {
-				if !soonArmed {
-					soon.Reset(wait)
-					soonArmed = true
-					t.idle.scheduled.Store(true) // the Acks until then need not wake Run
-				}
+			if wait := t.untilNextSave(interval); wait < interval {
+				// A caller of SaveCheckpoints wrote since this save was armed.
+				save.Reset(wait)
 				continue
 			}
 			saveNow()
-		case <-soon.C:
-			soonArmed = false
-			t.idle.scheduled.Store(false) // before the save's snapshot: see idleSignal
+		case <-idle:
+			if t.untilNextSave(interval) < interval {
+				// The save due then covers this acknowledgement; the Acks until then need
+				// not wake Run.
+				t.idle.scheduled.Store(true)
+				continue
+			}
 			saveNow()
 		}
 	}
+}
+
+// untilNextSave is how long until the next save is due: an interval after the last write of
+// the checkpoints; interval itself when that is past (nothing was written for an interval:
+// the next save is a full interval away unless an idle file asks for one sooner).
+func (t *Tailer) untilNextSave(interval time.Duration) time.Duration {
+	last := t.lastWrite.Load()
+	if last == nil {
+		return interval
+	}
+	if wait := interval - time.Since(*last); wait > 0 {
+		return wait
+	}
+	return interval
 }
 
 // SetGlobs replaces the patterns to follow, from the next scan on (a configuration reload).

@@ -76,13 +76,18 @@ type Stats struct {
 	// LongLines counts stdin's long lines, by policy (a file's are in its FileStats).
 	LongLines filetail.LongLineCounts
 	// Encoding counts the lines --format and --timestamp-field fell back on.
-	Encoding   linerecord.EncodingStats
-	_          [cacheLine]byte // read side above, delivery side below
+	Encoding linerecord.EncodingStats
+	_        [cacheLine]byte // read side above, delivery side below
+	// LinesAcked counts the lines Kafka acknowledged; with --exactly-once, those whose
+	// transaction committed (a line of an aborted transaction is read and sent again).
 	LinesAcked atomic.Int64
 	// LinesFiltered counts the lines --include-lines and --exclude-lines left out (by file and
 	// reason in the metrics).
 	LinesFiltered atomic.Int64
-	LinesFailed   atomic.Int64 // given up: lost (stdin), or left for the next start (a file's)
+	// LinesFailed counts the lines lost: stdin's lines not delivered (stdin cannot be read
+	// again). A file's line is never lost: LinesUnsent counts those this run did not deliver
+	// before it stopped, whose files' checkpoints stay before them for the next start.
+	LinesFailed, LinesUnsent atomic.Int64
 	// LinesDeadLettered counts the lines refused for good and kept in a dead-letter destination;
 	// LinesResent the times a failed line was sent again.
 	LinesDeadLettered, LinesResent atomic.Int64
@@ -98,8 +103,8 @@ func (s *Stats) FirstError() error {
 	return s.firstErr
 }
 
-func (s *Stats) fail(err error) bool {
-	s.LinesFailed.Add(1)
+// firstError keeps err as the first delivery failure, reporting whether it was.
+func (s *Stats) firstError(err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.firstErr == nil {
@@ -131,6 +136,20 @@ func (e *LinesFailedError) Error() string {
 }
 
 func (e *LinesFailedError) Unwrap() error { return e.First }
+
+// LinesUnsentError reports that a tailing run stopped before some of its files' lines were
+// delivered: none is lost (their checkpoints stay before them), the next start sends them.
+type LinesUnsentError struct {
+	Unsent, Read int64
+	First        error
+}
+
+func (e *LinesUnsentError) Error() string {
+	return fmt.Sprintf("%d of %d lines were not delivered before the stop (none is lost: their files' checkpoints stay before them, and the next start sends them); first error: %v",
+		e.Unsent, e.Read, e.First)
+}
+
+func (e *LinesUnsentError) Unwrap() error { return e.First }
 
 // New validates cfg and starts the producer. tel, when not nil, traces records (a line's own
 // trace context becomes the parent of its `send` span) and receives the agent's metrics.
@@ -286,8 +305,7 @@ func (a *Agent) lineDelivered(ctx context.Context, src *lineOrigin, md producer.
 	if (a.cfg.ExactlyOnce && !a.deadLetterInTransaction(src, md, err, f, reason)) || f == fateGivenUp ||
 		(errors.Is(err, context.Canceled) && ctx.Err() != nil) ||
 		!a.redo.add(src, md, err, f, reason, budget) {
-		a.lineGivenUp(src, md.Tag, budget, err)
-		a.countDelivered(src, md.Topic, err)
+		a.lineGivenUp(src, md.Topic, md.Tag, budget, err)
 	}
 }
 
@@ -309,32 +327,49 @@ func (a *Agent) topicTemplate(topic, template string) {
 // templated reports a topic template of src's input: a line's topic comes from the line.
 func (src *lineOrigin) templated() bool { return src.in.line.rules.Templated() }
 
-// lineAcked is the end of a line Kafka acknowledged, sent once or again.
+// lineAcked is the end of a line Kafka acknowledged, sent once or again. With --exactly-once
+// it is counted as acknowledged only once its transaction commits (txnLedger).
 func (a *Agent) lineAcked(src *lineOrigin, md producer.RecordMetadata) {
 	if src.file != nil {
 		a.readAhead.give(int64(max(md.SerializedValueSize, 0)))
 		src.file.Ack(md.Tag)
-	}
-	a.stats.LinesAcked.Add(1)
-	a.countDelivered(src, md.Topic, nil)
-}
-
-// lineGivenUp is the end of a line with no outcome: the agent is stopping (or, with
-// --exactly-once, its transaction aborts). A file's line pins its file's checkpoint, so the
-// next start sends it again; a stdin line is lost, and counted.
-func (a *Agent) lineGivenUp(src *lineOrigin, end, budget int64, err error) {
-	if src.file != nil {
-		a.readAhead.give(budget)
-		src.file.Fail(end, err)
-		if errors.Is(err, context.Canceled) {
-			// Shutdown interrupted Send while it waited for buffer memory: the line was never
-			// buffered. It pins the checkpoint, so the next start reads it again, but it is
-			// not a delivery failure.
+		if c := a.txn.Load(); c != nil {
+			c.ledger.acked(src, md.Topic)
 			return
 		}
 	}
-	if a.stats.fail(err) {
-		a.log.Error("line not delivered", "source", sourceName(src), "offset", end, "error", err)
+	a.stats.LinesAcked.Add(1)
+	a.countOutcome(src, md.Topic, linerecord.OutcomeAcked)
+}
+
+// lineGivenUp is the end of a line (its record was for topic) with no outcome in this run. A
+// file's line is not lost: its file's checkpoint stays before it. With --exactly-once its
+// transaction aborts and the next round reads it again; else the agent is stopping and the
+// next start sends it (counted in LinesUnsent). A stdin line is lost, and counted as failed.
+func (a *Agent) lineGivenUp(src *lineOrigin, topic string, end, budget int64, err error) {
+	if src.file != nil {
+		a.readAhead.give(budget)
+		src.file.Unsent(end)
+		if c := a.txn.Load(); c != nil {
+			c.lineUnsent(src, end, err)
+			return
+		}
+		if errors.Is(err, context.Canceled) {
+			// Shutdown interrupted Send while it waited for buffer memory: the line was never
+			// buffered. Its checkpoint stays before it all the same.
+			return
+		}
+		a.stats.LinesUnsent.Add(1)
+		if a.stats.firstError(err) {
+			a.log.Warn("line not delivered before the stop: its file's checkpoint stays before it, and the next start sends it (and the lines after it)",
+				"source", sourceName(src), "offset", end, "error", err)
+		}
+		return
+	}
+	a.stats.LinesFailed.Add(1)
+	a.countOutcome(src, topic, linerecord.OutcomeFailed)
+	if a.stats.firstError(err) {
+		a.log.Error("line lost: stdin's line was not delivered, and stdin cannot be read again", "offset", end, "error", err)
 	}
 }
 
@@ -367,14 +402,20 @@ func (a *Agent) sendLine(ctx context.Context, line filetail.Line, path string, t
 			return err // the run is ending: the line stays unread as far as the checkpoint knows
 		}
 	}
-	a.stats.LinesRead.Add(1)
-	a.stats.BytesRead.Add(int64(len(line.Data)))
+	if !src.replay {
+		a.stats.LinesRead.Add(1)
+		a.stats.BytesRead.Add(int64(len(line.Data)))
+	}
 	if unrouted != nil {
 		// No topic for this line and no fallback: it fails alone, as a line Kafka refused.
 		cb(linerecord.UnroutedMetadata(rec), unrouted)
 		return nil
 	}
-	b.CountSent()
+	if src.replay {
+		a.stats.LinesResent.Add(1) // its first send was in a transaction that aborted
+	} else {
+		b.CountSent()
+	}
 	if tp := b.LineTrace(); tp != nil && a.tel != nil {
 		// The line's own trace continues: its context is the parent of the record's send span,
 		// and, in the record's trace header (linerecord.Builder.Build), the record's creation context.
@@ -444,7 +485,8 @@ func (a *Agent) shutdown() error {
 	err := a.prod.Close(ctx)
 	a.log.Info("producer closed", "took", time.Since(start).Round(time.Millisecond),
 		"lines_read", a.stats.LinesRead.Load(), "lines_acked", a.stats.LinesAcked.Load(),
-		"lines_failed", a.stats.LinesFailed.Load(), "lines_dead_lettered", a.stats.LinesDeadLettered.Load(),
+		"lines_failed", a.stats.LinesFailed.Load(), "lines_unsent", a.stats.LinesUnsent.Load(),
+		"lines_dead_lettered", a.stats.LinesDeadLettered.Load(),
 		"lines_filtered", a.stats.LinesFiltered.Load(),
 		"lines_resent", a.stats.LinesResent.Load())
 	logEncoding(&a.stats.Encoding, a.log, &a.cfg)
@@ -459,6 +501,9 @@ func (a *Agent) shutdown() error {
 func (a *Agent) result() error {
 	if n := a.stats.LinesFailed.Load(); n > 0 {
 		return &LinesFailedError{Failed: n, Read: a.stats.LinesRead.Load(), First: a.stats.FirstError()}
+	}
+	if n := a.stats.LinesUnsent.Load(); n > 0 {
+		return &LinesUnsentError{Unsent: n, Read: a.stats.LinesRead.Load(), First: a.stats.FirstError()}
 	}
 	if n := a.stats.LinesDeadLettered.Load(); n > 0 {
 		where := "file " + a.redo.dlf.path

@@ -42,6 +42,8 @@ var projectEnv = map[string]string{
 	"KAFKATRAIL_TEST_DEBUG":              "tests log the producer at debug level",
 	"KAFKATRAIL_SCREENSHOT":              "the browser test leaves its screenshot of the status page in this file",
 	"KAFKATRAIL_OUTAGE_SCREENSHOT":       "the outage test leaves its screenshot of the status page during the outage in this file",
+	"KAFKATRAIL_HOGS":                    "scripts/under-load.sh: how many CPU hogs run beside the command (default: one per core)",
+	"KAFKATRAIL_HOG_NICE":                "scripts/under-load.sh: the hogs' nice level (default 0: the same priority as the tests)",
 }
 
 // envTarget is what one variable sets: a key of the koanf map, read as a list or as a string.

@@ -56,12 +56,16 @@ type txnCommitter struct {
 	commits  atomic.Int64
 	failedCk atomic.Pointer[error] // first failed checkpoint record of the open transaction
 
+	// ledger holds the outcomes of the open transaction's lines until it commits.
+	ledger txnLedger
+	// unsent counts the lines of the open transaction that were not delivered (lineUnsent):
+	// any makes it abort. firstUnsent is the first one's error.
+	unsent      atomic.Int64
+	firstUnsent atomic.Pointer[error]
+
 	// newPending counts the lines this committer's transactions added to the inputs'
 	// dead-letter-pending.json.
 	newPending atomic.Int64
-	// failedBase is the agent's failed-line count when this committer started: a line that
-	// fails after it makes the open transaction abort.
-	failedBase int64
 	// ended is set once no transaction will commit any more (the last one committed, or the
 	// run failed): the redelivery gives its lines up rather than keep a dead letter no commit
 	// would pass.
@@ -85,15 +89,28 @@ type txnInput struct {
 	// broker refused inside an aborted transaction, dead-lettered instead of sent when read
 	// again (poison.go).
 	pending *pendingDeadLetters
+
+	// replayTo is, per file, how far earlier rounds of this run that aborted had handled its
+	// lines: a line that ends there or before is read again, and sent again (read-only).
+	// handled is how far this round has.
+	replayTo map[filetail.FileKey]int64
+	handled  replayPositions
 }
 
 // newTxnCommitter returns the committer of transactional id txnID over the agent's inputs,
 // whose last committed positions are positions, by input name (read back from the state topic).
-func newTxnCommitter(a *Agent, txnID string, positions map[string][]filetail.Checkpoint) *txnCommitter {
-	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1),
-		failedBase: a.stats.LinesFailed.Load()}
+// prev is the committer of the round before, which aborted (nil in the first round).
+func newTxnCommitter(a *Agent, txnID string, positions map[string][]filetail.Checkpoint, prev *txnCommitter) *txnCommitter {
+	c := &txnCommitter{a: a, topic: a.cfg.StateTopic, txnID: txnID, full: make(chan struct{}, 1)}
 	for _, in := range a.inputList() {
 		p := &txnInput{in: in, committed: make(map[filetail.FileKey]filetail.Checkpoint, len(positions[in.name]))}
+		if prev != nil {
+			for _, q := range prev.parts {
+				if q.in == in {
+					p.replayTo = q.handled.merged(q.replayTo)
+				}
+			}
+		}
 		if in.name != ImplicitInput {
 			p.key = "@" + in.name
 		}
@@ -104,7 +121,7 @@ func newTxnCommitter(a *Agent, txnID string, positions map[string][]filetail.Che
 		}
 		initial := maps.Clone(p.committed)
 		p.committedView.Store(&initial)
-		p.pending = loadPendingDeadLetters(in.cfg.StateDir, p.committed, a.inputLog(in))
+		p.pending = loadPendingDeadLetters(in.cfg.StateDir, p.committed, a.inputLog(in), prev != nil)
 		c.parts = append(c.parts, p)
 	}
 	return c
@@ -269,6 +286,8 @@ func (c *txnCommitter) fileLines(p *txnInput) filetail.FileHandler {
 func (c *txnCommitter) fileLinesOf(p *txnInput, f *filetail.File) filetail.LineHandler {
 	a := c.a
 	src := &lineOrigin{in: p.in, file: f}
+	replayTo := p.replayTo[f.ID.Key()]
+	handled := p.handled.of(f.ID.Key())
 	return func(ctx context.Context, line filetail.Line) error {
 		if src.delivered == nil { // bound at the first line: only f's follower sends them, with one ctx
 			src.delivered = func(md producer.RecordMetadata, err error) { a.lineDelivered(ctx, src, md, err) }
@@ -285,6 +304,7 @@ func (c *txnCommitter) fileLinesOf(p *txnInput, f *filetail.File) filetail.LineH
 		}
 		var kept bool
 		var err error
+		src.replay = line.End <= replayTo
 		c.mu.RLock()
 		if e, ok := p.pending.lookup(f.ID.Key(), line.End); ok {
 			kept, err = a.deadLetterPending(ctx, src, line, e)
@@ -294,6 +314,9 @@ func (c *txnCommitter) fileLinesOf(p *txnInput, f *filetail.File) filetail.LineH
 		}
 		n := c.lines.Add(1)
 		c.mu.RUnlock()
+		if err == nil && line.End > handled.Load() {
+			handled.Store(line.End)
+		}
 		if n == int64(c.a.cfg.CommitMaxLines) {
 			select {
 			case c.full <- struct{}{}:
@@ -351,13 +374,13 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 	if err := a.prod.Flush(ctx); err != nil {
 		return fmt.Errorf("exactly-once: flushing the transaction: %w", err)
 	}
-	if a.stats.LinesFailed.Load() > c.failedBase {
-		// A line of the transaction failed: committing would skip it (its file's position stops
-		// before it, and the lines after it would be sent again). A line a broker refused for
-		// good is named in dead-letter-pending.json before the abort, so that the restart gets
-		// past it.
+	if c.unsent.Load() > 0 {
+		// A line of the transaction was not delivered: committing would skip it (its file's
+		// position stops before it, and the lines after it would be sent again). A line a
+		// broker refused for good is named in dead-letter-pending.json before the abort, so
+		// that the next round gets past it.
 		c.savePending()
-		return &producer.TransactionAbortableError{Cause: fmt.Errorf("a line was not delivered: %w", a.stats.FirstError())}
+		return &producer.TransactionAbortableError{Cause: fmt.Errorf("a line was not delivered: %w", c.unsentCause())}
 	}
 	sent := 0
 	send := func(key string, value []byte) error {
@@ -418,6 +441,7 @@ func (c *txnCommitter) commitLocked(ctx context.Context, last bool) error {
 	c.open = false
 	c.lines.Store(0)
 	c.commits.Add(1)
+	c.ledger.commit(a)
 	for i, p := range c.parts {
 		old := p.committed
 		p.committed = snaps[i]

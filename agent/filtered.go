@@ -48,6 +48,9 @@ func (a *Agent) lineFiltered(src *lineOrigin, path string, end int64, reason str
 	if src.file != nil {
 		src.file.Skip(end)
 	}
+	if src.replay {
+		return // counted when the round that aborted left it out
+	}
 	if src.filtered == nil {
 		src.filtered = a.filtered.of(sourceKey(src.in, path))
 	}

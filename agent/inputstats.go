@@ -16,9 +16,8 @@ type InputStats struct {
 	Files int
 	// Topic is its --topic (or template).
 	Topic string
-	// LinesRead counts the lines it read (those left out included); LinesSent, LinesAcked and
-	// LinesFailed its lines by outcome (its topics' counts); LinesDeadLettered those of its
-	// files kept in a dead-letter destination.
+	// LinesRead counts the lines it read (those left out included); LinesSent, LinesAcked,
+	// LinesFailed and LinesDeadLettered its lines by outcome (its topics' counts).
 	LinesRead, LinesSent, LinesAcked, LinesFailed, LinesDeadLettered int64
 	// NotIncluded and Excluded count the lines its include-lines and exclude-lines left out.
 	NotIncluded, Excluded int64
@@ -45,12 +44,13 @@ func (a *Agent) InputStats() []InputStats {
 			s.LinesRead = a.stdinRead.lines.Load()
 		} else if t := in.tailer.Load(); t != nil {
 			tot := t.Stats().Totals
-			s.Files, s.LinesRead, s.LinesDeadLettered = tot.Files, int64(tot.LinesRead), int64(tot.LinesDeadLettered)
+			s.Files, s.LinesRead = tot.Files, int64(tot.LinesRead)
 		}
 		for _, ts := range in.line.rules.TopicStats() {
 			s.LinesSent += ts.LinesSent
 			s.LinesAcked += ts.LinesAcked
 			s.LinesFailed += ts.LinesFailed
+			s.LinesDeadLettered += ts.LinesDeadLettered
 		}
 		prefix := sourceKey(in, "")
 		a.filtered.m.Range(func(k, v any) bool {

@@ -140,7 +140,9 @@ type pendingDeadLetters struct {
 // a commit and before the file was written again leaves them. A file that cannot be read is
 // logged and taken as empty: a line it named is refused again and named again, which costs
 // one more aborted run, not a line.
-func loadPendingDeadLetters(stateDir string, committed map[filetail.FileKey]filetail.Checkpoint, log *slog.Logger) *pendingDeadLetters {
+//
+// resumed says a round of this run aborted just before: its own log said why.
+func loadPendingDeadLetters(stateDir string, committed map[filetail.FileKey]filetail.Checkpoint, log *slog.Logger, resumed bool) *pendingDeadLetters {
 	p := &pendingDeadLetters{path: filepath.Join(stateDir, PendingDeadLetterFileName), entries: map[pendingKey]pendingDeadLetter{}}
 	data, err := os.ReadFile(p.path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -166,8 +168,8 @@ func loadPendingDeadLetters(stateDir string, committed map[filetail.FileKey]file
 		p.entries[e.key()] = e
 	}
 	p.publish()
-	if n := len(p.entries); n > 0 {
-		log.Info("exactly-once: lines a broker refused in an earlier run are dead-lettered when read again", "lines", n, "file", p.path)
+	if n := len(p.entries); n > 0 && !resumed {
+		log.Info("exactly-once: lines a broker refused before this start (dead-letter-pending.json) are dead-lettered when read again", "lines", n, "file", p.path)
 	}
 	return p
 }
@@ -430,8 +432,10 @@ func (a *Agent) deadLetterPending(ctx context.Context, src *lineOrigin, line fil
 	if err := a.readAhead.take(ctx, budget); err != nil {
 		return true, err
 	}
-	a.stats.LinesRead.Add(1)
-	a.stats.BytesRead.Add(int64(len(line.Data)))
+	if !src.replay {
+		a.stats.LinesRead.Add(1)
+		a.stats.BytesRead.Add(int64(len(line.Data)))
+	}
 	ts := rec.Timestamp
 	if ts.IsZero() {
 		ts = time.Now()
@@ -441,7 +445,7 @@ func (a *Agent) deadLetterPending(ctx context.Context, src *lineOrigin, line fil
 		Record: &producer.FailedRecord{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: ts}}
 	refusal := p.refusal()
 	if !a.redo.add(src, md, refusal, fateDeadLetter, p.Reason, budget) {
-		a.lineGivenUp(src, line.End, budget, refusal)
+		a.lineGivenUp(src, rec.Topic, line.End, budget, refusal)
 	}
 	return true, nil
 }

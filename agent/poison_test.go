@@ -22,7 +22,7 @@ func TestPendingDeadLetters(t *testing.T) {
 	path := filepath.Join(dir, PendingDeadLetterFileName)
 	log := slog.New(slog.DiscardHandler)
 	fa, fb := filetail.FileKey{Dev: 1, Inode: 10}, filetail.FileKey{Dev: 1, Inode: 20}
-	p := loadPendingDeadLetters(dir, nil, log)
+	p := loadPendingDeadLetters(dir, nil, log, false)
 	if _, ok := p.lookup(fa, 100); ok {
 		t.Fatal("an empty list found a line")
 	}
@@ -45,7 +45,7 @@ func TestPendingDeadLetters(t *testing.T) {
 
 	// A restart whose committed positions passed /a.log's first line drops it.
 	committed := map[filetail.FileKey]filetail.Checkpoint{fa: {Dev: 1, Inode: 10, Offset: 100}, fb: {Dev: 1, Inode: 20, Offset: 150}}
-	p = loadPendingDeadLetters(dir, committed, log)
+	p = loadPendingDeadLetters(dir, committed, log, false)
 	if _, ok := p.lookup(fa, 100); ok {
 		t.Error("an entry the committed position passed was loaded")
 	}
@@ -83,7 +83,7 @@ func TestPendingDeadLettersUnreadable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logged strings.Builder
-		p := loadPendingDeadLetters(dir, nil, slog.New(slog.NewTextHandler(&logged, nil)))
+		p := loadPendingDeadLetters(dir, nil, slog.New(slog.NewTextHandler(&logged, nil)), false)
 		if p.view.Load() != nil || !strings.Contains(logged.String(), "cannot read") {
 			t.Fatalf("%q: entries %v, log %q", content, p.view.Load(), logged.String())
 		}
@@ -148,7 +148,7 @@ func TestExactlyOncePendingLineIsKeptNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	p := loadPendingDeadLetters(stateDir, nil, slog.New(slog.DiscardHandler))
+	p := loadPendingDeadLetters(stateDir, nil, slog.New(slog.DiscardHandler), false)
 	p.add(pendingDeadLetter{Dev: uint64(st.Dev), Inode: st.Ino, Path: path, End: 8, Topic: "logs", ValueBytes: 3,
 		Reason: DeadLetterInvalidRecord, Error: "INVALID_RECORD", Code: kerr.InvalidRecord.Code, Message: "INVALID_RECORD: kept"})
 	p.add(pendingDeadLetter{Dev: uint64(st.Dev), Inode: st.Ino, Path: path, End: 14, Topic: "logs", ValueBytes: 99,

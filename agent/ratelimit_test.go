@@ -265,8 +265,8 @@ func TestRateLimitWaitsOutsideTheCommitLock(t *testing.T) {
 	}
 	a := &Agent{limit: lim, inputs: []*input{{name: ImplicitInput, limit: lim}}}
 	a.redo = newRedelivery(a)
-	c := newTxnCommitter(a, "txn", nil)
-	handle := c.fileLinesOf(c.parts[0], nil)
+	c := newTxnCommitter(a, "txn", nil, nil)
+	handle := c.fileLinesOf(c.parts[0], &filetail.File{})
 	done := make(chan error, 1)
 	go func() { done <- handle(context.Background(), filetail.Line{Data: make([]byte, 1000)}) }()
 	<-waiting

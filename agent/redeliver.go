@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kafkatrail/kafkatrail/filetail"
+	"github.com/kafkatrail/kafkatrail/linerecord"
 	"github.com/kafkatrail/kafkatrail/producer"
 )
 
@@ -27,6 +28,9 @@ type lineOrigin struct {
 	// filtered counts the lines the filters left out (set at the first: lineFiltered); the
 	// source's reader only.
 	filtered *filterCounts
+	// replay says the line being sent was read, and handled, by an exactly-once round that
+	// aborted: it counts as sent again, not as read or sent anew. The source's reader only.
+	replay bool
 }
 
 // redoLine is a line whose record failed, with a copy of the record: what the redelivery
@@ -171,7 +175,7 @@ func (r *redelivery) enqueue(l *redoLine, due time.Time) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		r.a.lineGivenUp(l.src, l.end, l.budget, l.err)
+		r.a.lineGivenUp(l.src, l.topic, l.end, l.budget, l.err)
 		r.resolved(l)
 		return
 	}
@@ -534,23 +538,28 @@ var testHookResend func(l *redoLine)
 // sends it again), a stdin line is lost. The caller has released l's hold on its source (a
 // queued line) or it had none (a line sent again, or out to the dead-letter topic).
 func (r *redelivery) giveUp(l *redoLine, err error) {
-	r.a.lineGivenUp(l.src, l.end, l.budget, err)
+	r.a.lineGivenUp(l.src, l.topic, l.end, l.budget, err)
 	r.resolved(l)
 }
 
 // deadLettered ends l as a dead letter kept at destination (DeadLetterToTopic or
 // DeadLetterToFile), where names it for the log.
 func (r *redelivery) deadLettered(l *redoLine, destination, where string) {
-	v, _ := r.dlCounts.LoadOrStore(deadLetterKey{l.reason, destination}, new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
 	if l.src.file != nil {
 		l.src.file.DeadLetter(l.end)
 		r.a.readAhead.give(l.budget)
 	}
-	r.a.stats.LinesDeadLettered.Add(1)
-	r.a.countDelivered(l.src, l.topic, l.err)
+	msg := "line dead-lettered: refused for good; its file's checkpoint moves past it"
+	if c := r.a.txn.Load(); c != nil && l.src.file != nil {
+		// Counted once its transaction commits: an abort takes the dead letter back, and the
+		// next round keeps it again.
+		c.ledger.deadLettered(l.src, l.topic, deadLetterKey{l.reason, destination})
+		msg = "line dead-lettered inside the transaction: refused for good; its file's position passes it when the transaction commits"
+	} else {
+		r.countDeadLetter(l.src.in, l.topic, deadLetterKey{l.reason, destination}, 1)
+	}
 	if n := r.dlLogged.Add(1); n <= deadLetterLogFirst || n%deadLetterLogEvery == 0 {
-		r.a.log.Warn("line dead-lettered: refused for good; its file's checkpoint moves past it",
+		r.a.log.Warn(msg,
 			"source", sourceName(l.src), "offset", l.end, "topic", l.topic, "reason", l.reason,
 			"error", l.err, "dead_letter", where, "dead_letters", n)
 	}
@@ -558,6 +567,15 @@ func (r *redelivery) deadLettered(l *redoLine, destination, where string) {
 	if l.local && l.src.in.stopped.Load() != nil {
 		r.clearStop(l.src.in) // the dead-letter file takes lines again
 	}
+}
+
+// countDeadLetter counts n dead letters of in's lines (their records were for topic) kept
+// under key.
+func (r *redelivery) countDeadLetter(in *input, topic string, key deadLetterKey, n int64) {
+	v, _ := r.dlCounts.LoadOrStore(key, new(atomic.Int64))
+	v.(*atomic.Int64).Add(n)
+	r.a.stats.LinesDeadLettered.Add(n)
+	in.line.rules.CountOutcome(topic, linerecord.OutcomeDeadLettered, n)
 }
 
 // A burst of dead letters (every line too large, say) logs the first ones and then one in

@@ -225,9 +225,10 @@ func (a *Agent) inputLog(in *input) *slog.Logger {
 
 // runTailExactlyOnce is RunTail with --exactly-once: the positions come from the state topic,
 // lines are sent in transactions that the committer commits with the positions, and the run
-// ends with a last commit. A transaction aborted for a line a broker refused for good starts a
-// new round from the last commit, which dead-letters that line (resumeAfterAbort); a fenced
-// producer or any other failed transaction ends the run with an error.
+// ends with a last commit. A transaction that must abort (a line a broker refused for good, a
+// line not delivered within delivery.timeout.ms: an outage) is aborted and a new round starts
+// from the last commit in the same process, as a restart would (resumeAfterAbort); a fenced
+// producer, a fatal error or a failure at the stop ends the run with an error.
 func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	txnID := a.cfg.EffectiveTransactionalID()
 	positions, err := a.startExactlyOnce(ctx)
@@ -240,8 +241,10 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 	}
 	stopMetrics := a.startMetrics()
 	defer stopMetrics()
+	var prev *txnCommitter
+	var pause time.Duration // before the next round, while rounds abort without getting further
 	for round := 1; ; round++ {
-		c, runErr := a.exactlyOnceRound(ctx, txnID, positions)
+		c, runErr := a.exactlyOnceRound(ctx, txnID, positions, prev)
 		if runErr == nil {
 			a.log.Info("exactly-once: last transaction committed", "transactional_id", txnID, "commits", c.commits.Load())
 			if err := a.shutdown(); err != nil {
@@ -249,14 +252,33 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 			}
 			return ErrInterrupted
 		}
-		runErr = a.failureError(runErr, txnID)
-		if !a.resumeAfterAbort(ctx, c, runErr) {
+		resumed, abortErr := a.resumeAfterAbort(ctx, c, runErr)
+		if !resumed {
+			if abortErr != nil {
+				runErr = abortErr
+			}
+			runErr = a.failureError(runErr, txnID)
 			a.log.Error("exactly-once run stopped", "transactional_id", txnID, "error", runErr)
 			_ = a.shutdown()
 			return runErr
 		}
-		a.log.Warn("exactly-once: a transaction aborted for a line Kafka refused for good: resuming from the last commit, where that line goes to the dead-letter destination instead",
-			"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pendingCount(), "error", runErr)
+		progress := c.commits.Load() > 0 || c.newPending.Load() > 0
+		if progress {
+			pause = 0
+		} else {
+			pause = min(max(2*pause, time.Second), stopProbeMax)
+		}
+		if c.newPending.Load() > 0 {
+			a.log.Warn("exactly-once: the transaction aborted for a line Kafka refused for good: resuming from the last commit in this process, where that line goes to the dead-letter destination instead",
+				"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pendingCount(), "error", runErr)
+		} else {
+			a.log.Warn("exactly-once: the transaction aborted: resuming from the last commit in this process; its lines are read and sent again (nothing lost, nothing twice at read_committed)",
+				"transactional_id", txnID, "round", round+1, "lines_resent", c.unsent.Load(), "after", pause, "error", runErr)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+		}
 		// Each input's positions of the last commit; with none yet (a first run that aborted
 		// before its first commit), where the aborted round began reading each file, so that a
 		// file it started at its end (--start-at end) is not skipped past what that round read.
@@ -267,38 +289,52 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 				positions[p.in.name] = p.t.Starts()
 			}
 		}
+		prev = c
 	}
 }
 
-// resumeAfterAbort reports whether an exactly-once run whose round ended with runErr (the
-// transaction aborted already, by failureError) goes on in a new round from the last commit,
-// as a restart would but without one: when the abort was for lines a broker refused for good
-// that the round added to dead-letter-pending.json. The next round dead-letters them instead of
-// sending them, so each such round gets past at least one more line; any other failure ends the
-// run as before (a supervisor restarts the agent). It readies the agent for the next round:
-// every callback of the aborted transaction has come (Flush), the redelivery is stopped and
-// emptied, and runs again with the round.
-func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr error) bool {
+// resumeAfterAbort aborts the transaction of an exactly-once round that ended with runErr and
+// reports whether the run goes on in a new round from the last commit, as a restart would but
+// without one: when the transaction was abortable (a line not delivered in it: refused for good,
+// or not delivered within delivery.timeout.ms) and the run was not stopped. The next round
+// dead-letters the lines a broker refused (dead-letter-pending.json) instead of sending them,
+// and sends the others again. The abort is tried until the transaction coordinator answers (an
+// outage may last); abortErr is its error when it cannot be done. It readies the agent for the
+// next round: every callback of the aborted transaction has come (Flush), the redelivery is
+// stopped and emptied, and runs again with the round.
+func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr error) (resumed bool, abortErr error) {
 	var abortable *producer.TransactionAbortableError
-	if ctx.Err() != nil || c == nil || c.newPending.Load() == 0 || !errors.As(runErr, &abortable) {
-		return false
+	if ctx.Err() != nil || c == nil || !errors.As(runErr, &abortable) {
+		return false, nil
+	}
+	c.ended.Store(true)
+	c.savePending()
+	for {
+		err := a.prod.AbortTransaction(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !stillGoing(err) {
+			return false, err
+		}
+		a.log.Warn("exactly-once: the abort is still waiting for the transaction coordinator", "error", err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := a.prod.Flush(fctx); err != nil {
-		return false
+		return false, err
 	}
 	a.stopRedo()
 	a.redo.reopen()
-	return true
+	return true, nil
 }
 
 // exactlyOnceRound runs one exactly-once round: a tailer per input, each from its positions
 // (when positions has its name; else its checkpoints.json and --start-at), sends lines into
 // transactions that a committer commits, until ctx ends (then the last commit; nil) or a
 // transaction cannot commit (its error, the transaction still to abort).
-func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, positions map[string][]filetail.Checkpoint) (*txnCommitter, error) {
-	c := newTxnCommitter(a, txnID, positions)
+func (a *Agent) exactlyOnceRound(ctx context.Context, txnID string, positions map[string][]filetail.Checkpoint, prev *txnCommitter) (*txnCommitter, error) {
+	c := newTxnCommitter(a, txnID, positions, prev)
 	for _, p := range c.parts {
 		tc := p.in.tailerConfig()
 		tc.CommittedOnly, tc.CommittedOf = true, p.committedOffset

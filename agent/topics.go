@@ -34,6 +34,7 @@ func (a *Agent) TopicStats() []TopicStats {
 				out[i].LinesSent += ts.LinesSent
 				out[i].LinesAcked += ts.LinesAcked
 				out[i].LinesFailed += ts.LinesFailed
+				out[i].LinesDeadLettered += ts.LinesDeadLettered
 				continue
 			}
 			out = append(out, ts)
@@ -62,9 +63,10 @@ func (a *Agent) UnroutedLines() map[string]int64 {
 	return out
 }
 
-// countDelivered counts a delivered (err nil) or failed line of src under its record's topic.
-func (a *Agent) countDelivered(src *lineOrigin, topic string, err error) {
-	src.in.line.rules.CountDelivered(topic, err)
+// countOutcome counts a line of src under its record's topic as ending with outcome
+// (linerecord.OutcomeAcked, ...).
+func (a *Agent) countOutcome(src *lineOrigin, topic string, outcome int) {
+	src.in.line.rules.CountOutcome(topic, outcome, 1)
 }
 
 // maybeWarnTimestamp logs the first line of a run whose --timestamp-field was missing or did

@@ -51,7 +51,7 @@ type fileCounters struct {
 	truncations             atomic.Uint64 // copytruncate resets
 	_                       [cacheLine]byte
 	linesAcked, linesFailed atomic.Uint64
-	linesDeadLettered       atomic.Uint64 // of linesAcked: kept in a dead-letter destination
+	linesDeadLettered       atomic.Uint64 // kept in a dead-letter destination (not in linesAcked)
 }
 
 // cacheLine separates fields written by different goroutines for every line.
@@ -163,20 +163,24 @@ func (f *File) Ack(end int64) {
 
 // DeadLetter records that the line ending at end was refused for good and is kept in a
 // dead-letter destination: for the checkpoint it is done, as an acknowledged line is, so a
-// restart does not send it again. It counts as acknowledged and as dead-lettered.
+// restart does not send it again. It counts as dead-lettered, not as acknowledged.
 func (f *File) DeadLetter(end int64) {
 	ok, idle := f.acks.ack(end)
 	if !ok {
 		return
 	}
-	f.counts.linesAcked.Add(1)
-	f.totals.linesAcked.Add(1)
 	f.counts.linesDeadLettered.Add(1)
 	f.totals.linesDeadLettered.Add(1)
 	if idle {
 		f.idle.signal()
 	}
 }
+
+// Unsent records that this run will not deliver the line ending at end: the agent is stopping,
+// or the exactly-once transaction it was in aborts. The committed offset stays before it, and
+// the next run (a restart, or the next exactly-once round) reads it again. It is not a failure:
+// nothing is lost, and nothing is counted or logged here.
+func (f *File) Unsent(end int64) { f.acks.fail(end) }
 
 // Fail records that the line ending at end will never be delivered. The committed offset stays
 // before that line for as long as this File lives (until the agent restarts and sends it again):

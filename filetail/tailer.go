@@ -335,7 +335,7 @@ type FileStats struct {
 	// it grows through an outage, when no line is acknowledged (File.OldestUnacked).
 	OldestUnacked                      time.Duration
 	LinesRead, LinesAcked, LinesFailed uint64
-	LinesDeadLettered                  uint64 // of LinesAcked: kept in a dead-letter destination
+	LinesDeadLettered                  uint64 // kept in a dead-letter destination (not in LinesAcked)
 	Truncated, Split, Dropped          uint64 // long lines, by policy
 	Truncations                        uint64 // copytruncate resets
 	// Container is what decoding a container runtime's framing met (Config.ContainerFormat).

@@ -232,8 +232,13 @@ type topicRouter struct {
 // topicCounts are one topic's line counts. The record's topic string is name, so that a line
 // routed to a known topic allocates nothing.
 type topicCounts struct {
-	name                string
-	sent, acked, failed atomic.Int64
+	name                              string
+	sent, acked, failed, deadLettered atomic.Int64
+}
+
+func (tc *topicCounts) stats() TopicStats {
+	return TopicStats{Topic: tc.name, LinesSent: tc.sent.Load(), LinesAcked: tc.acked.Load(), LinesFailed: tc.failed.Load(),
+		LinesDeadLettered: tc.deadLettered.Load()}
 }
 
 func newTopicRouter(fallback string, maxTopics int) *topicRouter {
@@ -334,9 +339,16 @@ func (e *RouteError) Error() string {
 // TopicStats are the line counts of one topic an input sends to.
 type TopicStats struct {
 	Topic string
-	// LinesSent are lines routed to the topic and handed to the producer; LinesAcked and
-	// LinesFailed those whose delivery succeeded or failed (the rest are in flight).
-	LinesSent, LinesAcked, LinesFailed int64
+	// LinesSent are lines routed to the topic and handed to the producer (once each, however
+	// often they were sent again); LinesAcked those Kafka acknowledged (with --exactly-once:
+	// whose transaction committed), LinesFailed those lost, LinesDeadLettered those it refused
+	// for good and a dead-letter destination kept.
+	LinesSent, LinesAcked, LinesFailed, LinesDeadLettered int64
+}
+
+// InFlight is the lines sent that have no outcome yet.
+func (s TopicStats) InFlight() int64 {
+	return max(s.LinesSent-s.LinesAcked-s.LinesFailed-s.LinesDeadLettered, 0)
 }
 
 // TopicStats returns the line counts of every topic lines were routed to, sorted by topic: a
@@ -344,12 +356,12 @@ type TopicStats struct {
 // configured). Safe for concurrent use.
 func (r *Rules) TopicStats() []TopicStats {
 	if tc := r.plain; tc != nil {
-		return []TopicStats{{Topic: tc.name, LinesSent: tc.sent.Load(), LinesAcked: tc.acked.Load(), LinesFailed: tc.failed.Load()}}
+		return []TopicStats{tc.stats()}
 	}
 	m := *r.routing.router.topics.Load()
 	out := make([]TopicStats, 0, len(m))
 	for _, tc := range m {
-		out = append(out, TopicStats{Topic: tc.name, LinesSent: tc.sent.Load(), LinesAcked: tc.acked.Load(), LinesFailed: tc.failed.Load()})
+		out = append(out, tc.stats())
 	}
 	slices.SortFunc(out, func(x, y TopicStats) int { return strings.Compare(x.Topic, y.Topic) })
 	return out
@@ -369,18 +381,29 @@ func (r *Rules) UnroutedLines() map[string]int64 {
 	return out
 }
 
-// CountDelivered counts a delivered (err nil) or failed line under its record's topic.
-func (r *Rules) CountDelivered(topic string, err error) {
+// Line outcomes, for Rules.CountOutcome.
+const (
+	OutcomeAcked        = iota // Kafka acknowledged the line (with --exactly-once: its transaction committed)
+	OutcomeFailed              // the line is lost
+	OutcomeDeadLettered        // refused for good, kept in a dead-letter destination
+)
+
+// CountOutcome counts n lines of topic (a record's md.Topic) as ending with outcome.
+func (r *Rules) CountOutcome(topic string, outcome int, n int64) {
 	tc := r.plain
 	if r.Templated() {
 		tc = r.routing.router.counts(topic)
 	}
-	if tc != nil && tc.name == topic {
-		if err == nil {
-			tc.acked.Add(1)
-		} else {
-			tc.failed.Add(1)
-		}
+	if tc == nil || tc.name != topic {
+		return
+	}
+	switch outcome {
+	case OutcomeAcked:
+		tc.acked.Add(n)
+	case OutcomeFailed:
+		tc.failed.Add(n)
+	case OutcomeDeadLettered:
+		tc.deadLettered.Add(n)
 	}
 }
 

@@ -1291,6 +1291,17 @@ func clusterTxnLeaderPaused(t *testing.T, c *cluster) {
 			if out.java != nil && out.java.Aborts > 0 {
 				r.note("%d transactions aborted and sent again", out.java.Aborts)
 			}
+			if cc.kind == "agent" {
+				// The agent aborts and resumes from the last commit in the same process, as the
+				// Java control aborts and sends again: no supervisor's restart.
+				if n := strings.Count(cc.process().log(), "resuming from the last commit in this process"); n > 0 {
+					r.note("%d transactions aborted and resumed in the same process", n)
+				}
+				if len(out.restarts) > 0 {
+					r.note("the agent exited %d× instead of resuming in the same process; first: %.160s", len(out.restarts), out.restarts[0])
+					return false
+				}
+			}
 			return true
 		},
 	})

@@ -17,6 +17,7 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 			st := a.Stats()
 			return Counters{LinesRead: st.LinesRead.Load(), BytesRead: st.BytesRead.Load(),
 				LinesAcked: st.LinesAcked.Load(), LinesFailed: st.LinesFailed.Load(),
+				LinesDeadLettered: st.LinesDeadLettered.Load(), LinesResent: st.LinesResent.Load(),
 				TimestampFallbacks: st.Encoding.TimestampFallbacks.Load(), MergeFallbacks: st.Encoding.MergeFallbacks.Load(),
 				MessagesCut: st.Encoding.MessagesCut.Load()}
 		},
@@ -43,7 +44,7 @@ func AgentSources(a *agent.Agent, obs *telemetry.ProducerObserver) Sources {
 			r := Routing{Topics: make([]Topic, 0, len(ts)), Unrouted: a.UnroutedLines()}
 			for _, t := range ts {
 				r.Topics = append(r.Topics, Topic{Topic: t.Topic, LinesSent: t.LinesSent, LinesAcked: t.LinesAcked,
-					LinesFailed: t.LinesFailed, InFlight: max(t.LinesSent-t.LinesAcked-t.LinesFailed, 0)})
+					LinesFailed: t.LinesFailed, LinesDeadLettered: t.LinesDeadLettered, InFlight: t.InFlight()})
 			}
 			return r
 		},

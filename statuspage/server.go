@@ -174,16 +174,24 @@ type Topic struct {
 	LinesSent   int64  `json:"lines_sent"`
 	LinesAcked  int64  `json:"lines_acked"`
 	LinesFailed int64  `json:"lines_failed"`
-	// InFlight is LinesSent less the acknowledged and failed ones.
+	// LinesDeadLettered are the lines the topic refused for good, kept in a dead-letter
+	// destination.
+	LinesDeadLettered int64 `json:"lines_dead_lettered"`
+	// InFlight is LinesSent less the acknowledged, failed and dead-lettered ones.
 	InFlight int64 `json:"in_flight"`
 }
 
 // Counters are the agent's totals since it started.
 type Counters struct {
-	LinesRead   int64 `json:"lines_read"`
-	BytesRead   int64 `json:"bytes_read"`
-	LinesAcked  int64 `json:"lines_acked"`
-	LinesFailed int64 `json:"lines_failed"`
+	LinesRead int64 `json:"lines_read"`
+	BytesRead int64 `json:"bytes_read"`
+	// LinesAcked are the lines Kafka acknowledged (with --exactly-once: whose transaction
+	// committed); LinesFailed those lost; LinesDeadLettered those refused for good and kept in a
+	// dead-letter destination; LinesResent the times a line was sent again.
+	LinesAcked        int64 `json:"lines_acked"`
+	LinesFailed       int64 `json:"lines_failed"`
+	LinesDeadLettered int64 `json:"lines_dead_lettered"`
+	LinesResent       int64 `json:"lines_resent"`
 	// Lines that --format and --timestamp-field fell back on (linerecord.EncodingStats).
 	TimestampFallbacks int64 `json:"timestamp_fallbacks,omitempty"`
 	MergeFallbacks     int64 `json:"merge_fallbacks,omitempty"`
@@ -213,7 +221,7 @@ type File struct {
 	LinesAcked           uint64  `json:"lines_acked"`
 	LinesFailed          uint64  `json:"lines_failed"`
 	// LinesDeadLettered is the file's lines Kafka refused for good, kept in the dead-letter
-	// topic or file (counted in LinesAcked too: the checkpoint moved past them).
+	// topic or file (not in LinesAcked; the checkpoint moved past them).
 	LinesDeadLettered uint64 `json:"lines_dead_lettered"`
 	Gone              bool   `json:"gone,omitempty"`
 	// ContainerFormat is the container runtime's framing taken off its lines (cri, docker; auto

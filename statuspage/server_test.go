@@ -192,7 +192,7 @@ func TestStatusJSON(t *testing.T) {
 	if r := st.Routing; len(r.Topics) != 1 || r.Topics[0] != fa.routing.Topics[0] || r.Unrouted["missing"] != 3 {
 		t.Errorf("routing %+v", r)
 	}
-	if !strings.Contains(body, `"routing":{"topics":[{"topic":"logs-api","lines_sent":10,"lines_acked":8,"lines_failed":1,"in_flight":1}],"unrouted":{"missing":3}}`) {
+	if !strings.Contains(body, `"routing":{"topics":[{"topic":"logs-api","lines_sent":10,"lines_acked":8,"lines_failed":1,"lines_dead_lettered":0,"in_flight":1}],"unrouted":{"missing":3}}`) {
 		t.Errorf("/api/status routing JSON: %s", body)
 	}
 	if len(st.Brokers) != 2 || st.Brokers[1].InFlight != 3 || st.Brokers[1].State != "READY" {

@@ -230,8 +230,8 @@ const (
 
 	// Agent: per topic (messaging.destination.name), as --topic (a template) routes lines.
 	MetricAgentLinesSent     = "kafkatrail.agent.lines.sent"     // counter {line}: lines routed to the topic and handed to the producer
-	MetricAgentLinesAcked    = "kafkatrail.agent.lines.acked"    // counter {line}: lines Kafka acknowledged
-	MetricAgentLinesFailed   = "kafkatrail.agent.lines.failed"   // counter {line}: lines whose delivery failed
+	MetricAgentLinesAcked    = "kafkatrail.agent.lines.acked"    // counter {line}: lines Kafka acknowledged (with --exactly-once: whose transaction committed)
+	MetricAgentLinesFailed   = "kafkatrail.agent.lines.failed"   // counter {line}: lines lost (stdin's lines not delivered)
 	MetricAgentLinesUnrouted = "kafkatrail.agent.lines.unrouted" // counter {line}, kafkatrail.reason: lines the topic template gave no topic of their own (sent to --fallback-topic, or failed)
 
 	// Agent: lines Kafka did not take at the first try.

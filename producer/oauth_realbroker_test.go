@@ -126,10 +126,16 @@ func TestRealBrokerOAuthBearerRefreshAndReauth(t *testing.T) {
 	if st.ResponsesDuringReauthentication == 0 {
 		t.Errorf("no response arrived during a re-authentication: the test did not have requests in flight across one")
 	}
-	// The bootstrap connection and the leader's; a broker closing expired sessions would add one
-	// per session.
-	if d := dials.Load(); d > 3 {
-		t.Errorf("%d connections dialed: sessions ended instead of being re-authenticated", d)
+	// The bootstrap connection and the leader's, and one more for each session the broker closed
+	// at its end: the re-authentication begins with the first write after 85-95 % of the
+	// session (as Java's), and a machine busy enough to hold that write, or the broker's read
+	// of it, past the session's end loses that session. Every session is accounted for either
+	// way: re-authenticated, or ended and dialed again; a client that never re-authenticated
+	// fails the count above.
+	sessions := int64(run/b.Reauth) + 1
+	if extra := int64(dials.Load()) - 3; extra > 0 && st.Reauthentications+extra > sessions {
+		t.Errorf("%d connections dialed and %d re-authentications in %d sessions: sessions ended instead of being re-authenticated",
+			dials.Load(), st.Reauthentications, sessions)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
+	"github.com/kafkatrail/kafkatrail/statuspage"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
 )
 
@@ -139,6 +140,9 @@ func fileSize(t *testing.T, path string) int64 {
 // topic inside the next transaction, and goes on. Every short line is in the topic once at
 // read_committed, the long one once in the dead-letter topic, and SIGTERM ends the run with
 // exit 0. It used to exit 1 and dead-letter the line only after a supervisor restarted it.
+// What the agent says agrees: /api/status counts every line acknowledged once (the aborted
+// transaction's lines as sent again, not acknowledged twice), the long one dead-lettered,
+// nothing failed, and the log has no ERROR (nothing was lost).
 func TestExactlyOncePoisonLineWithoutARestart(t *testing.T) {
 	bootstrap, _, dir, path, lw := tailSetup(t, 1)
 	topic := createLimitedTopic(t, "eos-poison", 1, 6000)
@@ -149,7 +153,7 @@ func TestExactlyOncePoisonLineWithoutARestart(t *testing.T) {
 	lw.Write(500)
 	args := []string{"--brokers", bootstrap, "--topic", topic, "--tail", path, "--state-dir", filepath.Join(dir, "state"),
 		"--start-at", "beginning", "--exactly-once", "--transactional-id", topic + "-txn", "--state-topic", topic + "-state",
-		"--commit-interval", "200ms", "--dead-letter-topic", dlq, "--log-format", "text"}
+		"--commit-interval", "200ms", "--dead-letter-topic", dlq, "--log-format", "text", "--http", "127.0.0.1:0"}
 	a := startAgent(t, nil, args...)
 	waitCond(t, "the whole file committed", func() bool {
 		return strings.Contains(readFile(filepath.Join(dir, "state", "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path)))
@@ -166,6 +170,23 @@ func TestExactlyOncePoisonLineWithoutARestart(t *testing.T) {
 	waitCond(t, "the new lines committed", func() bool {
 		return strings.Contains(readFile(filepath.Join(dir, "state", "checkpoints.json")), fmt.Sprintf(`"offset": %d`, fileSize(t, path)))
 	}, a)
+	var st statuspage.Status
+	waitCond(t, "/api/status counting every line", func() bool {
+		getStatus(t, a, &st)
+		return st.Totals.LinesAcked+st.Totals.LinesDeadLettered >= 1201
+	}, a)
+	if tot := st.Totals; tot.LinesAcked != 1200 || tot.LinesDeadLettered != 1 || tot.LinesFailed != 0 || tot.LinesResent == 0 {
+		t.Errorf("/api/status totals %+v: want 1200 acknowledged, 1 dead-lettered, 0 failed, the aborted transaction's lines sent again", tot)
+	}
+	if len(st.Routing.Topics) == 0 || st.Routing.Topics[0].InFlight != 0 || st.Routing.Topics[0].LinesSent != 1201 {
+		t.Errorf("/api/status topics %+v: want 1201 lines sent once each, none in flight", st.Routing.Topics)
+	}
+	for _, l := range strings.Split(readFile(a.logf), "\n") {
+		if strings.Contains(l, "level=ERROR") || strings.Contains(l, "earlier run") {
+			t.Errorf("logged where nothing was lost: %s", l)
+		}
+	}
+	t.Logf("/api/status totals %+v", st.Totals)
 	a.stop(time.Minute)
 	checkEveryLineOnce(t, readCommitted(t, topic, 1), 1200)
 	if got := readCommitted(t, dlq, 1); len(got) != 1 || got[0] != long {

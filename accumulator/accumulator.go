@@ -62,8 +62,10 @@ type Config struct {
 	// DeliveryTimeout is delivery.timeout.ms: ExpiredBatches returns batches older than this.
 	// Zero means 120s.
 	DeliveryTimeout time.Duration
-	// Compression is compression.type.
-	Compression Codec
+	// Compression is compression.type; CompressionLevel its compression.<codec>.level (0: the
+	// codec's default; CheckLevel tells the levels the Java client accepts).
+	Compression      Codec
+	CompressionLevel int
 	// Idempotent is enable.idempotence: Drain assigns producer id, epoch and sequence numbers
 	// from the SequenceSource, and drains nothing until one is set and has a producer id.
 	Idempotent bool
@@ -367,7 +369,7 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 		}
 		return res, err
 	}
-	b := newBatch(tp, buf, a.cfg.Compression, r.Now)
+	b := newBatch(tp, buf, a.cfg.Compression, int32(a.cfg.CompressionLevel), r.Now)
 	b.obs = a.cfg.Observer
 	b.keepAttempts = a.cfg.TraceAtCompletion
 	b.tryAppend(ts, r.Key, r.Value, r.Headers, t, r.Trace, r.Now) // a fresh batch always takes its first record

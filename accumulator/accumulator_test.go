@@ -1065,7 +1065,7 @@ func TestAppenderCompressesTheBatchItFoundFull(t *testing.T) {
 // compressing it may come back after the batch was sent and its memory given back; it must
 // then leave the buffers alone.
 func TestCompressFullAfterRelease(t *testing.T) {
-	b := newBatch(p0, make([]byte, 0, 1024), CodecLz4, t0)
+	b := newBatch(p0, make([]byte, 0, 1024), CodecLz4, 0, t0)
 	for b.tryAppend(t0.UnixMilli(), nil, value, nil, thunk{}, nil, t0) {
 	}
 	b.closeForAppends()

@@ -149,6 +149,7 @@ type ProducerBatch struct {
 	Node int32
 
 	codec      Codec
+	level      int32  // the codec's compression level (0: its default)
 	buf        []byte // encoded records, uncompressed; cap is what was taken from the pool
 	poolBuf    []byte // buf as allocated, returned to the pool whole
 	writeLimit int    // header + records may not exceed this (the allocated size)
@@ -205,7 +206,7 @@ type ProducerBatch struct {
 	deallocated atomic.Bool
 }
 
-func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, now time.Time) *ProducerBatch {
+func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, level int32, now time.Time) *ProducerBatch {
 	holder := thunkPool.Get().(*[]thunk)
 	return &ProducerBatch{
 		TopicPartition:     tp,
@@ -213,6 +214,7 @@ func newBatch(tp metadata.TopicPartition, buf []byte, codec Codec, now time.Time
 		LastAttempt:        now,
 		Node:               -1,
 		codec:              codec,
+		level:              level,
 		buf:                buf[:0],
 		poolBuf:            buf[:0],
 		writeLimit:         cap(buf),
@@ -439,7 +441,7 @@ func (b *ProducerBatch) compress() {
 	b.attrCodec, b.payload = CodecNone, b.buf
 	if b.codec != CodecNone {
 		w := outputPool.Get().(*sliceWriter)
-		if out, err := compress(b.codec, w, b.buf); err != nil {
+		if out, err := compress(b.codec, b.level, w, b.buf); err != nil {
 			outputPool.Put(w)
 		} else {
 			b.out, b.attrCodec, b.payload = w, b.codec, out
@@ -666,7 +668,7 @@ func (b *ProducerBatch) split(batchSize int) []*ProducerBatch {
 				out = append(out, cur)
 			}
 			size := max(limit, EstimateRecordSize(rec.Key, rec.Value, rec.Headers))
-			cur = newBatch(b.TopicPartition, make([]byte, 0, size), b.codec, b.Created)
+			cur = newBatch(b.TopicPartition, make([]byte, 0, size), b.codec, b.level, b.Created)
 			cur.offPool = true
 			cur.obs = b.obs
 			cur.keepAttempts = b.keepAttempts

@@ -116,7 +116,7 @@ func buildBatch(t *testing.T, codec Codec, recs []testRecord, cb Callback) *Prod
 	for _, r := range recs {
 		size += EstimateRecordSize(r.key, r.value, r.headers)
 	}
-	b := newBatch(testTP, make([]byte, 0, size), codec, time.UnixMilli(recs[0].ts))
+	b := newBatch(testTP, make([]byte, 0, size), codec, 0, time.UnixMilli(recs[0].ts))
 	for i, r := range recs {
 		th := thunk{cb: cb, tag: testTag(i), keySize: -1, valueSize: -1} // sent 0: r.ts is an explicit create time
 		if r.key != nil {
@@ -322,7 +322,7 @@ func TestBatchFullness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBatch(testTP, make([]byte, 0, max(tt.limit, 200)), CodecNone, time.Unix(0, 0))
+			b := newBatch(testTP, make([]byte, 0, max(tt.limit, 200)), CodecNone, 0, time.Unix(0, 0))
 			b.writeLimit = tt.limit
 			n := 0
 			for b.tryAppend(0, []byte("kk"), value, nil, thunk{}, nil, time.Unix(0, 0)) {
@@ -359,7 +359,7 @@ func BenchmarkCloseAndEncode(b *testing.B) {
 	value := []byte(`2024-05-01T12:00:00.000Z INFO  request served method=GET path=/api/v1/items status=200 ms=1`)
 	for _, codec := range allCodecs {
 		b.Run(codec.String(), func(b *testing.B) {
-			batch := newBatch(testTP, make([]byte, 0, batchSize), codec, time.Unix(0, 0))
+			batch := newBatch(testTP, make([]byte, 0, batchSize), codec, 0, time.Unix(0, 0))
 			for batch.tryAppend(1_700_000_000_000, nil, value, nil, thunk{}, nil, time.Unix(0, 0)) {
 			}
 			dst := make([]byte, 0, 2*batchSize)
@@ -447,7 +447,7 @@ func TestBatchSideData(t *testing.T) {
 	for _, split := range []bool{false, true} {
 		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) {
 			sent := time.UnixMilli(1_700_000_000_000).Add(123 * time.Microsecond)
-			b := newBatch(testTP, make([]byte, 0, 1<<16), CodecNone, sent)
+			b := newBatch(testTP, make([]byte, 0, 1<<16), CodecNone, 0, sent)
 			b.keepAttempts = true
 			traces := map[int]*testTrace{2: {}, 5: {}}
 			var got []RecordMetadata
@@ -500,5 +500,53 @@ func TestBatchSideData(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCompressionLevels: each codec's level (KIP-390's compression.<codec>.level) changes what
+// the encoder writes, and every level's output decompresses to the input. The fastest level
+// writes more than the strongest on compressible log lines (gzip, lz4); lz4's default (9) is the
+// fast compressor, its other levels LZ4 HC.
+func TestCompressionLevels(t *testing.T) {
+	var src bytes.Buffer
+	for i := range 4000 {
+		fmt.Fprintf(&src, "2026-12-07T17:%02d:%02d.%03dZ INFO request served path=/api/v1/items/%d status=200 took=%dms\n",
+			i/3600%60, i/60%60, i%1000, i*7919%100000, i%97)
+	}
+	for _, tc := range []struct {
+		codec        Codec
+		fast, strong int32
+	}{
+		{CodecGzip, GzipMinLevel, GzipMaxLevel},
+		{CodecLz4, Lz4DefaultLevel, 1},
+		{CodecLz4, Lz4DefaultLevel, Lz4MaxLevel},
+		{CodecZstd, -5, 19},
+	} {
+		sizes := map[int32]int{}
+		for _, level := range []int32{0, tc.fast, tc.strong} {
+			out, err := compress(tc.codec, level, new(sliceWriter), src.Bytes())
+			if err != nil {
+				t.Fatalf("%v level %d: %v", tc.codec, level, err)
+			}
+			back, err := decompressForTest(tc.codec, out)
+			if err != nil || !bytes.Equal(back, src.Bytes()) {
+				t.Fatalf("%v level %d: does not decompress to its input (%v)", tc.codec, level, err)
+			}
+			sizes[level] = len(out)
+		}
+		// zstd's speeds (klauspost/compress) do not order by size on every input: that the
+		// level reached the encoder shows as a different output.
+		if sizes[tc.strong] == sizes[tc.fast] || (tc.codec != CodecZstd && sizes[tc.strong] > sizes[tc.fast]) {
+			t.Errorf("%v: level %d wrote %d bytes, level %d %d: want the stronger level smaller", tc.codec, tc.strong, sizes[tc.strong], tc.fast, sizes[tc.fast])
+		}
+		t.Logf("%v: %d bytes in; by level %v", tc.codec, src.Len(), sizes)
+	}
+	for _, bad := range []struct {
+		codec Codec
+		level int
+	}{{CodecGzip, 0}, {CodecGzip, 10}, {CodecLz4, 0}, {CodecLz4, 18}, {CodecZstd, 23}, {CodecZstd, -131073}} {
+		if CheckLevel(bad.codec, bad.level) == nil {
+			t.Errorf("CheckLevel(%v, %d) accepted a level the Java client refuses", bad.codec, bad.level)
+		}
 	}
 }

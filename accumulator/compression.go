@@ -71,43 +71,118 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 
 var outputPool = sync.Pool{New: func() any { return new(sliceWriter) }}
 
+// The compression levels of the Java client's compression.gzip.level, compression.lz4.level
+// and compression.zstd.level (KIP-390): their defaults and ranges (GzipCompression,
+// Lz4Compression, ZstdCompression). A level of 0 in Config.CompressionLevel means the codec's
+// default.
+const (
+	GzipDefaultLevel = -1 // zlib's default (6); else 1-9
+	GzipMinLevel     = 1
+	GzipMaxLevel     = 9
+	Lz4DefaultLevel  = 9 // the fast compressor; any other level is LZ4 HC at that level
+	Lz4MinLevel      = 1
+	Lz4MaxLevel      = 17
+	ZstdDefaultLevel = 3
+	ZstdMinLevel     = -131072
+	ZstdMaxLevel     = 22
+)
+
+// CheckLevel reports an error when level is not one the Java client accepts for codec's
+// compression.<codec>.level.
+func CheckLevel(codec Codec, level int) error {
+	switch codec {
+	case CodecGzip:
+		if level != GzipDefaultLevel && (level < GzipMinLevel || level > GzipMaxLevel) {
+			return fmt.Errorf("%d: want 1 to 9, or -1 (the default)", level)
+		}
+	case CodecLz4:
+		if level < Lz4MinLevel || level > Lz4MaxLevel {
+			return fmt.Errorf("%d: want 1 to 17", level)
+		}
+	case CodecZstd:
+		if level < ZstdMinLevel || level > ZstdMaxLevel {
+			return fmt.Errorf("%d: want -131072 to 22", level)
+		}
+	}
+	return nil
+}
+
 // Encoders are pooled rather than built per batch: a gzip or zstd encoder carries hundreds of
-// kilobytes of tables, and building one per batch would dominate the cost of closing it.
-var (
-	gzipPool = sync.Pool{New: func() any {
-		w, _ := gzip.NewWriterLevel(nil, gzip.DefaultCompression)
+// kilobytes of tables, and building one per batch would dominate the cost of closing it. There
+// is a pool per codec and level (a producer uses one).
+var encoderPools sync.Map // encoderKey -> *sync.Pool
+
+type encoderKey struct {
+	codec Codec
+	level int32
+}
+
+// encoderPool returns the pool of codec's encoders at level (0: the codec's default).
+func encoderPool(codec Codec, level int32) *sync.Pool {
+	k := encoderKey{codec, level}
+	if p, ok := encoderPools.Load(k); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := encoderPools.LoadOrStore(k, &sync.Pool{New: func() any { return newEncoder(codec, int(level)) }})
+	return p.(*sync.Pool)
+}
+
+func newEncoder(codec Codec, level int) any {
+	switch codec {
+	case CodecGzip:
+		if level == 0 {
+			level = GzipDefaultLevel
+		}
+		w, err := gzip.NewWriterLevel(nil, level)
+		if err != nil {
+			panic(fmt.Sprintf("accumulator: gzip level %d: %v", level, err))
+		}
 		return w
-	}}
-	// The Java client writes lz4 frames with 64 KiB independent blocks and no checksums
-	// (KafkaLZ4BlockOutputStream); we match it so a broker decompressing our batches needs no
-	// more than a 64 KiB block buffer, instead of the 4 MiB pierrec/lz4 defaults to.
-	lz4Pool = sync.Pool{New: func() any {
+	case CodecLz4:
+		// The Java client writes lz4 frames with 64 KiB independent blocks and no checksums
+		// (Lz4BlockOutputStream); we match it so a broker decompressing our batches needs no
+		// more than a 64 KiB block buffer, instead of the 4 MiB pierrec/lz4 defaults to. Its
+		// default level is the fast compressor; another is LZ4 HC at that level, which
+		// pierrec/lz4 offers up to 9 (10-17 compress as 9).
 		w := lz4.NewWriter(nil)
-		_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false), lz4.BlockChecksumOption(false))
+		opts := []lz4.Option{lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false), lz4.BlockChecksumOption(false)}
+		if level != 0 && level != Lz4DefaultLevel {
+			hc := []lz4.CompressionLevel{lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4, lz4.Level5, lz4.Level6, lz4.Level7, lz4.Level8, lz4.Level9}
+			opts = append(opts, lz4.CompressionLevelOption(hc[min(level, 9)-1]))
+		}
+		if err := w.Apply(opts...); err != nil {
+			panic(fmt.Sprintf("accumulator: lz4 level %d: %v", level, err))
+		}
 		return w
-	}}
-	// zstd: EncodeAll only, so one goroutine-free encoder per concurrent Close; a 64 KiB window
-	// (as franz-go uses) bounds the broker's decoder memory, and zero frames keep empty input valid.
-	zstdPool = sync.Pool{New: func() any {
+	case CodecZstd:
+		// EncodeAll only, so one goroutine-free encoder per concurrent Close; a 64 KiB window
+		// (as franz-go uses) bounds the broker's decoder memory, and zero frames keep empty
+		// input valid. zstd's numeric level maps to klauspost/compress's four speeds.
+		if level == 0 {
+			level = ZstdDefaultLevel
+		}
 		enc, err := zstd.NewWriter(nil,
 			zstd.WithEncoderConcurrency(1),
 			zstd.WithWindowSize(64<<10),
-			zstd.WithZeroFrames(true))
+			zstd.WithZeroFrames(true),
+			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)))
 		if err != nil {
 			panic(fmt.Sprintf("accumulator: zstd encoder options rejected: %v", err))
 		}
 		return enc
-	}}
-)
+	}
+	panic(fmt.Sprintf("accumulator: no encoder for %v", codec))
+}
 
-// compress writes src compressed with codec into w (reset first) and returns the compressed
-// bytes, which alias w.b. Snappy is the raw block format: the Java broker's xerial
-// SnappyInputStream reads a raw block when the xerial header is absent, as franz-go relies on.
-func compress(codec Codec, w *sliceWriter, src []byte) ([]byte, error) {
+// compress writes src compressed with codec at level (0: its default) into w (reset first) and
+// returns the compressed bytes, which alias w.b. Snappy is the raw block format: the Java
+// broker's xerial SnappyInputStream reads a raw block when the xerial header is absent, as
+// franz-go relies on.
+func compress(codec Codec, level int32, w *sliceWriter, src []byte) ([]byte, error) {
 	w.b = w.b[:0]
 	switch codec {
 	case CodecGzip:
-		if err := compressStream[*gzip.Writer](&gzipPool, "gzip", w, src); err != nil {
+		if err := compressStream[*gzip.Writer](encoderPool(codec, level), "gzip", w, src); err != nil {
 			return nil, err
 		}
 	case CodecSnappy:
@@ -120,12 +195,13 @@ func compress(codec Codec, w *sliceWriter, src []byte) ([]byte, error) {
 		}
 		w.b = s2.EncodeSnappy(w.b[:n], src)
 	case CodecLz4:
-		if err := compressStream[*lz4.Writer](&lz4Pool, "lz4", w, src); err != nil {
+		if err := compressStream[*lz4.Writer](encoderPool(codec, level), "lz4", w, src); err != nil {
 			return nil, err
 		}
 	case CodecZstd:
-		enc := zstdPool.Get().(*zstd.Encoder)
-		defer zstdPool.Put(enc)
+		pool := encoderPool(codec, level)
+		enc := pool.Get().(*zstd.Encoder)
+		defer pool.Put(enc)
 		w.b = enc.EncodeAll(src, w.b)
 	default:
 		return nil, fmt.Errorf("accumulator: cannot compress with %v", codec)
@@ -161,7 +237,7 @@ func compressStream[E streamEncoder](pool *sync.Pool, codec string, w *sliceWrit
 // same codecs with the same framing.
 func Compress(codec Codec, src []byte) ([]byte, error) {
 	w := new(sliceWriter)
-	out, err := compress(codec, w, src)
+	out, err := compress(codec, 0, w, src)
 	if err != nil {
 		return nil, err
 	}

@@ -83,10 +83,7 @@ func pushMetrics(p telemetryPush) map[string]*metricspb.Metric {
 // test broker with the broker's jars.
 func clientMetricsTool(t *testing.T, bootstrap string, args ...string) {
 	t.Helper()
-	lib := os.Getenv("KAFKA_LIB")
-	if lib == "" {
-		t.Fatal("KAFKA_LIB unset: eval \"$(scripts/kafka/broker.sh env)\"")
-	}
+	lib := kafkatest.Lib(t)
 	java := "java"
 	if home := os.Getenv("JAVA_HOME"); home != "" {
 		java = filepath.Join(home, "bin", "java")

@@ -24,6 +24,11 @@ type Config struct {
 	Acks              string `koanf:"acks" doc:"acknowledgements the leader waits for: 0, 1 or all (-1)"`
 	EnableIdempotence bool   `koanf:"enable.idempotence" doc:"exactly one copy of each record per partition, in order; requires acks=all"`
 	CompressionType   string `koanf:"compression.type" doc:"none, gzip, snappy, lz4 or zstd"`
+	// The codecs' levels (KIP-390), as the Java client checks them; each applies when
+	// compression.type names its codec.
+	CompressionGzipLevel int `koanf:"compression.gzip.level" doc:"gzip's level with compression.type=gzip: 1 (fastest) to 9 (smallest), or -1: zlib's default (6)"`
+	CompressionLz4Level  int `koanf:"compression.lz4.level" doc:"lz4's level with compression.type=lz4: 9 (the default) is the fast compressor, any other of 1 to 17 LZ4 HC at that level (levels above 9 compress as 9)"`
+	CompressionZstdLevel int `koanf:"compression.zstd.level" doc:"zstd's level with compression.type=zstd: -131072 to 22, 3 by default (mapped to klauspost/compress's fastest, default, better and best speeds)"`
 
 	BatchSize    int   `koanf:"batch.size" doc:"upper bound in bytes of one partition's batch"`
 	LingerMs     int   `koanf:"linger.ms" doc:"how long a batch waits for more records before it is sendable"`
@@ -117,6 +122,9 @@ func DefaultConfig() Config {
 		Acks:                                  "all",
 		EnableIdempotence:                     true,
 		CompressionType:                       "none",
+		CompressionGzipLevel:                  accumulator.GzipDefaultLevel,
+		CompressionLz4Level:                   accumulator.Lz4DefaultLevel,
+		CompressionZstdLevel:                  accumulator.ZstdDefaultLevel,
 		BatchSize:                             accumulator.DefaultBatchSize,
 		LingerMs:                              5,
 		BufferMemory:                          accumulator.DefaultBufferMemory,
@@ -190,6 +198,21 @@ func (c *Config) Validate() error {
 	}
 	if _, err := accumulator.ParseCodec(c.CompressionType); err != nil {
 		bad("compression.type", "%v", err)
+	}
+	// ProducerConfig: define(COMPRESSION_GZIP_LEVEL_CONFIG, ..., CompressionType.GZIP.levelValidator(), ...)
+	// and the same for lz4 and zstd, whatever compression.type is.
+	for _, l := range []struct {
+		key   string
+		codec accumulator.Codec
+		level int
+	}{
+		{"compression.gzip.level", accumulator.CodecGzip, c.CompressionGzipLevel},
+		{"compression.lz4.level", accumulator.CodecLz4, c.CompressionLz4Level},
+		{"compression.zstd.level", accumulator.CodecZstd, c.CompressionZstdLevel},
+	} {
+		if err := accumulator.CheckLevel(l.codec, l.level); err != nil {
+			bad(l.key, "%v", err)
+		}
 	}
 	positive := []struct {
 		key string

@@ -29,6 +29,9 @@ func realKerberos(t *testing.T) kerberosEnv {
 		wrongPrincipal: os.Getenv("KAFKA_KERBEROS_WRONG_PRINCIPAL"), wrongKeytab: os.Getenv("KAFKA_KERBEROS_WRONG_KEYTAB"),
 		kdcLog: os.Getenv("KAFKA_KDC_LOG")}
 	if e.bootstrap == "" || e.krb5conf == "" || e.keytab == "" {
+		if testing.Short() {
+			t.Skip("needs the real broker's KERBEROS listener and its KDC; skipped in -short mode")
+		}
 		t.Fatalf("%s (KAFKA_KERBEROS_BOOTSTRAP, KAFKA_KRB5_CONFIG, KAFKA_KERBEROS_KEYTAB unset: the broker's KERBEROS listener and its KDC)", kafkatest.NotRunning)
 	}
 	t.Setenv("KRB5_CONFIG", e.krb5conf)

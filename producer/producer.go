@@ -244,16 +244,19 @@ func New(cfg Config, opts ...Option) (*Producer, error) {
 // accumulatorConfig is the accumulator's share of the configuration.
 func (c *Config) accumulatorConfig(clock func() time.Time) accumulator.Config {
 	codec, _ := accumulator.ParseCodec(c.CompressionType)
+	level := map[accumulator.Codec]int{accumulator.CodecGzip: c.CompressionGzipLevel,
+		accumulator.CodecLz4: c.CompressionLz4Level, accumulator.CodecZstd: c.CompressionZstdLevel}[codec]
 	return accumulator.Config{
-		BatchSize:       c.BatchSize,
-		BufferMemory:    c.BufferMemory,
-		Linger:          ms(c.LingerMs),
-		RetryBackoff:    ms(c.RetryBackoffMs),
-		RetryBackoffMax: ms(c.RetryBackoffMaxMs),
-		DeliveryTimeout: ms(c.DeliveryTimeoutMs),
-		Compression:     codec,
-		Idempotent:      c.EnableIdempotence,
-		Now:             clock,
+		BatchSize:        c.BatchSize,
+		BufferMemory:     c.BufferMemory,
+		Linger:           ms(c.LingerMs),
+		RetryBackoff:     ms(c.RetryBackoffMs),
+		RetryBackoffMax:  ms(c.RetryBackoffMaxMs),
+		DeliveryTimeout:  ms(c.DeliveryTimeoutMs),
+		Compression:      codec,
+		CompressionLevel: level,
+		Idempotent:       c.EnableIdempotence,
+		Now:              clock,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -48,6 +49,38 @@ func TestRealBrokerRoundTrip(t *testing.T) {
 			checkRoundTrip(t, recs, got, partitions)
 			checkCallbackOffsets(t, res, got)
 			checkWithKcat(t, bootstrap, topic, recs, partitions)
+		})
+	}
+}
+
+// TestRealBrokerCompressionLevels: batches compressed at the codecs' non-default levels
+// (compression.gzip.level, compression.lz4.level: LZ4 HC, compression.zstd.level) are ones the
+// real broker takes, and franz-go reads every record back as sent.
+func TestRealBrokerCompressionLevels(t *testing.T) {
+	bootstrap := kafkatest.Bootstrap(t)
+	recs := makeRecords(5000, 100)
+	for _, tc := range []struct {
+		codec string
+		level func(*Config)
+	}{
+		{"gzip", func(c *Config) { c.CompressionGzipLevel = 1 }},
+		{"gzip", func(c *Config) { c.CompressionGzipLevel = 9 }},
+		{"lz4", func(c *Config) { c.CompressionLz4Level = 1 }},
+		{"lz4", func(c *Config) { c.CompressionLz4Level = 17 }},
+		{"zstd", func(c *Config) { c.CompressionZstdLevel = -5 }},
+		{"zstd", func(c *Config) { c.CompressionZstdLevel = 19 }},
+	} {
+		var probe Config
+		tc.level(&probe)
+		name := fmt.Sprintf("%s-%d", tc.codec, probe.CompressionGzipLevel+probe.CompressionLz4Level+probe.CompressionZstdLevel)
+		t.Run(name, func(t *testing.T) {
+			topic := kafkatest.NewTopic(t, 1)
+			p := newTestProducer(t, []string{bootstrap}, func(c *Config) { c.CompressionType = tc.codec; tc.level(c) })
+			res := produceAll(t, p, topic, recs, time.Minute)
+			if err := res.firstError(); err != nil {
+				t.Fatal(err)
+			}
+			checkRoundTrip(t, recs, consumeAll(t, []string{bootstrap}, topic, len(recs), time.Minute), 1)
 		})
 	}
 }

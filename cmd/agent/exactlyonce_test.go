@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkatrail/kafkatrail/internal/kafkatest"
-	"github.com/kafkatrail/kafkatrail/statuspage"
 	"github.com/kafkatrail/kafkatrail/internal/testkit"
+	"github.com/kafkatrail/kafkatrail/statuspage"
 )
 
 // TestExactlyOnceRefusesStdin: --exactly-once with standard input is a configuration error

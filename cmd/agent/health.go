@@ -16,7 +16,8 @@ import (
 )
 
 // health asks a running agent's page whether it is alive (/healthz) or, with --ready, ready to
-// ship lines (/readyz), and exits 0 when it says so, 1 when it does not or cannot be reached:
+// ship lines (/readyz), and exits 0 when it says so, 1 when it does not, cannot be reached or
+// cannot be asked (a usage error too: Docker's HEALTHCHECK reserves exit status 2):
 // the image has no shell or curl, so a container runtime's HEALTHCHECK and Kubernetes' exec
 // probes run this. The page's address is the agent's own setting (--http, KAFKATRAIL_HTTP, the
 // config file's http:), read the way the agent reads it; a wildcard host is asked on loopback.
@@ -29,7 +30,7 @@ func health(args []string, stdout, stderr io.Writer, environ []string) int {
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: agent health [--http HOST:PORT | --config FILE] [--ready] [--timeout D]")
-		fmt.Fprintln(stderr, "Exits 0 when the running agent's page says it is alive (ready, with --ready), else 1.")
+		fmt.Fprintln(stderr, "Exits 0 when the running agent's page says it is alive (ready, with --ready), else 1 (never 2: a HEALTHCHECK reserves it).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -37,11 +38,11 @@ func health(args []string, stdout, stderr io.Writer, environ []string) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "agent health: %v (see --help)\n", err)
-		return exitUsage
+		return exitFailed
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "agent health: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return exitFailed
 	}
 	if *addr == "" {
 		afs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
@@ -52,25 +53,25 @@ func health(args []string, stdout, stderr io.Writer, environ []string) int {
 		cfg, err := agent.Load(afs, environ)
 		if err != nil {
 			printConfigError(stderr, err)
-			return exitUsage
+			return exitFailed
 		}
 		*addr = cfg.HTTP
 	}
 	if *addr == "" {
 		fmt.Fprintln(stderr, "agent health: the agent's page is off (no --http, KAFKATRAIL_HTTP or http: in the config): nothing to ask")
-		return exitUsage
+		return exitFailed
 	}
 	url, err := healthURL(*addr, *ready)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent health: http %q: %v\n", *addr, err)
-		return exitUsage
+		return exitFailed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent health: %v\n", err)
-		return exitUsage
+		return exitFailed
 	}
 	// No proxy: the page is this host's (or this pod's) own.
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}

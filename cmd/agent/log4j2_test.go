@@ -97,10 +97,7 @@ func values(recs []*kgo.Record) []string {
 // (KAFKA_LIB) and returns what it wrote to stdout.
 func log4j2Output(t *testing.T) string {
 	t.Helper()
-	lib := os.Getenv("KAFKA_LIB")
-	if lib == "" {
-		t.Fatal("KAFKA_LIB unset: eval \"$(scripts/kafka/broker.sh env)\"")
-	}
+	lib := kafkatest.Lib(t)
 	jars, _ := filepath.Glob(filepath.Join(lib, "log4j-*.jar"))
 	if len(jars) < 2 {
 		t.Fatalf("no log4j2 jars in %s", lib)

@@ -50,6 +50,10 @@ func mustEnv(t testing.TB, name string) string {
 	return ""
 }
 
+// Lib returns the directory of the test broker's jars ($KAFKA_LIB), which the tests that run
+// Java beside the broker use; like every real-broker helper, it skips the test under -short.
+func Lib(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_LIB") }
+
 // Bootstrap returns the PLAINTEXT listener address ($KAFKA_BOOTSTRAP).
 func Bootstrap(t testing.TB) string { t.Helper(); return mustEnv(t, "KAFKA_BOOTSTRAP") }
 

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/kafkatrail/kafkatrail/internal/procstat"
@@ -498,26 +500,21 @@ func isLinePrefix(v []byte) bool {
 	return true
 }
 
-// consume reads every record of topic, from the start to the end offsets at the call.
+// consume reads every record of topic, from the start to the end offsets the cluster agrees on
+// at the call (settledEndOffsets).
 func (k kafkaAccess) consume(t *testing.T, topic string, each func(*kgo.Record)) {
 	t.Helper()
 	admCl := k.client(t)
 	defer admCl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ends, err := kadm.NewClient(admCl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
-	}
+	ends := k.settledEndOffsets(t, ctx, admCl, topic)
 	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
+	for p, e := range ends {
+		if e.offset > 0 {
+			want[p] = e.offset
 		}
-	})
+	}
 	if len(want) == 0 {
 		return
 	}
@@ -529,6 +526,138 @@ func (k kafkaAccess) consume(t *testing.T, topic string, each func(*kgo.Record))
 		each(r)
 		return r.Offset+1 >= end
 	})
+}
+
+// endOffset is a partition's end offset (its high watermark) as its leader gave it, with the
+// leader and the leader epoch it answered under.
+type endOffset struct {
+	offset       int64
+	leader, epoch int32
+}
+
+// settledEndOffsets returns topic's end offsets once the cluster agrees on them. One answer to
+// ListOffsets is not enough right after a fault: a leader paused past its session that has just
+// resumed still believes it leads until it reads the metadata log, and answers from a log the
+// new leader has gone past, so a read-back to its end offsets would count the records after it
+// as lost. So: every broker's metadata must name the same leader and leader epoch for every
+// partition; the leader is asked with that epoch as its current one (a broker that no longer
+// leads at it refuses, FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER, rather than answer); and
+// two such rounds half a second apart must give the same offsets. What each round saw is logged
+// when it does not settle at once: the run's evidence.
+func (k kafkaAccess) settledEndOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) map[int32]endOffset {
+	t.Helper()
+	var last map[int32]endOffset
+	for round := 1; ; round++ {
+		cur, err := leaderEndOffsets(ctx, cl, topic)
+		switch {
+		case err != nil:
+			t.Logf("end offsets of %s, round %d: %v", topic, round, err)
+		case last != nil && equalEnds(cur, last):
+			if round > 2 {
+				t.Logf("end offsets of %s settled in round %d: %v", topic, round, cur)
+			}
+			return cur
+		case last != nil:
+			t.Logf("end offsets of %s, round %d: %v, then %v: asking again", topic, round, last, cur)
+		}
+		if err == nil {
+			last = cur
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("end offsets of %s did not settle: last %v, error %v", topic, last, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func equalEnds(a, b map[int32]endOffset) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, e := range a {
+		if b[p] != e {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderEndOffsets asks every broker for topic's metadata and, when they all name the same
+// leader and epoch for each partition, asks each leader for its partitions' end offsets under
+// that epoch.
+func leaderEndOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]endOffset, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	mdReq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mdReq.Topics = append(mdReq.Topics, mt)
+	first, err := mdReq.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	views := map[int32]map[int32]endOffset{} // broker -> partition -> leader and epoch
+	for _, b := range first.Brokers {
+		resp, err := mdReq.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return nil, fmt.Errorf("metadata from broker %d: %w", b.NodeID, err)
+		}
+		view := map[int32]endOffset{}
+		for _, rt := range resp.Topics {
+			if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+				return nil, fmt.Errorf("metadata from broker %d: %w", b.NodeID, err)
+			}
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil || rp.Leader < 0 {
+					return nil, fmt.Errorf("metadata from broker %d: partition %d: leader %d, %v", b.NodeID, rp.Partition, rp.Leader, err)
+				}
+				view[rp.Partition] = endOffset{offset: -1, leader: rp.Leader, epoch: rp.LeaderEpoch}
+			}
+		}
+		views[b.NodeID] = view
+	}
+	var agreed map[int32]endOffset
+	for node, view := range views {
+		if agreed == nil {
+			agreed = view
+		} else if !equalEnds(agreed, view) {
+			return nil, fmt.Errorf("the brokers disagree on the leaders: broker %d says %v, another %v", node, view, agreed)
+		}
+	}
+	byLeader := map[int32][]int32{}
+	for p, e := range agreed {
+		byLeader[e.leader] = append(byLeader[e.leader], p)
+	}
+	out := map[int32]endOffset{}
+	for leader, parts := range byLeader {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p, agreed[p].epoch, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if err != nil {
+			return nil, fmt.Errorf("end offsets from leader %d: %w", leader, err)
+		}
+		for _, t := range resp.Topics {
+			for _, rp := range t.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return nil, fmt.Errorf("end offset of partition %d from leader %d (epoch %d): %w", rp.Partition, leader, agreed[rp.Partition].epoch, err)
+				}
+				out[rp.Partition] = endOffset{offset: rp.Offset, leader: leader, epoch: agreed[rp.Partition].epoch}
+			}
+		}
+	}
+	if len(out) != len(agreed) {
+		return nil, fmt.Errorf("end offsets of %d of %d partitions", len(out), len(agreed))
+	}
+	return out, nil
 }
 
 // readBack reads topic from the start (opts added) until no partition is left in want: take

@@ -273,7 +273,7 @@ func (a *Agent) runTailExactlyOnce(ctx context.Context) error {
 				"transactional_id", txnID, "round", round+1, "lines_to_dead_letter", c.pendingCount(), "error", runErr)
 		} else {
 			a.log.Warn("exactly-once: the transaction aborted: resuming from the last commit in this process; its lines are read and sent again (nothing lost, nothing twice at read_committed)",
-				"transactional_id", txnID, "round", round+1, "lines_resent", c.unsent.Load(), "after", pause, "error", runErr)
+				"transactional_id", txnID, "round", round+1, "lines_to_send_again", c.lines.Load(), "after", pause, "error", runErr)
 			select {
 			case <-ctx.Done():
 			case <-time.After(pause):
@@ -314,7 +314,10 @@ func (a *Agent) resumeAfterAbort(ctx context.Context, c *txnCommitter, runErr er
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || !stillGoing(err) {
+		if ctx.Err() != nil {
+			return false, nil // stopped: failureError aborts within the shutdown timeout
+		}
+		if !stillGoing(err) {
 			return false, err
 		}
 		a.log.Warn("exactly-once: the abort is still waiting for the transaction coordinator", "error", err)

@@ -193,6 +193,10 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 	container := n.Metric("MetricAgentContainerLines")
 	watched := n.Metric("MetricAgentFilesWatched")
 	age := n.Metric("MetricRecordAge")
+	acked := n.Metric("MetricAgentLinesAcked")
+	lost := n.Metric("MetricAgentLinesFailed")
+	deadLettered := n.Metric("MetricAgentLinesDeadLettered")
+	resent := n.Metric("MetricAgentLinesResent")
 	fileL := n.Label("AttrLogFilePath")
 	// Standard input has no log.file.path: its series say kafkatrail.input="stdin", which the
 	// per-file panels group by too, so stdin gets a legend of its own.
@@ -243,6 +247,20 @@ func agentFiles(n *Names) *dashboard.DashboardBuilder {
 			}
 			return p
 		}())
+
+	// Lost, dead-lettered and resent lines have no series before the first one (orZero): they
+	// read 0 once a line was acknowledged.
+	ackedSel := fmt.Sprintf("%s{%s}", acked, base())
+	d = d.WithRow(dashboard.NewRowBuilder("How lines ended")).
+		WithPanel(ts("Lines by outcome / s", "Every input's lines by how they ended (README: How a line can end). acknowledged: "+
+			"kafkatrail.agent.lines.acked (with --exactly-once: their transaction committed); lost: kafkatrail.agent.lines.failed "+
+			"(only standard input's lines can be lost: a file's are sent again or by the next start); dead-lettered: "+
+			"kafkatrail.agent.lines.dead_lettered (refused for good, kept in the dead-letter topic or file); sent again: "+
+			"kafkatrail.agent.lines.resent (every send after a line's first: an expiry, a stop's probe, an aborted transaction).", "ops", 24, 8).
+			WithTarget(q(fmt.Sprintf("sum(%s)", rate(acked, base())), "acknowledged")).
+			WithTarget(q(orZero(fmt.Sprintf("sum(%s)", rate(lost, base())), ackedSel), "lost")).
+			WithTarget(q(orZero(fmt.Sprintf("sum(%s)", rate(deadLettered, base())), ackedSel), "dead-lettered")).
+			WithTarget(q(orZero(fmt.Sprintf("sum(%s)", rate(resent, base())), ackedSel), "sent again")))
 
 	d = d.WithRow(dashboard.NewRowBuilder("Long and dropped lines")).
 		WithPanel(ts("Lines truncated / s", "kafkatrail.agent.lines.truncated: cut at the long-line limit (--long-lines truncate).", "ops", 8, 8).

@@ -41,7 +41,11 @@ import (
 //     (UNKNOWN_TOPIC_OR_PARTITION) and the waiting batches exhaust a small buffer.memory;
 //   - unreachable: a bootstrap address where nothing listens (connection failures, metadata
 //     timeouts);
-//   - spans: an export queue of 8 spans under 2,000 traced records a second (spans dropped).
+//   - spans: an export queue of 8 spans under 2,000 traced records a second (spans dropped);
+//   - deadletter: stdin with lines over max.request.size among short ones (dead-lettered to the
+//     dead-letter file);
+//   - resend: a followed file whose topic is deleted mid-stream: its records expire
+//     (delivery.timeout.ms) and the agent sends the lines again until the topic is back.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	bootstrap := backend(t, "KAFKA_BOOTSTRAP")
 	jaegerURL, jaegerOTLP, promURL, promOTLP := observability(t)
@@ -69,9 +73,11 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	// from the single test broker.)
 	retryTopic := uniqueName("e2e-dash-retries")
 	createTopic(t, bootstrap, retryTopic, nil)
+	resendTopic := uniqueName("e2e-dash-resend")
+	createTopic(t, bootstrap, resendTopic, nil)
 
 	var wg sync.WaitGroup
-	results := make(chan string, 8)
+	results := make(chan string, 10)
 	start := func(name string, wantExit []int, f func() (*agentRun, error)) {
 		wg.Add(1)
 		go func() {
@@ -185,6 +191,59 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		r.stdin.Close()
 		return r, err
+	})
+	// deadletter: a line over max.request.size is refused by the client for good: it goes to
+	// the dead-letter file, and stdin's run exits 3 (dead-lettered, none lost).
+	start("deadletter", []int{3}, func() (*agentRun, error) {
+		r := startAgent(t, "deadletter", append(common(uniqueName("e2e-dash-deadletter")), "--stdin",
+			"-X", "max.request.size=2000", "--max-line-bytes", "10000"), env("deadletter"), true)
+		big := strings.Repeat("d", 3000)
+		var err error
+		for i := 0; i < 200 && err == nil; i++ {
+			if i%50 == 25 {
+				_, err = fmt.Fprintf(r.stdin, "too large %d %s\n", i, big)
+			} else {
+				_, err = fmt.Fprintln(r.stdin, line(i))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		r.stdin.Close()
+		return r, err
+	})
+	// resend: the followed file's topic is deleted while lines flow (and not created again by
+	// the agent: allow.auto.create.topics=false); the records waiting for it expire after
+	// delivery.timeout.ms and the agent sends their lines again (a file's line is never lost)
+	// until the topic is back, created again 4 s after the deletion.
+	start("resend", []int{0, 1}, func() (*agentRun, error) {
+		path := filepath.Join(t.TempDir(), "app.log")
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r := startAgent(t, "resend", append(common(resendTopic), "--tail", path, "--start-at", "beginning",
+			"-X", "linger.ms=0", "-X", "retry.backoff.ms=100", "-X", "request.timeout.ms=1000", "-X", "delivery.timeout.ms=2000",
+			"-X", "allow.auto.create.topics=false", "--shutdown-timeout", "20s"), env("resend"), false)
+		var deleted time.Time
+		for i := 0; i < 400 && err == nil; i++ {
+			if i == 100 {
+				deleteTopic(t, bootstrap, resendTopic)
+				deleted = time.Now()
+			}
+			_, err = fmt.Fprintf(f, "resend line %d\n", i)
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			return r, err
+		}
+		time.Sleep(time.Until(deleted.Add(4 * time.Second))) // past delivery.timeout.ms: lines expired
+		if err := recreateTopic(bootstrap, resendTopic); err != nil {
+			return r, err
+		}
+		time.Sleep(4 * time.Second) // the lines sent again reach the topic
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		return r, nil
 	})
 	start("unreachable", []int{1}, func() (*agentRun, error) {
 		r := startAgent(t, "unreachable", []string{"--brokers", closedAddr(t), "--topic", uniqueName("e2e-dash-unreachable"),
@@ -431,6 +490,33 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// recreateTopic creates topic again after a deletion, asking until the broker has finished
+// deleting it (TOPIC_ALREADY_EXISTS meanwhile), for up to 30 s.
+func recreateTopic(bootstrap, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+		cancel()
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("create topic %s again: %w", topic, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func deleteTopic(t *testing.T, bootstrap, topic string) {

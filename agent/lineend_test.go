@@ -227,6 +227,14 @@ func runLineEnd(t *testing.T, tc lineEndCase, eos bool) {
 	if topic.LinesAcked != got.acked || topic.LinesFailed != got.failed || topic.LinesDeadLettered != got.deadLettered {
 		t.Errorf("topic logs %+v, disagrees with the totals %+v", topic, got)
 	}
+	if !tc.stdin {
+		// The file's own counts, on the Files table: with --exactly-once they too count a line
+		// once its transaction committed.
+		fs := a.FileStats()
+		if len(fs) != 1 || int64(fs[0].LinesAcked) != got.acked || int64(fs[0].LinesDeadLettered) != got.deadLettered || fs[0].LinesFailed != 0 {
+			t.Errorf("file stats %+v disagree with the totals %+v", fs, got)
+		}
+	}
 	if !tc.stopInFault && topic.InFlight() != 0 {
 		t.Errorf("topic logs %+v: %d in flight after every line ended", topic, topic.InFlight())
 	}

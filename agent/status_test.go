@@ -173,7 +173,7 @@ func TestEffectiveMaxInFlightBytes(t *testing.T) {
 
 // TestExactlyOnceStatsShowCommittedPositions: with --exactly-once a file's Committed is the
 // position its last committed transaction holds, not how far the broker acknowledged: lines
-// acknowledged inside an open transaction are not committed yet.
+// acknowledged inside an open transaction are not committed yet, nor counted as acknowledged.
 func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 	a, _, _ := newFileAgent(t, 1, []byte("one\ntwo\nthree\n"), func(cfg *Config) {
 		cfg.ExactlyOnce = true
@@ -182,15 +182,22 @@ func TestExactlyOnceStatsShowCommittedPositions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.RunTail(ctx) }()
-	if fs := waitForFile(t, a, 20*time.Second, func(fs filetail.FileStats) bool { return fs.LinesAcked == 3 }); fs.Committed != 0 || fs.BytesBehind != 14 {
-		t.Fatalf("acknowledged, not committed: %+v, want Committed 0 and 14 bytes behind", fs)
+	acked := func(fs filetail.FileStats) bool { return fs.LinesRead == 3 && fs.InFlight == 0 }
+	if fs := waitForFile(t, a, 20*time.Second, acked); fs.Committed != 0 || fs.BytesBehind != 14 || fs.LinesAcked != 0 {
+		t.Fatalf("acknowledged, not committed: %+v, want Committed 0, 14 bytes behind, none counted acknowledged", fs)
+	}
+	if n := a.Stats().LinesAcked.Load(); n != 0 {
+		t.Fatalf("%d lines counted acknowledged before their transaction committed", n)
 	}
 	cancel() // the run ends with a last commit
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("RunTail: %v", err)
 	}
-	if fs := a.FileStats(); len(fs) != 1 || fs[0].Committed != 14 || fs[0].BytesBehind != 0 {
-		t.Fatalf("after the last commit: %+v, want Committed 14", fs)
+	if fs := a.FileStats(); len(fs) != 1 || fs[0].Committed != 14 || fs[0].BytesBehind != 0 || fs[0].LinesAcked != 3 {
+		t.Fatalf("after the last commit: %+v, want Committed 14 and 3 lines acknowledged", fs)
+	}
+	if n := a.Stats().LinesAcked.Load(); n != 3 {
+		t.Fatalf("%d lines counted acknowledged after the last commit, want 3", n)
 	}
 }
 

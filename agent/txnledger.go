@@ -22,6 +22,7 @@ type txnLedger struct {
 	mu          sync.Mutex
 	acks        map[ledgerTopic]int64
 	deadLetters map[ledgerDeadLetter]int64
+	files       map[*filetail.File]*[2]uint64 // acknowledged and dead-lettered lines of each file
 }
 
 type ledgerTopic struct {
@@ -40,6 +41,7 @@ func (l *txnLedger) acked(src *lineOrigin, topic string) {
 		l.acks = map[ledgerTopic]int64{}
 	}
 	l.acks[ledgerTopic{src.in, topic}]++
+	l.fileCounts(src.file)[0]++
 	l.mu.Unlock()
 }
 
@@ -49,7 +51,21 @@ func (l *txnLedger) deadLettered(src *lineOrigin, topic string, key deadLetterKe
 		l.deadLetters = map[ledgerDeadLetter]int64{}
 	}
 	l.deadLetters[ledgerDeadLetter{ledgerTopic{src.in, topic}, key}]++
+	l.fileCounts(src.file)[1]++
 	l.mu.Unlock()
+}
+
+// fileCounts is f's counts. Under mu.
+func (l *txnLedger) fileCounts(f *filetail.File) *[2]uint64 {
+	if l.files == nil {
+		l.files = map[*filetail.File]*[2]uint64{}
+	}
+	c := l.files[f]
+	if c == nil {
+		c = new([2]uint64)
+		l.files[f] = c
+	}
+	return c
 }
 
 // commit adds the transaction's outcomes to the agent's counts and empties the ledger: the
@@ -64,8 +80,12 @@ func (l *txnLedger) commit(a *Agent) {
 	for k, n := range l.deadLetters {
 		a.redo.countDeadLetter(k.in, k.topic, k.key, n)
 	}
+	for f, c := range l.files {
+		f.CountCommitted(c[0], c[1]) // the tailer counts nothing itself (Config.CommittedOnly)
+	}
 	clear(l.acks)
 	clear(l.deadLetters)
+	clear(l.files)
 }
 
 // lineUnsent is told of a line of the open transaction that will not be delivered in it: the

@@ -35,6 +35,9 @@ type File struct {
 	log     *slog.Logger
 	clock   *readClock   // stamps each line as it is tracked; nil: no stamps (OldestUnacked is 0)
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
+	// countAtCommit (Config.CommittedOnly): Ack and DeadLetter count nothing; the caller counts
+	// the lines with CountCommitted once the transaction that holds them committed.
+	countAtCommit bool
 	// handle sends this File's lines: made by the Tailer's FileHandler before the first one,
 	// and used by the follower's goroutine only.
 	handle LineHandler
@@ -154,11 +157,23 @@ func (f *File) Ack(end int64) {
 	if !ok {
 		return
 	}
-	f.counts.linesAcked.Add(1)
-	f.totals.linesAcked.Add(1)
+	if !f.countAtCommit {
+		f.counts.linesAcked.Add(1)
+		f.totals.linesAcked.Add(1)
+	}
 	if idle {
 		f.idle.signal()
 	}
+}
+
+// CountCommitted counts lines of the File whose outcome became final only now: with
+// Config.CommittedOnly (exactly-once), a line is acknowledged or dead-lettered for good when
+// the transaction that holds it commits, and Ack and DeadLetter count nothing.
+func (f *File) CountCommitted(acked, deadLettered uint64) {
+	f.counts.linesAcked.Add(acked)
+	f.totals.linesAcked.Add(acked)
+	f.counts.linesDeadLettered.Add(deadLettered)
+	f.totals.linesDeadLettered.Add(deadLettered)
 }
 
 // DeadLetter records that the line ending at end was refused for good and is kept in a
@@ -169,8 +184,10 @@ func (f *File) DeadLetter(end int64) {
 	if !ok {
 		return
 	}
-	f.counts.linesDeadLettered.Add(1)
-	f.totals.linesDeadLettered.Add(1)
+	if !f.countAtCommit {
+		f.counts.linesDeadLettered.Add(1)
+		f.totals.linesDeadLettered.Add(1)
+	}
 	if idle {
 		f.idle.signal()
 	}

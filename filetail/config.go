@@ -115,7 +115,9 @@ type Config struct {
 	UseInitial bool
 	// CommittedOnly (exactly-once) leaves checkpoints.json to the transaction committer: Run
 	// neither saves every CheckpointInterval nor when it stops, because acknowledged lines are
-	// not committed until their transaction is (the committer calls SaveSnapshot).
+	// not committed until their transaction is (the committer calls SaveSnapshot). For the same
+	// reason File.Ack and File.DeadLetter count nothing: the committer counts the lines with
+	// File.CountCommitted once their transaction committed.
 	CommittedOnly bool
 	// CommittedOf, when set (exactly-once), is the position the last committed transaction
 	// holds for a file: Stats reports it as Committed, since an acknowledged line is not

@@ -77,6 +77,7 @@ func (t *Tailer) newFollowerLocked(fd *os.File, path string, id FileID, start in
 	fl.split = t.cfg.splitter(start, format, &fl.counts.container, &t.totals.container)
 	fl.noteFormat()
 	fl.file = newFile(path, id, start, &fl.counts, &t.totals, &fl.failLogged, t.idle, t.clock, t.log)
+	fl.file.countAtCommit = t.cfg.CommittedOnly
 	fl.readPos.Store(start)
 	fl.start = start
 	return fl
@@ -449,6 +450,7 @@ func (fl *follower) restart(sink followerSink, why string, pos, size int64) erro
 	fl.log.Warn(why+": reading it again from the beginning", "path", fl.path, "read_offset", pos, "size", size)
 	fl.id = id
 	fl.file = newFile(fl.path, id, 0, &fl.counts, &fl.t.totals, &fl.failLogged, fl.t.idle, fl.t.clock, fl.t.log)
+	fl.file.countAtCommit = fl.t.cfg.CommittedOnly
 	fl.mu.Unlock()
 	fl.readPos.Store(0)
 	fl.split.Reset(0)

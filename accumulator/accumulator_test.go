@@ -1181,7 +1181,8 @@ func TestReadyReportsQueueLengths(t *testing.T) {
 
 // A flush that ends while Ready is under way makes no batch appended after it sendable: Java's
 // batchReady reads flushInProgress per batch, after looking at the deque. The hook stalls Ready
-// where it used to read the flag once for the whole scan, ends the flush and appends there.
+// before it walks the queues, ends the flush and appends there: a flag read once for the whole
+// scan would still say "flushing" for the batch appended meanwhile.
 func TestReadyAfterAFlushEndsWaitsForLinger(t *testing.T) {
 	a := newTestAccumulator(Config{Linger: time.Hour})
 	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {p0}})

@@ -42,8 +42,8 @@ import (
 //   - unreachable: a bootstrap address where nothing listens (connection failures, metadata
 //     timeouts);
 //   - spans: an export queue of 8 spans under 2,000 traced records a second (spans dropped);
-//   - deadletter: stdin with lines over max.request.size among short ones (dead-lettered to the
-//     dead-letter file);
+//   - deadletter: stdin with lines over the topic's max.message.bytes among short ones (the
+//     broker refuses them for good: dead-lettered to the dead-letter file);
 //   - resend: a followed file whose topic is deleted mid-stream: its records expire
 //     (delivery.timeout.ms) and the agent sends the lines again until the topic is back.
 func TestDashboardQueriesReturnData(t *testing.T) {
@@ -75,6 +75,8 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	createTopic(t, bootstrap, retryTopic, nil)
 	resendTopic := uniqueName("e2e-dash-resend")
 	createTopic(t, bootstrap, resendTopic, nil)
+	dlTopic, small := uniqueName("e2e-dash-deadletter"), "2000"
+	createTopic(t, bootstrap, dlTopic, map[string]*string{"max.message.bytes": &small})
 
 	var wg sync.WaitGroup
 	results := make(chan string, 10)
@@ -192,11 +194,11 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		r.stdin.Close()
 		return r, err
 	})
-	// deadletter: a line over max.request.size is refused by the client for good: it goes to
-	// the dead-letter file, and stdin's run exits 3 (dead-lettered, none lost).
+	// deadletter: a line over the topic's max.message.bytes is refused by the broker for good
+	// (MESSAGE_TOO_LARGE): it goes to the dead-letter file, and stdin's run exits 3
+	// (dead-lettered, none lost).
 	start("deadletter", []int{3}, func() (*agentRun, error) {
-		r := startAgent(t, "deadletter", append(common(uniqueName("e2e-dash-deadletter")), "--stdin",
-			"-X", "max.request.size=2000", "--max-line-bytes", "10000"), env("deadletter"), true)
+		r := startAgent(t, "deadletter", append(common(dlTopic), "--stdin", "-X", "linger.ms=0"), env("deadletter"), true)
 		big := strings.Repeat("d", 3000)
 		var err error
 		for i := 0; i < 200 && err == nil; i++ {

@@ -531,7 +531,7 @@ func (k kafkaAccess) consume(t *testing.T, topic string, each func(*kgo.Record))
 // endOffset is a partition's end offset (its high watermark) as its leader gave it, with the
 // leader and the leader epoch it answered under.
 type endOffset struct {
-	offset       int64
+	offset        int64
 	leader, epoch int32
 }
 

@@ -1,7 +1,6 @@
 package filetail
 
 import (
-	"context"
 	"log/slog"
 	"sort"
 	"sync"
@@ -27,13 +26,16 @@ type File struct {
 	// fingerprint once the file has grown.
 	ID FileID
 
-	start   int64 // the offset this File began at
-	acks    ackTracker
-	idle    *idleSignal   // told (without blocking) when an Ack leaves no line in flight; may be nil
-	counts  *fileCounters // shared by every File of one followed file
-	totals  *fileCounters // the tailer's totals
-	log     *slog.Logger
-	clock   *readClock   // stamps each line as it is tracked; nil: no stamps (OldestUnacked is 0)
+	start  int64 // the offset this File began at
+	acks   ackTracker
+	idle   *idleSignal   // told (without blocking) when an Ack leaves no line in flight; may be nil
+	counts *fileCounters // shared by every File of one followed file
+	totals *fileCounters // the tailer's totals
+	log    *slog.Logger
+	clock  *readClock // stamps each line as it is tracked; nil: no stamps (OldestUnacked is 0)
+	// readAt is the read clock when the follower last read a chunk of the file (markRead): the
+	// stamp of the lines cut from it. The follower's goroutine only.
+	readAt  uint32
 	onFirst *atomic.Bool // set when the first failure of the followed file was logged
 	// countAtCommit (Config.CommittedOnly): Ack and DeadLetter count nothing; the caller counts
 	// the lines with CountCommitted once the transaction that holds them committed.
@@ -92,7 +94,12 @@ func (s *idleSignal) signal() {
 // calls the handler, so a handler need not call it; a second Track of the last tracked end (a
 // handler that tracks as well) is a no-op, as is any end at or before it. Track is called from
 // one goroutine: the File's follower (where the handler runs too).
-func (f *File) Track(end int64) { f.acks.track(end, f.clock.stamp()) }
+func (f *File) Track(end int64) { f.acks.track(end, f.readAt) }
+
+// markRead sets the stamp of the lines tracked from now on to the read clock: the follower calls
+// it for every chunk it reads, so a chunk's lines cost one clock read together, not one each
+// (nor a goroutine that keeps a clock ticking while the file is idle).
+func (f *File) markRead() { f.readAt = f.clock.now() }
 
 // OldestUnacked is how long ago the oldest line of the File that is neither acknowledged nor
 // dead-lettered was read (a failed line counts: it pins the checkpoint), to the read clock's
@@ -107,47 +114,27 @@ func (f *File) OldestUnacked() time.Duration {
 		return 0
 	}
 	// Stamps are milliseconds modulo 2^32 (49 days): the difference is right across a wrap.
-	return time.Duration(f.clock.stamp()-read) * time.Millisecond
+	return time.Duration(f.clock.now()-read) * time.Millisecond
 }
 
-// readClock is the time the follower stamps lines with, in milliseconds since base modulo 2^32,
-// kept by run's ticker: a stamp costs the follower one atomic load, not a clock read for every
-// line. Its resolution (readClockTick) is plenty for an age reported in seconds.
+// readClock is the time the follower stamps lines with, in milliseconds since base modulo 2^32:
+// its resolution is plenty for an age reported in seconds, and a stamp takes 4 bytes of the
+// acknowledgement ring.
 type readClock struct {
 	base time.Time
-	now  func() time.Time
-	ms   atomic.Uint32
+	wall func() time.Time // the Tailer's clock
 }
-
-// readClockTick is how often the read clock moves.
-const readClockTick = 50 * time.Millisecond
 
 func newReadClock(now func() time.Time) *readClock {
-	return &readClock{base: now(), now: now}
+	return &readClock{base: now(), wall: now}
 }
 
-// run keeps the clock until ctx ends.
-func (c *readClock) run(ctx context.Context) {
-	t := time.NewTicker(readClockTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.tick()
-		}
-	}
-}
-
-func (c *readClock) tick() { c.ms.Store(uint32(c.now().Sub(c.base).Milliseconds())) }
-
-// stamp is the clock now; 0 for a nil clock.
-func (c *readClock) stamp() uint32 {
+// now is the clock now; 0 for a nil clock.
+func (c *readClock) now() uint32 {
 	if c == nil {
 		return 0
 	}
-	return c.ms.Load()
+	return uint32(c.wall().Sub(c.base).Milliseconds())
 }
 
 // Ack records that the line ending at end was acknowledged by Kafka. Acks may come in any order,
@@ -226,7 +213,7 @@ func (f *File) Skip(end int64) { f.skip(end) }
 // skip records a span the follower consumed without sending it (a dropped long line): it is
 // acknowledged at once, in order with the lines around it.
 func (f *File) skip(end int64) {
-	f.acks.track(end, f.clock.stamp())
+	f.acks.track(end, f.readAt)
 	f.acks.ack(end)
 }
 

@@ -172,7 +172,14 @@ func TestOldestUnacked(t *testing.T) {
 	now := time.Unix(1000, 0)
 	clock := newReadClock(func() time.Time { return now })
 	f := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, clock, slog.New(slog.DiscardHandler))
-	at := func(d time.Duration) { now = now.Add(d); clock.tick() }
+	var g *File
+	at := func(d time.Duration) {
+		now = now.Add(d)
+		f.markRead()
+		if g != nil {
+			g.markRead()
+		}
+	}
 	want := func(d time.Duration) {
 		t.Helper()
 		if got := f.OldestUnacked(); got != d {
@@ -206,9 +213,9 @@ func TestOldestUnacked(t *testing.T) {
 	want(5 * time.Second)
 
 	// The stamps wrap at 2^32 ms; the age does not.
-	g := newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, clock, slog.New(slog.DiscardHandler))
+	g = newFile("test.log", FileID{}, 0, &fileCounters{}, &fileCounters{}, new(atomic.Bool), nil, clock, slog.New(slog.DiscardHandler))
 	now = clock.base.Add(time.Duration(1<<32-500) * time.Millisecond)
-	clock.tick()
+	g.markRead()
 	g.Track(10)
 	at(time.Second)
 	if got := g.OldestUnacked(); got != time.Second {

@@ -396,6 +396,7 @@ func (fl *follower) readAvailable(ctx context.Context, sink followerSink, mod ti
 			}
 			fl.readPos.Store(pos + int64(k))
 			total += int64(k)
+			fl.file.markRead()
 			herr := fl.split.Feed(k, sink)
 			fl.noteFormat()
 			if herr != nil {

@@ -147,7 +147,6 @@ func (t *Tailer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	t.fatal = cancel
 	defer cancel(nil)
-	go t.clock.run(ctx)
 
 	watch := t.newDirWatcher()
 	defer watch.close()

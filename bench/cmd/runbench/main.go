@@ -178,7 +178,7 @@ func main() {
 		Records:         envInt("BENCH_RECORDS", 2_000_000),
 		FileLines:       envInt("BENCH_FILE_LINES", 3_000_000),
 		FileLineSize:    envInt("BENCH_FILE_LINE_SIZE", 100),
-		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,steady,latency,memory"),
+		Sections:        envList("BENCH_SECTIONS", "producers,file,tracing,steady,wakeups,latency,memory"),
 		Tools:           envList("BENCH_TOOLS", ""),
 		Sizes:           envInts("BENCH_SIZES", "100,1024"),
 		Batches:         envInts("BENCH_BATCHES", "16384,1048576"),
@@ -367,6 +367,7 @@ func (b *bench) run() error {
 		{"file", b.fileSection},
 		{"tracing", b.tracing},
 		{"steady", b.steady},
+		{"wakeups", b.wakeups},
 		{"latency", b.latency}, // its own broker, behind a toxiproxy
 		{"memory", b.memory},   // last: it stops the broker
 	} {

@@ -47,6 +47,9 @@ func main() {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	stop := startProfile()
+	if os.Getenv("KAFKATRAIL_RELEASE_STARTUP_PAGES") != "0" {
+		time.AfterFunc(startupPagesAfter, func() { _, _ = releaseStartupPages() })
+	}
 	// A process-wide policy, like GOGC: main's, not run's, which tests call in-process.
 	procsCtx, stopProcs := context.WithCancel(context.Background())
 	procsDone := make(chan struct{})

@@ -1093,12 +1093,90 @@ func (r *Report) writeSteady(w func(string, ...any)) {
 			ratio(kcat, nk), ratio(rsys, nr))
 	}
 	w("\n")
+	r.writeSteadyRSS(w, cells)
+}
+
+// steadyRSS is the median of a steady extra (rss_steady_mib, ...) over a tool's good runs at
+// one rate, and how many runs had it.
+func (r *Report) steadyRSS(tool, cell, key string) (float64, int) {
+	var xs []float64
+	for _, run := range r.Runs {
+		if run.Section == "steady" && run.Tool == tool && run.Cell == cell && run.OK {
+			if v, ok := run.Extra[key].(float64); ok {
+				xs = append(xs, v)
+			}
+		}
+	}
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	return median(xs), len(xs)
+}
+
+// idleCell is the steady rate whose runs sampled the idle RSS (the first rate run).
+func (r *Report) idleCell() (string, bool) {
+	for _, run := range r.Runs {
+		if _, ok := run.Extra["rss_idle_mib"]; ok && run.Section == "steady" {
+			return run.Cell, true
+		}
+	}
+	return "", false
+}
+
+// writeSteadyRSS writes the steady runs' RSS: idle (before the first rate's writer started) and
+// at the end of each rate's writing, each tool's processes summed, file-backed part in brackets.
+func (r *Report) writeSteadyRSS(w func(string, ...any), cells []string) {
+	type row struct{ name, cell, when string }
+	var rows []row
+	if c, ok := r.idleCell(); ok {
+		rows = append(rows, row{"idle, %.0f s after its start", c, "idle"})
+	}
+	for _, c := range cells {
+		rows = append(rows, row{"writing " + c, c, "steady"})
+	}
+	var lines []string
+	for _, rw := range rows {
+		line := "| " + rw.name + " |"
+		if rw.when == "idle" {
+			line = fmt.Sprintf("| "+rw.name+" |", steadyIdle.Seconds())
+		}
+		seen := false
+		for _, tool := range steadyTools {
+			v, n := r.steadyRSS(tool, rw.cell, "rss_"+rw.when+"_mib")
+			f, _ := r.steadyRSS(tool, rw.cell, "rss_"+rw.when+"_file_mib")
+			if n == 0 {
+				line += " – |"
+				continue
+			}
+			seen = true
+			line += fmt.Sprintf(" %.1f (%.1f) |", v, f)
+		}
+		if seen {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	w("The same runs' RSS in MiB (VmRSS of each of the tool's processes, summed; in brackets the file-backed part, RssFile: the program's own pages): *idle* just before the first rate's writer starts, %.0f s after the tool's start, nothing written yet; *writing* at the writer's last burst. Median of the runs.\n\n", steadyIdle.Seconds())
+	w("| RSS MiB | kafkatrail agent, defaults | tail -F \\| kcat -P | OpenTelemetry Collector | rsyslog imfile+omkafka |\n|---|--:|--:|--:|--:|\n")
+	for _, l := range lines {
+		w("%s\n", l)
+	}
+	w("\n")
 }
 
 // steadyTarget writes the steady section's target lines, for the rates measured: the agent with
 // its defaults at most 1.5x the CPU of tail -F | kcat -P and at most rsyslog's.
 func (r *Report) steadyTarget(w func(string, ...any)) {
-	for _, c := range r.cells("steady") {
+	cells := r.cells("steady")
+	if c, ok := r.idleCell(); ok {
+		if v, n := r.steadyRSS("agent", c, "rss_idle_mib"); n > 0 {
+			w("| the agent idle (with its defaults, started %.0f s ago, nothing to ship): RSS ≤ 25 MiB | %.1f MiB %s |\n",
+				steadyIdle.Seconds(), v, map[bool]string{true: "✅", false: "❌"}[v <= 25])
+		}
+	}
+	for _, c := range cells {
 		agent, na := r.steadyCPU("agent", c)
 		if na == 0 {
 			continue

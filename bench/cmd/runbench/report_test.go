@@ -64,6 +64,12 @@ func TestSummarizeRatiosAndTargets(t *testing.T) {
 			t.Errorf("markdown lacks %q", want)
 		}
 	}
+	if strings.Contains(md, "at 1000 lines/s steady") {
+		t.Error("a target line for a rate without a peer's runs")
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
 }
 
 // TestSteadyReport: the steady section's table takes the median CPU a minute of each tool's
@@ -81,14 +87,30 @@ func TestSteadyReport(t *testing.T) {
 	add("otelcol", 5000, 1, 0.6, true) // 1.20
 	add("rsyslog", 5000, 1, 0.5, true) // 1.00
 	add("agent", 1000, 1, 0.5, true)   // 1.00: no peer at 1000, no target line
+	for i := range r.Runs {
+		if r.Runs[i].Tool == "agent" {
+			r.Runs[i].Extra["rss_steady_mib"], r.Runs[i].Extra["rss_steady_file_mib"] = 20.0+float64(i), 8.0
+			if r.Runs[i].Cell == steadyCell(1000) {
+				r.Runs[i].Extra["rss_idle_mib"], r.Runs[i].Extra["rss_idle_file_mib"] = 12.5, 5.0
+			}
+		}
+	}
 	summarize(r)
 	md := renderMarkdown(r)
 	for _, want := range []string{"| 5000 lines/s | 0.70 s | 0.50 s | 1.20 s | 1.00 s | 1.40x | 0.70x |",
 		"| 1000 lines/s | 1.00 s | – | – | – | – | – |",
 		"at 5000 lines/s steady, the agent with its defaults uses ≤ 1.5x the CPU of `tail -F \\| kcat -P` (idempotent) | 1.40x (0.70 against 0.50 CPU s a minute) ✅",
-		"≤ 1.0x the CPU of Debian's rsyslog (imfile → omkafka, acks=all) | 0.70x (0.70 against 1.00 CPU s a minute) ✅"} {
+		"≤ 1.0x the CPU of Debian's rsyslog (imfile → omkafka, acks=all) | 0.70x (0.70 against 1.00 CPU s a minute) ✅",
+		"| idle, 10 s after its start | 12.5 (5.0) | – | – | – |", "| writing 5000 lines/s | 20.5 (8.0) | – | – | – |",
+		"RSS ≤ 25 MiB | 12.5 MiB ✅"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}
+	}
+	if strings.Contains(md, "at 1000 lines/s steady") {
+		t.Error("a target line for a rate without a peer's runs")
+	}
+	if t.Failed() {
+		t.Log(md)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/kafkatrail/kafkatrail/internal/procstat"
 )
 
 // steadyTools are the steady section's: the agent with its defaults (telemetry on: metrics and
@@ -168,8 +170,15 @@ func (b *bench) steadyRun(tool string, rate, rep int, execTrace bool) Run {
 	}
 	// The writer starts a second after the tool, and the CPU counted is what the tool's
 	// processes used from then until its last line is in Kafka: their start (a Go runtime, a
-	// connection, metadata) and their exit are not what this measures.
-	time.Sleep(time.Second)
+	// connection, metadata) and their exit are not what this measures. At the first rate it
+	// starts steadyIdle after the tool instead, and the tool's RSS just before is its idle RSS:
+	// started, connected, nothing to ship.
+	if rate == b.prm.SteadyRates[0] && !execTrace {
+		time.Sleep(steadyIdle)
+		b.sampleRSS(&r, procs, "idle")
+	} else {
+		time.Sleep(time.Second)
+	}
 	cpuNow := func() float64 {
 		var sum float64
 		for _, p := range procs {
@@ -215,6 +224,7 @@ func (b *bench) steadyRun(tool string, rate, rep int, execTrace bool) Run {
 	}
 	tick.Stop()
 	r.Records = written
+	b.sampleRSS(&r, procs, "steady")
 	// Every line in Kafka, or no progress for 10 s: `tail -F | kcat -P` keeps the last lines it
 	// read (a few hundred bytes) until its input ends, so it is stopped first and counted after.
 	last, lastChange := int64(-1), time.Now()
@@ -258,6 +268,26 @@ func (b *bench) steadyRun(tool string, rate, rep int, execTrace bool) Run {
 	r.OK = r.Error == ""
 	r.rates()
 	return r
+}
+
+// steadyIdle is how long a tool runs before the writer starts at the first rate, when its idle
+// RSS is sampled: well past its start.
+const steadyIdle = 10 * time.Second
+
+// sampleRSS adds the RSS of a run's processes now (their VmRSS, RssAnon and RssFile summed) to
+// its extras, as rss_<when>_mib, rss_<when>_anon_mib and rss_<when>_file_mib.
+func (b *bench) sampleRSS(r *Run, procs []*proc, when string) {
+	var rss, anon, file int64
+	for _, p := range procs {
+		f, err := procstat.Fields(p.pid(), "VmRSS:", "RssAnon:", "RssFile:")
+		if err != nil {
+			return // a process gone: no figure rather than a part of one
+		}
+		rss, anon, file = rss+f["VmRSS:"], anon+f["RssAnon:"], file+f["RssFile:"]
+	}
+	r.Extra["rss_"+when+"_mib"] = float64(rss) / 1024
+	r.Extra["rss_"+when+"_anon_mib"] = float64(anon) / 1024
+	r.Extra["rss_"+when+"_file_mib"] = float64(file) / 1024
 }
 
 // rsyslogSteadyConfig: imfile (inotify) to omkafka with librdkafka's defaults plus idempotence

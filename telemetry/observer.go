@@ -181,26 +181,41 @@ func (o *ProducerObserver) StartSend(ctx context.Context, r *producer.Record, no
 	if o.sampler == nil {
 		return nil, r.Headers
 	}
+	// The common case first, kept small: the context is the one last found without a span (the
+	// agent's run context), so the record is a root, and no span context is looked up or
+	// copied; sampleRoot decides, and 99 records in 100 go no further.
+	if o.ratio != nil && o.knownSpanless(ctx) {
+		lo, ok := o.ratio.sampleRoot()
+		if !ok {
+			return nil, r.Headers
+		}
+		return o.startSend(ctx, r, now, true, lo)
+	}
+	return o.startSend(ctx, r, now, false, 0)
+}
+
+// startSend is StartSend past the common case: known, a root its sampler picked with the low
+// half of its trace id lo; else the record's span context and sampler decide.
+func (o *ProducerObserver) startSend(ctx context.Context, r *producer.Record, now time.Time, known bool, lo uint64) (accumulator.RecordTrace, []producer.Header) {
 	var traceID trace.TraceID
-	// The common case first: the context is the one last found without a span (the agent's
-	// run context), so the record is a root, and no span context is looked up or copied.
 	var psc trace.SpanContext
-	root := o.ratio != nil && o.knownSpanless(ctx)
+	root := known
 	if !root {
 		psc = o.spanContext(ctx)
 		root = o.ratio != nil && !psc.IsValid()
+		if root {
+			var ok bool
+			if lo, ok = o.ratio.sampleRoot(); !ok {
+				return nil, r.Headers
+			}
+		}
 	}
 	var ta *topicAttrs
 	var created trace.SpanContext
 	var state trace.TraceState
 	if root {
-		// A root under the default kind of sampler: a countdown decides, and the low half of
-		// the trace id is drawn among those TraceIDRatioBased samples (its decision is a
-		// function of it).
-		lo, ok := o.ratio.sampleRoot()
-		if !ok {
-			return nil, r.Headers
-		}
+		// A root under the default kind of sampler, picked: the low half of the trace id is the
+		// number sampleRoot drew (TraceIDRatioBased's decision is a function of it).
 		binary.BigEndian.PutUint64(traceID[:8], rand.Uint64())
 		binary.BigEndian.PutUint64(traceID[8:], lo)
 		if !traceID.IsValid() {

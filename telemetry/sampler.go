@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -71,14 +70,13 @@ func samplerFromConfig(ratio *float64, env Env) (sdktrace.Sampler, bool, error) 
 // parentRatio is ParentBased(TraceIDRatioBased(ratio)), whose decision for a root (a record
 // whose log line carried no trace context: nearly all of them) StartSend takes itself:
 // TraceIDRatioBased samples when the trace id's last 8 bytes, shifted right once, are below
-// ratio * 2^63. Asking the SDK sampler costs far more a record than a decrement (its parameters are
-// large structs copied through interfaces), and so does drawing a random number for every
-// record. Instead a countdown decides (see rootCountdown): one atomic decrement a record, and a draw
-// only for the records it picks.
+// ratio * 2^63. Asking the SDK sampler costs far more a record (its parameters are large structs
+// copied through interfaces); instead sampleRoot draws those 8 bytes and compares them, the
+// SDK's own rule. The draw is the runtime's per-thread generator: no state shared between the
+// goroutines that send, and each record an independent coin.
 type parentRatio struct {
 	sdktrace.Sampler
-	bound uint64
-	roots *rootCountdown // nil when no root is ever sampled (ratio 0)
+	bound uint64 // 0 when no root is ever sampled (ratio 0)
 	// th is the sampling threshold of OpenTelemetry's consistent probability sampling for the
 	// same probability (otThreshold), and thValue its tracestate form ("th:fd70a3d70a3d71");
 	// thValue is empty when the probability is too small to express.
@@ -96,7 +94,6 @@ func newParentRatio(ratio float64) parentRatio {
 	}
 	if s.bound > 0 {
 		p := float64(s.bound) / (1 << 63)
-		s.roots = newRootCountdown(p)
 		if th, ok := otThreshold(p); ok {
 			s.th, s.thValue = th, "th:"+formatThreshold(th)
 		}
@@ -148,60 +145,14 @@ func (s parentRatio) traceState() trace.TraceState {
 }
 
 // sampleRoot decides a root record: it returns false, or true and the low half of a trace id
-// that TraceIDRatioBased at the ratio samples (uniform among those), so that a downstream
-// sampler of the same ratio keeps the trace.
+// that TraceIDRatioBased at the ratio samples (uniform among those: it is the number drawn), so
+// that a downstream sampler of the same ratio keeps the trace.
 func (s parentRatio) sampleRoot() (lo uint64, ok bool) {
-	if s.roots == nil || !s.roots.next() {
+	if s.bound == 0 {
 		return 0, false
 	}
-	return rand.Uint64N(s.bound)<<1 | rand.Uint64()&1, true
-}
-
-// rootCountdown picks records with probability p each, independently, as a coin per record
-// would, at the cost of one atomic decrement a record: the gaps between picked records of
-// independent trials are geometric, so it draws the next gap when it picks one and counts
-// down to it. Under concurrent Sends, decrements that pass zero before the next gap is stored
-// pick nothing: a few records fewer are traced while goroutines contend, never more.
-type rootCountdown struct {
-	left atomic.Int64
-	// logq is ln(1-p), the gap's scale; 0 when p is 1 (every record is picked).
-	logq float64
-}
-
-func newRootCountdown(p float64) *rootCountdown {
-	c := &rootCountdown{}
-	if p < 1 {
-		c.logq = math.Log1p(-p)
-	}
-	c.left.Store(c.gap())
-	return c
-}
-
-// gap draws how many records from now the next pick is, the pick included: 1 + a geometric
-// number of failures, by inversion (floor(ln U / ln(1-p)), U uniform in (0, 1]).
-func (c *rootCountdown) gap() int64 {
-	if c.logq == 0 {
-		return 1
-	}
-	u := 1 - rand.Float64() // (0, 1]
-	g := math.Floor(math.Log(u) / c.logq)
-	if g >= math.MaxInt64/2 {
-		return math.MaxInt64 / 2
-	}
-	return 1 + int64(g)
-}
-
-// next reports whether this record is picked.
-func (c *rootCountdown) next() bool {
-	switch n := c.left.Add(-1); {
-	case n > 0:
-		return false
-	case n == 0:
-		c.left.Store(c.gap())
-		return true
-	default:
-		return false // another Send is storing the next gap
-	}
+	lo = rand.Uint64()
+	return lo, lo>>1 < s.bound
 }
 
 // decidedKey marks a context whose span the observer already decided to sample.

@@ -49,17 +49,17 @@ func TestStartSendRootsAtTheRatio(t *testing.T) {
 	}
 }
 
-// TestRootCountdownIsACoinPerRecord: the countdown's picks must be what independent coins
-// would give, not merely the right share: the gaps between picks have the geometric
-// distribution's mean 1/p and variance (1-p)/p², and about a share p of them are 1 (a fixed
-// period, or a uniform gap, of the same mean fails both).
-func TestRootCountdownIsACoinPerRecord(t *testing.T) {
+// TestSampleRootIsACoinPerRecord: the roots' picks must be what independent coins would give,
+// not merely the right share: the gaps between picks have the geometric distribution's mean 1/p
+// and variance (1-p)/p², and about a share p of them are 1 (a fixed period, or a uniform gap,
+// of the same mean fails both).
+func TestSampleRootIsACoinPerRecord(t *testing.T) {
 	for _, p := range []float64{0.01, 0.3} {
-		c := newRootCountdown(p)
+		s := newParentRatio(p)
 		var gaps []float64
 		last := 0
 		for i := 1; len(gaps) < 20_000; i++ {
-			if c.next() {
+			if _, ok := s.sampleRoot(); ok {
 				gaps = append(gaps, float64(i-last))
 				last = i
 			}
@@ -90,8 +90,14 @@ func TestRootCountdownIsACoinPerRecord(t *testing.T) {
 			t.Errorf("p=%v: %v gaps of 1 in %v, want %.0f ± %.0f", p, ones, n, p*n, 5*sigma)
 		}
 	}
-	if c := newRootCountdown(1); !c.next() || !c.next() {
-		t.Error("p=1: a record not picked")
+	s := newParentRatio(1)
+	for range 1000 {
+		if _, ok := s.sampleRoot(); !ok {
+			t.Fatal("p=1: a record not picked")
+		}
+	}
+	if _, ok := newParentRatio(0).sampleRoot(); ok {
+		t.Fatal("p=0: a record picked")
 	}
 }
 

@@ -92,6 +92,11 @@ type AppendResult struct {
 	Appended time.Time
 	// NewBatchCreated is true when this record started a batch.
 	NewBatchCreated bool
+	// LingerDue, for a new batch that nothing else makes sendable, is when linger.ms makes it
+	// sendable: the sender need not wake before. Zero when the batch is sendable at once
+	// (BatchIsFull, linger.ms 0, a flush, the accumulator closing, or buffer memory exhausted:
+	// Ready's other reasons).
+	LingerDue time.Time
 	// Batch is the batch the record went into.
 	Batch *ProducerBatch
 }
@@ -379,7 +384,11 @@ func (a *RecordAccumulator) Append(ctx context.Context, tp metadata.TopicPartiti
 	}
 	dq.batches = append(dq.batches, b)
 	a.incomplete.add(b)
-	return AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b, Appended: appended}, nil
+	res = AppendResult{BatchIsFull: len(dq.batches) > 1 || b.IsFull(), NewBatchCreated: true, Batch: b, Appended: appended}
+	if !res.BatchIsFull && a.cfg.Linger > 0 && !a.closed.Load() && !a.flushInProgress() && a.pool.QueuedWaiters() == 0 {
+		res.LingerDue = b.LastAttempt.Add(a.cfg.Linger) // as Ready counts it: waited from LastAttempt
+	}
+	return res, nil
 }
 
 // stampAppend notes when the record just appended to b went into it, if anyone needs to know:

@@ -143,6 +143,40 @@ func TestAppendFillsBatches(t *testing.T) {
 	}
 }
 
+// TestAppendLingerDue: a new batch that only linger.ms makes sendable says when it is due, which
+// is when Ready first finds it ready; a batch sendable at once for any of Ready's other reasons
+// (a full one before it, linger.ms 0, a flush) says nothing, and the
+// sender must wake now.
+func TestAppendLingerDue(t *testing.T) {
+	cluster := newCluster(map[int32][]metadata.TopicPartition{1: {p0, p1}})
+	a := newTestAccumulator(Config{Linger: 10 * time.Millisecond})
+	res := mustAppend(t, a, p0, value, nil, t0)
+	if !res.NewBatchCreated || !res.LingerDue.Equal(t0.Add(10*time.Millisecond)) {
+		t.Fatalf("new batch: %+v, want LingerDue t0+10ms", res)
+	}
+	if r := a.Ready(cluster, res.LingerDue.Add(-time.Nanosecond)); len(r.ReadyNodes) != 0 {
+		t.Fatalf("Ready before LingerDue = %+v", r)
+	}
+	if r := a.Ready(cluster, res.LingerDue); !slices.Equal(r.ReadyNodes, []int32{1}) {
+		t.Fatalf("Ready at LingerDue = %+v, want node 1", r)
+	}
+	if res := mustAppend(t, a, p0, value, nil, t0); res.NewBatchCreated || !res.LingerDue.IsZero() {
+		t.Fatalf("a record into the open batch: %+v", res)
+	}
+	// The batch after a full one is sendable at once: the full one is.
+	fillBatch(t, a, p0, nil, t0)
+	if res := mustAppend(t, a, p0, value, nil, t0); !res.BatchIsFull || !res.LingerDue.IsZero() {
+		t.Fatalf("behind a full batch: %+v", res)
+	}
+	a.BeginFlush()
+	if res := mustAppend(t, a, p1, value, nil, t0); !res.NewBatchCreated || !res.LingerDue.IsZero() {
+		t.Fatalf("during a flush: %+v", res)
+	}
+	if res := mustAppend(t, newTestAccumulator(Config{}), p0, value, nil, t0); !res.NewBatchCreated || !res.LingerDue.IsZero() {
+		t.Fatalf("linger.ms 0: %+v", res)
+	}
+}
+
 func TestAppendOversizeRecord(t *testing.T) {
 	a := newTestAccumulator(Config{BufferMemory: 4096})
 	big := bytes.Repeat([]byte("b"), 2000)

@@ -255,6 +255,10 @@ func (c *NetworkClient) InFlightRequestCountFor(node int32) int { return c.inFli
 // Wakeup makes a blocked Poll return. Safe for concurrent use.
 func (c *NetworkClient) Wakeup() { c.selector.Wakeup() }
 
+// WakeIn makes a blocked Poll, or the next one, return within d at the latest (Selector.WakeIn).
+// Safe for concurrent use.
+func (c *NetworkClient) WakeIn(d time.Duration) { c.selector.WakeIn(d) }
+
 func (c *NetworkClient) initiateConnect(node metadata.Node, now time.Time) {
 	addr := node.Addr()
 	c.states.Connecting(node.ID, now, addr)

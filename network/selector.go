@@ -86,6 +86,15 @@ type Selector struct {
 	channels map[int32]*selectorConn
 	wg       sync.WaitGroup
 	now      func() time.Time
+
+	// waitMu guards the sender's wait against WakeIn from the goroutines that send: waiting
+	// while Poll blocks, until waitUntil, on timer; wakeBy is a WakeIn's time that came while
+	// Poll did not block, for the next one.
+	waitMu    sync.Mutex
+	waiting   bool
+	waitUntil time.Time
+	timer     *time.Timer
+	wakeBy    time.Time
 }
 
 // NewSelector returns a selector whose connections use cfg (dialer, TLS, SASL, MaxReceiveBytes,
@@ -174,9 +183,29 @@ func (s *Selector) Wakeup() {
 	}
 }
 
-// Poll waits up to timeout for the first event (or a Wakeup), then takes every event already
-// queued without waiting, and closes the longest-idle connection if it passed
-// connections.max.idle.ms.
+// WakeIn makes a blocked Poll, or the next one, return within d at the latest: a wakeup at a
+// time rather than at once, for what becomes due later (a new batch's linger.ms). A Poll due to
+// return sooner is left alone, so a burst of calls costs the sender no wakeup of its own. Safe
+// for concurrent use; it never blocks.
+func (s *Selector) WakeIn(d time.Duration) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	t := s.now().Add(d)
+	if s.waiting {
+		if t.Before(s.waitUntil) {
+			s.waitUntil = t
+			s.timer.Reset(max(t.Sub(s.now()), 0))
+		}
+		return
+	}
+	if s.wakeBy.IsZero() || t.Before(s.wakeBy) {
+		s.wakeBy = t
+	}
+}
+
+// Poll waits up to timeout for the first event (or a Wakeup, or the time a WakeIn asked for),
+// then takes every event already queued without waiting, and closes the longest-idle connection
+// if it passed connections.max.idle.ms.
 func (s *Selector) Poll(timeout time.Duration) PollResult {
 	var res PollResult
 	if len(s.written) > 0 {
@@ -190,14 +219,7 @@ func (s *Selector) Poll(timeout time.Duration) PollResult {
 		timeout = 0 // the caller acts on them now, as on any event
 	}
 	if timeout > 0 {
-		timer := time.NewTimer(timeout)
-		select {
-		case ev := <-s.events:
-			s.handle(ev, &res)
-		case <-s.wakeup:
-		case <-timer.C:
-		}
-		timer.Stop()
+		s.wait(timeout, &res)
 	}
 	// Drain non-blockingly, at most a queue's worth, so a fast connection cannot keep Poll
 	// from returning.
@@ -212,6 +234,39 @@ drain:
 	}
 	s.maybeCloseIdle(&res)
 	return res
+}
+
+// wait blocks up to timeout (shortened to a pending WakeIn's time) for an event, a Wakeup or a
+// WakeIn's time. The timer is the selector's own, reset for each wait: WakeIn moves it while the
+// sender waits.
+func (s *Selector) wait(timeout time.Duration, res *PollResult) {
+	s.waitMu.Lock()
+	now := s.now()
+	if !s.wakeBy.IsZero() {
+		timeout = min(timeout, s.wakeBy.Sub(now))
+		s.wakeBy = time.Time{}
+	}
+	if timeout <= 0 {
+		s.waitMu.Unlock()
+		return
+	}
+	s.waiting, s.waitUntil = true, now.Add(timeout)
+	if s.timer == nil {
+		s.timer = time.NewTimer(timeout)
+	} else {
+		s.timer.Reset(timeout)
+	}
+	s.waitMu.Unlock()
+	select {
+	case ev := <-s.events:
+		s.handle(ev, res)
+	case <-s.wakeup:
+	case <-s.timer.C:
+	}
+	s.waitMu.Lock()
+	s.waiting = false
+	s.timer.Stop()
+	s.waitMu.Unlock()
 }
 
 func (s *Selector) handle(ev event, res *PollResult) {

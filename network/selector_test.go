@@ -283,6 +283,44 @@ func TestSelectorWakeup(t *testing.T) {
 	}
 }
 
+// TestSelectorWakeIn: a WakeIn while Poll blocks cuts its wait to the time asked for (and a
+// later time leaves a shorter wait alone); one before Poll shortens the next Poll; Poll returns
+// no sooner than the time asked for.
+func TestSelectorWakeIn(t *testing.T) {
+	s := newTestSelector(t, Config{})
+	polled := func(timeout time.Duration, during func()) time.Duration {
+		t.Helper()
+		done := make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			s.Poll(timeout)
+			done <- time.Since(start)
+		}()
+		if during != nil {
+			waitFor(t, func() bool { s.waitMu.Lock(); defer s.waitMu.Unlock(); return s.waiting })
+			during()
+		}
+		select {
+		case d := <-done:
+			return d
+		case <-time.After(30 * time.Second):
+			t.Fatal("Poll did not return")
+			return 0
+		}
+	}
+	if d := polled(time.Hour, func() { s.WakeIn(time.Hour + time.Minute); s.WakeIn(30 * time.Millisecond) }); d < 30*time.Millisecond || d > 20*time.Second {
+		t.Fatalf("WakeIn(30ms) during Poll(1h): returned after %v", d)
+	}
+	s.WakeIn(40 * time.Millisecond)
+	if d := polled(time.Hour, nil); d < 30*time.Millisecond || d > 20*time.Second {
+		t.Fatalf("WakeIn(40ms) before Poll(1h): returned after %v", d)
+	}
+	// Taken by that Poll: the next waits its own timeout.
+	if d := polled(60*time.Millisecond, func() { s.WakeIn(time.Hour) }); d < 60*time.Millisecond || d > 20*time.Second {
+		t.Fatalf("Poll(60ms) with WakeIn(1h): returned after %v", d)
+	}
+}
+
 func TestSelectorIdleExpiry(t *testing.T) {
 	addr := echoServer(t)
 	s := newTestSelector(t, Config{ConnectionsMaxIdle: time.Minute})
@@ -371,5 +409,17 @@ func TestLeastLoadedNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitFor waits up to 10 s for cond, checking every millisecond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -492,8 +492,15 @@ func (p *Producer) send(ctx context.Context, r *Record, headers []Header, trace 
 	if err != nil {
 		return time.Time{}, err
 	}
-	if res.BatchIsFull || res.NewBatchCreated {
+	// KafkaProducer.doSend wakes the sender for a full batch or a new one. A new batch that only
+	// linger.ms makes sendable is due no sooner than that: the sender is asked to wake then,
+	// where Java's wakes at once, finds nothing ready and sleeps again until then: a wakeup of
+	// the sender saved per new batch (one per burst of a log written in bursts).
+	switch {
+	case res.BatchIsFull, res.NewBatchCreated && res.LingerDue.IsZero():
 		p.client.Wakeup()
+	case res.NewBatchCreated:
+		p.client.WakeIn(res.LingerDue.Sub(p.clock()))
 	}
 	if res.Appended.IsZero() {
 		res.Appended = ready

@@ -29,6 +29,7 @@ type KafkaClient interface {
 	LeastLoadedNode(now time.Time) (metadata.Node, bool)
 	InFlightRequestCount() int
 	Wakeup()
+	WakeIn(d time.Duration)
 	Close() error
 }
 

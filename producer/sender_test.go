@@ -73,6 +73,7 @@ func (m *mockClient) LeastLoadedNode(time.Time) (metadata.Node, bool) {
 }
 func (m *mockClient) InFlightRequestCount() int { return len(m.pending) }
 func (m *mockClient) Wakeup()                   { m.wakeups++ }
+func (m *mockClient) WakeIn(time.Duration)      { m.wakeups++ }
 func (m *mockClient) Close() error              { return nil }
 
 func (m *mockClient) Poll(timeout time.Duration, now time.Time) []*network.ClientResponse {

@@ -48,7 +48,9 @@ func main() {
 	}
 	stop := startProfile()
 	if os.Getenv("KAFKATRAIL_RELEASE_STARTUP_PAGES") != "0" {
-		time.AfterFunc(startupPagesAfter, func() { _, _ = releaseStartupPages() })
+		for _, after := range startupPagesAfter {
+			time.AfterFunc(after, func() { _, _ = releaseStartupPages() })
+		}
 	}
 	// A process-wide policy, like GOGC: main's, not run's, which tests call in-process.
 	procsCtx, stopProcs := context.WithCancel(context.Background())

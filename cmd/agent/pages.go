@@ -95,6 +95,8 @@ func releaseStartupPages() (int, error) {
 	return released, nil
 }
 
-// startupPagesAfter is when releaseStartupPages runs: the agent has connected, read its
-// checkpoints and started its inputs by then.
-const startupPagesAfter = 5 * time.Second
+// startupPagesAfter is when releaseStartupPages runs: first once the packages' initialisation
+// and the configuration are behind (before a backlog is read, whose peak then holds only the
+// pages it uses), then when the agent has connected, read its checkpoints and started its
+// inputs, whatever that touched for the start alone.
+var startupPagesAfter = []time.Duration{300 * time.Millisecond, 5 * time.Second}

@@ -7,8 +7,10 @@
 //   - file: the agent tailing a file, kcat -P -l (the baseline), the OpenTelemetry Collector
 //     (filelog receiver, kafka exporter) and rsyslog (imfile, omkafka);
 //   - tracing: the agent with telemetry off, metrics only, sampled at 1 % (its default) and at 100 %;
-//   - steady: the agent with its defaults, tail -F | kcat -P and the OpenTelemetry Collector on a
-//     log written at 1k, 5k and 50k lines/s, their CPU a minute;
+//   - steady: the agent with its defaults, tail -F | kcat -P, the OpenTelemetry Collector and
+//     rsyslog on a log written at 1k, 5k and 50k lines/s, their CPU a minute and their RSS;
+//   - wakeups: the agent on the steady log at 5k lines/s with an execution trace, its goroutine
+//     wakeups a burst of lines and where they waited;
 //   - memory: the agent tailing a growing file with the broker stopped, its RSS over time.
 //
 // It writes docs/benchmarks.json (every run, the medians, the ratios) and docs/benchmarks.md

@@ -828,7 +828,7 @@ const methodText = "## Method\n\n" +
 	"make bench                                   # full: 3 repetitions, 2M records per producer run, 6M per tracing run, 3M file lines\n" +
 	"BENCH_RECORDS=200000 BENCH_RUNS=1 make bench   # a quick run\n" +
 	"BENCH_SECTIONS=file BENCH_FILE_LINES=10000000 BENCH_MERGE=1 make bench  # the file path's 10M-line form\n" +
-	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, steady, latency, memory)\n" +
+	"BENCH_SECTIONS=producers,tracing make bench  # only some sections (producers, file, tracing, steady, wakeups, latency, memory)\n" +
 	"BENCH_SECTIONS=tracing BENCH_MERGE=1 make bench  # measure one section again, keep the others' runs from docs/benchmarks.json\n" +
 	"```\n\n" +
 	"Other knobs: `BENCH_SIZES` (100,1024), `BENCH_BATCHES` (16384,1048576), `BENCH_COMPRESSIONS` (none,lz4), `BENCH_PARTITIONS` (6), `BENCH_TRACING_RECORDS` (3 × BENCH_RECORDS), " +

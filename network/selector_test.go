@@ -288,10 +288,11 @@ func TestSelectorWakeup(t *testing.T) {
 // no sooner than the time asked for.
 func TestSelectorWakeIn(t *testing.T) {
 	s := newTestSelector(t, Config{})
-	polled := func(timeout time.Duration, during func()) time.Duration {
+	// polled is how long after start a Poll(timeout) begun now returned; during runs once it
+	// waits.
+	polled := func(start time.Time, timeout time.Duration, during func()) time.Duration {
 		t.Helper()
 		done := make(chan time.Duration, 1)
-		start := time.Now()
 		go func() {
 			s.Poll(timeout)
 			done <- time.Since(start)
@@ -308,15 +309,16 @@ func TestSelectorWakeIn(t *testing.T) {
 			return 0
 		}
 	}
-	if d := polled(time.Hour, func() { s.WakeIn(time.Hour + time.Minute); s.WakeIn(30 * time.Millisecond) }); d < 30*time.Millisecond || d > 20*time.Second {
+	if d := polled(time.Now(), time.Hour, func() { s.WakeIn(time.Hour + time.Minute); s.WakeIn(30 * time.Millisecond) }); d < 30*time.Millisecond || d > 20*time.Second {
 		t.Fatalf("WakeIn(30ms) during Poll(1h): returned after %v", d)
 	}
+	before := time.Now()
 	s.WakeIn(40 * time.Millisecond)
-	if d := polled(time.Hour, nil); d < 30*time.Millisecond || d > 20*time.Second {
+	if d := polled(before, time.Hour, nil); d < 40*time.Millisecond || d > 20*time.Second {
 		t.Fatalf("WakeIn(40ms) before Poll(1h): returned after %v", d)
 	}
 	// Taken by that Poll: the next waits its own timeout.
-	if d := polled(60*time.Millisecond, func() { s.WakeIn(time.Hour) }); d < 60*time.Millisecond || d > 20*time.Second {
+	if d := polled(time.Now(), 60*time.Millisecond, func() { s.WakeIn(time.Hour) }); d < 60*time.Millisecond || d > 20*time.Second {
 		t.Fatalf("Poll(60ms) with WakeIn(1h): returned after %v", d)
 	}
 }

@@ -14,8 +14,8 @@ import (
 // Starting, the agent runs the initialisation of every package linked into it (the OpenTelemetry
 // SDK and gRPC, the AWS SDK, Kerberos, YAML, ...), which touches code and tables all over the
 // executable. The kernel maps a file's pages around each one touched (fault-around: 64 KiB at a
-// time), so once started the agent has most of its executable resident, about 20 MiB of its
-// RSS, though its steady work runs through a small part of it. releaseStartupPages gives those
+// time), so once started the agent has most of its executable resident, though its steady work
+// runs through a small part of it. releaseStartupPages gives those
 // mappings back once the start is over: the pages stay in the page cache, shared and clean, and
 // the agent's next touch of one maps it again (a minor fault, no read), so only what the agent
 // keeps using stays in its RSS, and the rest is the kernel's to reclaim.

@@ -39,8 +39,8 @@ Anonymous:          1024 kB
 	}
 }
 
-// TestReleaseStartupPages: the test binary's file-backed resident pages drop once released, and
-// the program goes on running (its code faults back in as it runs).
+// TestReleaseStartupPages: the test binary's file-backed resident pages drop once released (its
+// code faults back in as it runs, as this test's own does to read the figure again).
 func TestReleaseStartupPages(t *testing.T) {
 	before := rssFileKiB(t)
 	n, err := releaseStartupPages()
@@ -52,9 +52,6 @@ func TestReleaseStartupPages(t *testing.T) {
 		t.Fatalf("released %d bytes of address space: RssFile %d kB before, %d kB after", n, before, after)
 	}
 	t.Logf("released %d MiB of mappings: RssFile %d kB before, %d kB after", n>>20, before, after)
-	if strings.Repeat("x", 3) != "xxx" { // the code still runs
-		t.Fatal("unreachable")
-	}
 }
 
 func rssFileKiB(t *testing.T) int {

@@ -48,7 +48,6 @@ func wakeupWindow(steadySeconds int) (from, length time.Duration) {
 
 // wakeupCount is what countWakeups read from a trace.
 type wakeupCount struct {
-	Window  time.Duration
 	Wakeups int            // goroutines made runnable from waiting in the window
 	Created int            // goroutines started in the window (the tracer's left out)
 	ByPlace map[string]int // wakeups by where the goroutine waited (placeOf)
@@ -127,7 +126,6 @@ func countWakeups(path string, from, length time.Duration) (wakeupCount, error) 
 	if last < from+length {
 		return c, fmt.Errorf("the trace ends %v after its start, before the window's end (%v)", last.Round(time.Millisecond), from+length)
 	}
-	c.Window = length
 	return c, nil
 }
 
@@ -189,7 +187,6 @@ func addWakeups(r *Run, path string, steadySeconds, rate int) {
 	bursts := length.Seconds() * 10 // the writer's 10 bursts a second
 	r.Extra["wakeups_a_burst"] = float64(c.Wakeups) / bursts
 	r.Extra["goroutines_started_a_burst"] = float64(c.Created) / bursts
-	r.Extra["lines_a_burst"] = max(rate/10, 1)
 	places := make([]string, 0, len(c.ByPlace))
 	for p := range c.ByPlace {
 		places = append(places, p)

@@ -428,29 +428,63 @@ func createTopicAssigned(cl *kgo.Client, topic string, assignment [][]int32, con
 
 // waitLeaders waits until every partition of topic is led by its preferred replica with its
 // whole replica set in the ISR.
+//
+// Every broker is asked, not one: each applies the metadata log on its own, so a topic one
+// broker already leads can still be unknown to another for a moment, and the next client to
+// ask (a describe, the producer under test) may ask that one.
 func (c *cluster) waitLeaders(t *testing.T, topic string, assignment [][]int32) {
 	t.Helper()
-	adm := c.admin(t)
+	cl := c.access().client(t)
+	defer cl.Close()
 	var why string
 	waitFor(t, time.Minute, 100*time.Millisecond, func() bool {
-		ps, err := c.describe(adm, topic)
-		if err != nil {
-			why = err.Error()
-			return false
-		}
-		if len(ps) != len(assignment) {
-			why = fmt.Sprintf("%d of %d partitions", len(ps), len(assignment))
-			return false
-		}
-		for p, reps := range assignment {
-			s := ps[int32(p)]
-			if s.leader != reps[0] || len(s.isr) != len(reps) {
-				why = fmt.Sprintf("%s/%d: leader %d, ISR %v, want leader %d, ISR %v", topic, p, s.leader, s.isr, reps[0], reps)
+		for node := int32(1); node <= 3; node++ {
+			ps, err := describeOn(cl, node, topic)
+			if err != nil {
+				why = fmt.Sprintf("node %d: %v", node, err)
 				return false
+			}
+			if len(ps) != len(assignment) {
+				why = fmt.Sprintf("node %d: %d of %d partitions", node, len(ps), len(assignment))
+				return false
+			}
+			for p, reps := range assignment {
+				s := ps[int32(p)]
+				if s.leader != reps[0] || len(s.isr) != len(reps) {
+					why = fmt.Sprintf("node %d: %s/%d: leader %d, ISR %v, want leader %d, ISR %v", node, topic, p, s.leader, s.isr, reps[0], reps)
+					return false
+				}
 			}
 		}
 		return true
 	}, func() string { return "topic not ready: " + why })
+}
+
+// describeOn returns the partitions of topic as broker node sees them.
+func describeOn(cl *kgo.Client, node int32, topic string) (map[int32]partitionState, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	raw, err := cl.Broker(int(node)).Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := raw.(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 {
+		return nil, fmt.Errorf("topic %s not in metadata", topic)
+	}
+	td := resp.Topics[0]
+	if err := kerr.ErrorForCode(td.ErrorCode); err != nil {
+		return nil, err
+	}
+	out := map[int32]partitionState{}
+	for _, pd := range td.Partitions {
+		out[pd.Partition] = partitionState{leader: pd.Leader, replicas: pd.Replicas, isr: pd.ISR}
+	}
+	return out, nil
 }
 
 // rotatedAssignment is partitions partitions with replicas [1+(p+shift)%3, ...]: leaders spread

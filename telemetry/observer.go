@@ -213,6 +213,7 @@ func (o *ProducerObserver) startSend(ctx context.Context, r *producer.Record, no
 	var ta *topicAttrs
 	var created trace.SpanContext
 	var state trace.TraceState
+	var stateHeader []byte // state's header value, when the sampler made state
 	if root {
 		// A root under the default kind of sampler, picked: the low half of the trace id is the
 		// number sampleRoot drew (TraceIDRatioBased's decision is a function of it).
@@ -221,7 +222,8 @@ func (o *ProducerObserver) startSend(ctx context.Context, r *producer.Record, no
 		if !traceID.IsValid() {
 			traceID[0] = 1 // all zeros is the invalid id; the high half does not change the decision
 		}
-		ta, created, state = o.topic(r.Topic), o.creationContext(r.Headers), o.ratio.traceState()
+		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
+		state, stateHeader = o.ratio.traceState()
 	} else {
 		ta, created = o.topic(r.Topic), o.creationContext(r.Headers)
 		p := sdktrace.SamplingParameters{ParentContext: ctx, Name: ta.sendName, Kind: sendKind(created),
@@ -257,7 +259,10 @@ func (o *ProducerObserver) startSend(ctx context.Context, r *producer.Record, no
 	if created.IsValid() {
 		return t, r.Headers
 	}
-	tracestate := traceStateValue(t.sc)
+	tracestate := stateHeader
+	if !root {
+		tracestate = traceStateValue(t.sc)
+	}
 	if len(r.Headers)+1+min(len(tracestate), 1) <= len(t.headers) {
 		// The common case (a log line has a few headers, or none): the headers live in the
 		// token, which lives until the record completes, long after the producer copied them

@@ -131,17 +131,32 @@ func formatThreshold(th uint64) string {
 // it. The randomness is explicit because the trace id's low bits are drawn for
 // TraceIDRatioBased (sampleRoot), not uniform over the 56 bits the threshold compares: rv is
 // uniform among the values the threshold keeps, as a consistent sampler's sampled traces' are.
-// It is empty when the probability cannot be expressed.
-func (s parentRatio) traceState() trace.TraceState {
+// It is empty when the probability cannot be expressed. header is the tracestate's header
+// value (what traceStateValue returns of a span context holding it), nil when it is empty.
+func (s parentRatio) traceState() (ts trace.TraceState, header []byte) {
 	if s.thValue == "" {
-		return trace.TraceState{}
+		return trace.TraceState{}, nil
 	}
 	rv := s.th + rand.Uint64N(otMaxAdjustedCount-s.th)
-	ts, err := trace.TraceState{}.Insert("ot", fmt.Sprintf("%s;rv:%014x", s.thValue, rv))
+	// Built by hand, the header with it: fmt.Sprintf and TraceState.String were most of a
+	// traced record's start.
+	header = make([]byte, 0, len("ot=")+len(s.thValue)+len(";rv:")+14)
+	header = append(append(append(header, "ot="...), s.thValue...), ";rv:"...)
+	header = appendHex14(header, rv)
+	ts, err := trace.TraceState{}.Insert("ot", string(header[len("ot="):]))
 	if err != nil {
-		return trace.TraceState{} // cannot happen: the value is hex, colons and a semicolon
+		return trace.TraceState{}, nil // cannot happen: the value is hex, colons and a semicolon
 	}
-	return ts
+	return ts, header
+}
+
+// appendHex14 appends v's 14 low hex digits (56 bits), zero-padded, as %014x does.
+func appendHex14(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 52; shift >= 0; shift -= 4 {
+		b = append(b, digits[v>>uint(shift)&0xf])
+	}
+	return b
 }
 
 // sampleRoot decides a root record: it returns false, or true and the low half of a trace id

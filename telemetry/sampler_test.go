@@ -152,8 +152,25 @@ func TestOTThresholdMatchesTheCollector(t *testing.T) {
 	if _, ok := otThreshold(math.Ldexp(1, -57)); ok {
 		t.Error("p=2^-57: a threshold, want none (below the smallest expressible probability)")
 	}
-	if s := newParentRatio(1e-20); s.thValue != "" || s.traceState().Len() != 0 {
-		t.Errorf("ratio 1e-20: tracestate %q, want none", s.traceState())
+	if s := newParentRatio(1e-20); s.thValue != "" {
+		t.Errorf("ratio 1e-20: threshold %q, want none", s.thValue)
+	} else if ts, h := s.traceState(); ts.Len() != 0 || h != nil {
+		t.Errorf("ratio 1e-20: tracestate %q (header %q), want none", ts, h)
+	}
+}
+
+// TestTraceStateHeader: the header value traceState builds by hand is the tracestate's own
+// form, as traceStateValue makes it from a span context, with rv's 14 digits zero-padded.
+func TestTraceStateHeader(t *testing.T) {
+	for _, p := range []float64{1, 0.5, 0.01, 1e-6} {
+		s := newParentRatio(p)
+		for range 200 {
+			ts, h := s.traceState()
+			want := traceStateValue(trace.NewSpanContext(trace.SpanContextConfig{TraceState: ts}))
+			if string(h) != string(want) || !strings.HasPrefix(string(h), "ot="+s.thValue+";rv:") || len(h) != len("ot="+s.thValue+";rv:")+14 {
+				t.Fatalf("p=%v: header %q, tracestate %q", p, h, want)
+			}
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ var projectEnv = map[string]string{
 	"KAFKATRAIL_CPUPROFILE":              "the agent writes a CPU profile to this file while it runs (`go tool pprof`)",
 	"KAFKATRAIL_MEMPROFILE":              "the agent writes the allocations since start to this file when it stops",
 	"KAFKATRAIL_EXECTRACE":               "the agent writes an execution trace to this file (`go tool trace`)",
-	"KAFKATRAIL_RELEASE_STARTUP_PAGES":   "0 keeps the executable's pages the agent's start touched mapped (by default they are given back 0.3 s and 5 s after the start)",
+	"KAFKATRAIL_RELEASE_STARTUP_PAGES":   "0 keeps the executable's pages the agent's start touched mapped (by default they are given back as the agent starts, 0.3 s and 5 s after the start)",
 	"KAFKATRAIL_STATE":                   "scripts/kafka/broker.sh: the test broker's state directory",
 	"KAFKATRAIL_CLUSTER_STATE":           "scripts/kafka/cluster.sh: the three-broker test cluster's state directory",
 	"KAFKATRAIL_CACHE":                   "scripts: where the Kafka jars and the tools built for the demo and the benchmarks are kept",

@@ -48,6 +48,7 @@ func main() {
 	}
 	stop := startProfile()
 	if os.Getenv("KAFKATRAIL_RELEASE_STARTUP_PAGES") != "0" {
+		_, _ = releaseStartupPages() // the packages' initialisation: see startupPagesAfter
 		for _, after := range startupPagesAfter {
 			time.AfterFunc(after, func() { _, _ = releaseStartupPages() })
 		}

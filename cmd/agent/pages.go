@@ -95,8 +95,10 @@ func releaseStartupPages() (int, error) {
 	return released, nil
 }
 
-// startupPagesAfter is when releaseStartupPages runs: first once the packages' initialisation
-// and the configuration are behind (before a backlog is read, whose peak then holds only the
-// pages it uses), then when the agent has connected, read its checkpoints and started its
-// inputs, whatever that touched for the start alone.
+// startupPagesAfter is when releaseStartupPages runs after main's own call, made as main begins
+// (the packages' initialisation behind it: most of what the start touches, released before a
+// backlog is read, whose peak then holds only the pages it uses): once the configuration,
+// the telemetry's setup and the first connections are behind, then when the agent has
+// connected, read its checkpoints and started its inputs, whatever that touched for the start
+// alone.
 var startupPagesAfter = []time.Duration{300 * time.Millisecond, 5 * time.Second}

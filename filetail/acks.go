@@ -69,9 +69,11 @@ func newFile(path string, id FileID, start int64, counts, totals *fileCounters, 
 }
 
 // idleSignal tells Run that a file's last line in flight was acknowledged, so that Run saves
-// soon. While Run has a save scheduled already (scheduled), it is not told: that save covers the
-// acknowledgement (an Ack's offsets are updated before it loads the flag, and Run clears the flag
-// before the save takes its snapshot), and Run is not woken for nothing once per burst of lines.
+// soon. While a save is scheduled already (scheduled), it is not told: Run's save timer, always
+// armed, saves within a checkpoint interval whatever the signal does, and Run sets the flag
+// while its saves keep finding something new to write (a file written steadily), so that it is
+// not woken for nothing once per burst of lines. A save that finds nothing new clears it: the
+// first line acknowledged after a quiet time is then saved at once.
 type idleSignal struct {
 	ch        chan struct{}
 	scheduled atomic.Bool

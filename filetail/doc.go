@@ -15,16 +15,17 @@
 //
 // Tailer.Run owns the discovery goroutine (the scans) and one follower goroutine per followed
 // file, and returns only after every follower exited. Discovery is told of changes at once by an
-// inotify watch (fsnotify, whose one reader goroutine Run also owns and closes) on the globs'
+// inotify watch (inotify.go, whose one reader goroutine Run also owns and closes) on the globs'
 // directories: a glob's directory, or the directories a wildcard directory part matches at the
 // last scan, and the directories that followed symbolic links point into (the kubelet's
 // /var/log/containers links into /var/log/pods, where it rotates), at most Config.MaxWatches of
-// them. Run's goroutine receives the events: a name the globs match, or any name in a link's
-// target directory, created, renamed or removed asks for a scan (a burst of events makes one), a write
-// or truncation of a followed file wakes its follower (a non-blocking send on a channel of one),
-// and a lost-events overflow rescans and wakes every follower. After each batch Run takes no
-// event for a few milliseconds (watchRest), so that the kernel merges a file's writes into one
-// event. Events carry no decision: the
+// them. The reader wakes a followed file's follower itself when the file is written or
+// truncated (a non-blocking send on a channel of one, from the map of names Run last
+// published), and hands Run every other event: a name the globs match, or any name in a link's
+// target directory, created, renamed or removed asks for a scan (a burst of events makes one),
+// and a lost-events overflow rescans and wakes every follower. After a read of events that
+// came soon after the one before, the reader rests a few milliseconds (watchRest), so that the
+// kernel merges a file's writes into one event. Events carry no decision: the
 // scans and the followers' own stat and reads decide, as without the watch. The periodic scan
 // and the followers' polls stay as the fallback: a filesystem without inotify, a directory that
 // could not be watched (the system's watch limit) or beyond MaxWatches, a directory created

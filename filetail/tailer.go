@@ -60,6 +60,9 @@ type Tailer struct {
 	lastWrite atomic.Pointer[time.Time]
 	// saveHook, when set (by tests, before Run), is told of every write of checkpoints.json.
 	saveHook func(time.Time)
+	// runWakeHook, when set (by tests, before Run), is told when an idle signal woke Run
+	// ("idle") and when a save found nothing new to write ("unchanged").
+	runWakeHook func(why string)
 
 	// globs replaces cfg.Globs once SetGlobs was called (SIGHUP): read by the discovery loop.
 	globs atomic.Pointer[[]string]
@@ -74,8 +77,8 @@ type Tailer struct {
 	// idleWaitHook, when set (by tests, before Run), is told of every wait of a follower at
 	// its file's end.
 	idleWaitHook func(time.Duration)
-	// watchRestHook, when set (by tests, before Run), is called by Run each time it stops
-	// taking events for watchRest.
+	// watchRestHook, when set (by tests, before Run), is called by the watch's reader each
+	// time it stops reading events for watchRest.
 	watchRestHook func()
 
 	totals  fileCounters
@@ -160,10 +163,6 @@ func (t *Tailer) Run(ctx context.Context) error {
 	}
 	scanNow()
 	events, watchErrs := watch.events(), watch.errs()
-	var lastEvents time.Time // when Run last took events
-	resume := time.NewTimer(time.Hour)
-	resume.Stop()
-	defer resume.Stop()
 	rescan := time.NewTicker(t.cfg.RescanInterval)
 	defer rescan.Stop()
 	// save fires when the next save is due. Whatever asks for a save (the timer, an idle file)
@@ -176,10 +175,20 @@ func (t *Tailer) Run(ctx context.Context) error {
 	}
 	var saveErr string
 	saveNow := func() {
-		t.idle.scheduled.Store(false) // before the save's snapshot: see idleSignal
 		// A failing disk would log every second: log when the error changes. The directory is
 		// not synced: a save lost to a power cut leaves the one before it, whole.
+		last := t.lastWrite.Load()
 		err := t.saveCheckpoints(false)
+		// The save timer is always armed: an acknowledgement is saved within an interval
+		// whatever the idle signal does. The signal only makes the first line after a quiet
+		// time saved at once. So while saves write (the files move), the acknowledgements that
+		// leave a file idle need not wake Run (scheduled); once a save finds nothing new, the
+		// next one does again.
+		wrote := err == nil && t.lastWrite.Load() != last
+		t.idle.scheduled.Store(wrote)
+		if err == nil && !wrote && t.runWakeHook != nil {
+			t.runWakeHook("unchanged")
+		}
 		if msg := fmt.Sprint(err); err != nil && msg != saveErr {
 			t.log.Error("save checkpoints", "dir", t.cfg.StateDir, "err", err)
 			saveErr = msg
@@ -209,7 +218,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 		case <-rescan.C:
 			scanNow()
 		case ev, ok := <-events:
-			if !ok { // fsnotify's reader stopped: the scans and polls carry on alone
+			if !ok { // the watch's reader stopped: the scans and polls carry on alone
 				t.log.Warn("the directory watch stopped: new files are found by the periodic scan only", "rescan_interval", t.cfg.RescanInterval)
 				events = nil
 				continue
@@ -232,20 +241,6 @@ func (t *Tailer) Run(ctx context.Context) error {
 			if again {
 				scanNow()
 			}
-			// Then, if events come often, stop taking them for a moment: meanwhile the kernel
-			// merges the writes to one file into one event, so a file written line by line
-			// costs an event per watchRest, not one per write (see watch.go).
-			now := time.Now()
-			if now.Sub(lastEvents) < watchQuiet {
-				events = nil
-				resume.Reset(watchRest)
-				if t.watchRestHook != nil {
-					t.watchRestHook()
-				}
-			}
-			lastEvents = now
-		case <-resume.C:
-			events = watch.events()
 		case err, ok := <-watchErrs:
 			if !ok {
 				watchErrs = nil
@@ -262,6 +257,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 			}
 			saveNow()
 		case <-idle:
+			if t.runWakeHook != nil {
+				t.runWakeHook("idle")
+			}
 			if t.untilNextSave(interval) < interval {
 				// The save due then covers this acknowledgement; the Acks until then need
 				// not wake Run.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -1077,4 +1078,39 @@ func TestTailerSavesOncePerIntervalWhileBursting(t *testing.T) {
 		return err == nil && len(entries) == 1 && entries[0].Offset == fi.Size()
 	})
 	t.Logf("%d bursts in %v: %d saves", bursts, elapsed.Round(time.Millisecond), rt.Stats().Totals.CheckpointSaves)
+}
+
+// TestTailerNotWokenPerBurstWhileSaving: while each save writes (the file moves between them),
+// the acknowledgement that leaves a burst with nothing in flight does not wake Run: the next
+// save covers it. Only the first burst, and the first after each save that found nothing new
+// (a quiet interval, after which the first line is saved at once), may wake it: twice each,
+// since the acknowledgements that come during the save it makes signal once more.
+func TestTailerNotWokenPerBurstWhileSaving(t *testing.T) {
+	_, path, state := testPaths(t)
+	writeLog(t, path, "")
+	r := &recorder{decide: func(gotLine) string { return "ack" }}
+	cfg := testConfig(state, path)
+	cfg.CheckpointInterval = 200 * time.Millisecond
+	var idleWakes, unchanged atomic.Int64
+	startTailerPrepared(t, cfg, eachLine(r.handle), func(tl *Tailer) {
+		tl.runWakeHook = func(why string) {
+			if why == "idle" {
+				idleWakes.Add(1)
+			} else {
+				unchanged.Add(1)
+			}
+		}
+	})
+	const bursts, perBurst = 80, 5
+	for i := range bursts {
+		appendLog(t, path, joinLines(numbered(fmt.Sprintf("b%02d-", i), 0, perBurst)))
+		waitFor(t, "the burst acknowledged", func() bool { return r.count() == (i+1)*perBurst })
+		time.Sleep(15 * time.Millisecond) // the writer's pace: a burst every ~20 ms
+	}
+	// Read before the next save can find nothing new and re-arm the signal.
+	wakes, quiet := idleWakes.Load(), unchanged.Load()
+	if wakes > 2*(1+quiet) {
+		t.Fatalf("Run woken %d times by bursts going idle, want at most %d (the first, and one per save that found nothing new; twice each)", wakes, 2*(1+quiet))
+	}
+	t.Logf("%d bursts: %d idle wakes, %d saves with nothing new", bursts, wakes, quiet)
 }

@@ -7,28 +7,25 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
-// The watch: inotify (through fsnotify) on the directories of the globs tells Run's goroutine
-// when a name the globs match is created, renamed or removed (scan now) and when a followed
-// file is written or truncated (wake its follower now). The periodic scan and the followers'
+// The watch: inotify on the directories of the globs tells Run's goroutine when a name the
+// globs match is created, renamed or removed (scan now), and the watch's reader wakes a
+// followed file's follower when the file is written or truncated (inotify.go). The periodic scan and the followers'
 // polls stay: they are what a filesystem without inotify, a directory that could not be
 // watched, a directory beyond Config.MaxWatches, a directory created after the last scan and a
 // lost event (the kernel's queue overflowed: a rescan and every follower woken) fall back on.
 // An event only makes something happen sooner; no decision is taken from an event's content,
 // so a missed or spurious one costs at most a scan interval or one extra scan.
 
-// After a batch of events that came within watchQuiet of the batch before, Run's goroutine
-// takes no event for watchRest. fsnotify's reader then blocks on its unbuffered channel and
-// the kernel queues the events meanwhile, merging each run of identical ones (the writes to
-// one file): a file written line by line costs one event, one wake and one read per watchRest
-// rather than per write (an event taken per write costs more than the reads it saves). A first
-// event after a quiet time is taken at once, so a new file is still seen when it appears, and
-// needs no rest after it: a log written in bursts (every 100 ms, say) would pay a wake for the
-// rest's end per burst and merge nothing. In a storm, at most one scan per watchRest is made
-// for events (and a queue overflow rescans).
+// After a read of events that came within watchQuiet of the read before, the watch's reader
+// reads nothing for watchRest, and the kernel queues the events meanwhile, merging each run
+// of identical ones (the writes to one file): a file written line by line costs one event, one
+// wake and one read per watchRest rather than per write (an event taken per write costs more
+// than the reads it saves). A first event after a quiet time is taken at once, so a new file
+// is still seen when it appears, and needs no rest after it: a log written in bursts (every
+// 100 ms, say) would pay a wake for the rest's end per burst and merge nothing. In a storm, at
+// most one scan per watchRest is made for events (and a queue overflow rescans).
 const (
 	watchRest  = 5 * time.Millisecond
 	watchQuiet = 10 * watchRest
@@ -37,13 +34,13 @@ const (
 // watchDrain bounds the events taken, once one arrived, before acting on them.
 const watchDrain = 64
 
-// dirWatcher is the inotify side of discovery. Run's goroutine only, but for fsnotify's own
-// reader goroutine, which Close stops.
+// dirWatcher is the inotify side of discovery. Run's goroutine only, but for the watch's own
+// reader goroutine, which close stops.
 type dirWatcher struct {
-	w        *fsnotify.Watcher // nil: scans only
-	patterns []string          // the globs, cleaned as fsnotify cleans its event names
-	dirPats  []string          // their directory parts: an event on one of these may be a new or gone directory
-	watched  map[string]bool   // directories watched now
+	w        *inotifyWatch   // nil: scans only
+	patterns []string        // the globs, cleaned as event names are
+	dirPats  []string        // their directory parts: an event on one of these may be a new or gone directory
+	watched  map[string]bool // directories watched now
 	// linkDirs are the watched directories that followed names which are symbolic links point
 	// into (linkTargetDirs): a name created, renamed or removed in one asks for a scan, since
 	// the link's own directory does not change when its target is renamed and replaced (the
@@ -52,7 +49,9 @@ type dirWatcher struct {
 	failed   map[string]string // directory -> why it is not watched, logged once
 	leftOut  int               // directories beyond the bound at the last sync, logged when it changes
 	lastErr  string            // the last other watch error, logged once until it changes
-	wakeAt   map[string][]*follower
+	// wakeAt is which followers read each name, as mapFollowers last made it: published to the
+	// reader, which wakes them on a write, and never modified once made.
+	wakeAt map[string][]*follower
 }
 
 // newDirWatcher opens an inotify instance, or returns a dirWatcher that watches nothing (the
@@ -62,7 +61,7 @@ func (t *Tailer) newDirWatcher() *dirWatcher {
 	if t.cfg.DisableWatch {
 		return d
 	}
-	w, err := fsnotify.NewWatcher() // unbuffered: see watchRest
+	w, err := newInotifyWatch(t.watchRestHook)
 	if err != nil {
 		t.log.Warn("cannot watch directories: new files are found by the periodic scan only",
 			"rescan_interval", t.cfg.RescanInterval, "err", err)
@@ -73,24 +72,24 @@ func (t *Tailer) newDirWatcher() *dirWatcher {
 }
 
 // events and errs are nil channels (never ready) when nothing is watched.
-func (d *dirWatcher) events() chan fsnotify.Event {
+func (d *dirWatcher) events() chan watchEvent {
 	if d.w == nil {
 		return nil
 	}
-	return d.w.Events
+	return d.w.events
 }
 
 func (d *dirWatcher) errs() chan error {
 	if d.w == nil {
 		return nil
 	}
-	return d.w.Errors
+	return d.w.errs
 }
 
-// close stops fsnotify's goroutine and releases the inotify descriptor.
+// close stops the watch's reader and releases the inotify descriptor.
 func (d *dirWatcher) close() {
 	if d.w != nil {
-		_ = d.w.Close()
+		d.w.close()
 	}
 }
 
@@ -165,7 +164,7 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 	}
 	for dir := range d.watched {
 		if _, ok := slices.BinarySearch(dirs, dir); !ok {
-			_ = d.w.Remove(dir) // gone already, or no longer matched
+			d.w.remove(dir) // gone already, or no longer matched
 			delete(d.watched, dir)
 		}
 	}
@@ -175,10 +174,10 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 		}
 	}
 	for _, dir := range dirs {
-		if d.watched[dir] {
-			continue
+		if d.watched[dir] && d.w.has(dir) {
+			continue // (a directory deleted or moved away since is no longer: watched again)
 		}
-		if err := d.w.Add(dir); err != nil {
+		if err := d.w.add(dir); err != nil {
 			// A directory that does not exist yet is the scan's to find; any other reason
 			// (the inotify watch limit, permissions) is logged once.
 			if !errors.Is(err, os.ErrNotExist) && d.failed[dir] != err.Error() {
@@ -259,11 +258,9 @@ func (t *Tailer) mapFollowers(d *dirWatcher) {
 		fls = append(fls, fl)
 	}
 	t.mu.Unlock()
-	clear(d.wakeAt)
-	if d.wakeAt == nil {
-		d.wakeAt = make(map[string][]*follower, len(fls))
-	}
-	for _, fl := range fls {
+	d.wakeAt = make(map[string][]*follower, len(fls))
+	watchedNow := make([]bool, len(fls))
+	for i, fl := range fls {
 		p := filepath.Clean(fl.currentPath())
 		d.wakeAt[p] = append(d.wakeAt[p], fl)
 		watched := d.watched[filepath.Dir(p)]
@@ -276,21 +273,21 @@ func (t *Tailer) mapFollowers(d *dirWatcher) {
 				}
 			}
 		}
-		fl.watched.Store(watched)
+		watchedNow[i] = watched
+	}
+	// Published before any follower is told its writes are reported: from then on a write
+	// wakes it.
+	d.w.setWakeAt(d.wakeAt)
+	for i, fl := range fls {
+		fl.watched.Store(watchedNow[i])
 	}
 }
 
-// onEvent wakes the followers of a written name and reports whether the event asks for a scan:
-// a name the globs match (or a directory their directory parts match) was created, renamed or
-// removed. A followed file released since the last sync is woken for nothing: harmless.
-func (d *dirWatcher) onEvent(ev fsnotify.Event) (scan bool) {
-	if ev.Has(fsnotify.Write) {
-		for _, fl := range d.wakeAt[ev.Name] {
-			fl.watched.Store(true) // its writes are reported: it may wait longer when idle
-			fl.wakeUp()
-		}
-	}
-	if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Remove) {
+// onEvent reports whether an event asks for a scan: a name the globs match (or a directory
+// their directory parts match) was created, renamed or removed. (Writes never come here: the
+// reader wakes their followers itself, wakeWritten.)
+func (d *dirWatcher) onEvent(ev watchEvent) (scan bool) {
+	if !ev.Has(opCreate) && !ev.Has(opRename) && !ev.Has(opRemove) {
 		return false
 	}
 	if d.linkDirs[filepath.Dir(ev.Name)] {
@@ -300,7 +297,7 @@ func (d *dirWatcher) onEvent(ev fsnotify.Event) (scan bool) {
 		if ok, _ := filepath.Match(g, ev.Name); ok {
 			return true
 		}
-		if ok, _ := filepath.Match(d.dirPats[i], ev.Name); ok && (!ev.Has(fsnotify.Create) || isDir(ev.Name)) {
+		if ok, _ := filepath.Match(d.dirPats[i], ev.Name); ok && (!ev.Has(opCreate) || isDir(ev.Name)) {
 			return true // a watched directory went away, or one the globs need appeared
 		}
 	}
@@ -315,7 +312,7 @@ func isDir(path string) bool {
 // onWatchError reports whether a watch error asks for a rescan and a wake of every follower (events
 // were lost), and logs any other error once until it changes.
 func (t *Tailer) onWatchError(d *dirWatcher, err error) (lost bool) {
-	if errors.Is(err, fsnotify.ErrEventOverflow) {
+	if errors.Is(err, errEventOverflow) {
 		t.log.Warn("file events lost (inotify queue overflow): rescanning", "err", err)
 		for _, fls := range d.wakeAt {
 			for _, fl := range fls {

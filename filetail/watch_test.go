@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // watchOnlyConfig is testConfig with scans and polls too rare to matter within a test's
@@ -180,10 +178,11 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := &follower{wake: make(chan struct{}, 1)}
+	wakeAt := map[string][]*follower{dir + "/a.log": {fl}}
 	d := &dirWatcher{
 		patterns: []string{dir + "/*.log", dir + "/*/app.log"},
 		dirPats:  []string{dir, dir + "/*"},
-		wakeAt:   map[string][]*follower{dir + "/a.log": {fl}},
+		wakeAt:   wakeAt,
 	}
 	woken := func() bool {
 		select {
@@ -194,22 +193,24 @@ func TestWatchEvents(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		ev         fsnotify.Event
+		ev         watchEvent
 		scan, wake bool
 	}{
-		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Write}, false, true},
-		{fsnotify.Event{Name: dir + "/other.log", Op: fsnotify.Write}, false, false},
-		{fsnotify.Event{Name: dir + "/new.log", Op: fsnotify.Create}, true, false},
-		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Rename}, true, false},
-		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Remove}, true, false},
-		{fsnotify.Event{Name: dir + "/a.log.1", Op: fsnotify.Create}, false, false},
-		{fsnotify.Event{Name: dir + "/sub", Op: fsnotify.Create}, true, false}, // a new directory
-		{fsnotify.Event{Name: dir, Op: fsnotify.Remove}, true, false},          // a watched one gone
-		{fsnotify.Event{Name: dir + "/sub/app.log", Op: fsnotify.Create}, true, false},
-		{fsnotify.Event{Name: dir + "/a.log", Op: fsnotify.Chmod}, false, false},
+		{watchEvent{Name: dir + "/a.log", Op: opWrite}, false, true},
+		{watchEvent{Name: dir + "/other.log", Op: opWrite}, false, false},
+		{watchEvent{Name: dir + "/new.log", Op: opCreate}, true, false},
+		{watchEvent{Name: dir + "/a.log", Op: opRename}, true, false},
+		{watchEvent{Name: dir + "/a.log", Op: opRemove}, true, false},
+		{watchEvent{Name: dir + "/a.log.1", Op: opCreate}, false, false},
+		{watchEvent{Name: dir + "/sub", Op: opCreate}, true, false}, // a new directory
+		{watchEvent{Name: dir, Op: opRemove}, true, false},          // a watched one gone
+		{watchEvent{Name: dir + "/sub/app.log", Op: opCreate}, true, false},
 	} {
 		t.Run(filepath.Base(tc.ev.Name)+" "+tc.ev.Op.String(), func(t *testing.T) {
-			if scan := d.onEvent(tc.ev); scan != tc.scan {
+			// As the reader does: a write wakes, anything else goes to Run.
+			if tc.ev.Has(opWrite) {
+				wakeWritten(&wakeAt, []byte(tc.ev.Name))
+			} else if scan := d.onEvent(tc.ev); scan != tc.scan {
 				t.Errorf("scan = %v, want %v", scan, tc.scan)
 			}
 			if w := woken(); w != tc.wake {
@@ -220,7 +221,7 @@ func TestWatchEvents(t *testing.T) {
 
 	// Lost events: everything is looked at again.
 	tl := &Tailer{log: slog.New(slog.DiscardHandler)}
-	if !tl.onWatchError(d, fmt.Errorf("read: %w", fsnotify.ErrEventOverflow)) || !woken() {
+	if !tl.onWatchError(d, fmt.Errorf("read: %w", errEventOverflow)) || !woken() {
 		t.Fatal("an overflow must rescan and wake every follower")
 	}
 	if tl.onWatchError(d, errors.New("some other error")) || woken() {

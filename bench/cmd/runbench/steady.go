@@ -121,6 +121,10 @@ func (b *bench) steadyRun(tool string, rate, rep int, execTrace bool) Run {
 		}
 		defer stop()
 		if execTrace {
+			if err := os.MkdirAll(filepath.Dir(execTracePath(dir)), 0o755); err != nil {
+				r.Error = err.Error()
+				return r
+			}
 			cmd.Env = append(cmd.Env, "KAFKATRAIL_EXECTRACE="+execTracePath(dir))
 		}
 		if !start("agent", cmd) {

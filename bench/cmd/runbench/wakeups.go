@@ -213,8 +213,9 @@ func addWakeups(r *Run, path string, steadySeconds, rate int) {
 	r.Extra["wakeups_by_place"] = by
 }
 
-// execTracePath is where a wakeups run's agent writes its execution trace.
-func execTracePath(dir string) string { return filepath.Join(dir, "agent.trace") }
+// execTracePath is where a wakeups run's agent writes its execution trace: not beside the log,
+// whose directory the agent watches, or the trace's own writes would wake the watch.
+func execTracePath(dir string) string { return filepath.Join(dir, "trace", "agent.trace") }
 
 // wakeupsRuns are the good runs of the wakeups section.
 func (r *Report) wakeupsRuns() []Run {

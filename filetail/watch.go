@@ -11,10 +11,11 @@ import (
 
 // The watch: inotify on the directories of the globs tells Run's goroutine when a name the
 // globs match is created, renamed or removed (scan now), and the watch's reader wakes a
-// followed file's follower when the file is written or truncated (inotify.go). The periodic scan and the followers'
-// polls stay: they are what a filesystem without inotify, a directory that could not be
-// watched, a directory beyond Config.MaxWatches, a directory created after the last scan and a
-// lost event (the kernel's queue overflowed: a rescan and every follower woken) fall back on.
+// followed file's follower when the file is written or truncated (inotify.go). The periodic
+// scan and the followers' polls stay: they are what a filesystem without inotify, a directory
+// that could not be watched, a directory beyond Config.MaxWatches, a directory created after
+// the last scan and a lost event (the kernel's queue overflowed: a rescan and every follower
+// woken) fall back on.
 // An event only makes something happen sooner; no decision is taken from an event's content,
 // so a missed or spurious one costs at most a scan interval or one extra scan.
 
@@ -185,6 +186,7 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 					"dir", dir, "rescan_interval", t.cfg.RescanInterval, "err", err)
 			}
 			d.failed[dir] = err.Error()
+			delete(d.watched, dir) // (watched before, and deleted since)
 			continue
 		}
 		delete(d.failed, dir)

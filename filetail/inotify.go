@@ -24,7 +24,9 @@ import (
 // write (see watch.go).
 type inotifyWatch struct {
 	file *os.File // the inotify descriptor, non-blocking: Read parks in the runtime's poller
-	fd   int
+	// conn runs the watches' syscalls on file's descriptor, which stays open meanwhile: none
+	// can reach a descriptor number that close released and something else reused.
+	conn syscall.RawConn
 
 	mu    sync.Mutex
 	byWd  map[int32]string // watch descriptor -> directory
@@ -92,9 +94,15 @@ func newInotifyWatch(restHook func()) (*inotifyWatch, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("inotify_init1", err)
 	}
+	file := os.NewFile(uintptr(fd), "inotify")
+	conn, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
 	w := &inotifyWatch{
-		file:   os.NewFile(uintptr(fd), "inotify"),
-		fd:     fd,
+		file:   file,
+		conn:   conn,
 		byWd:   make(map[int32]string),
 		byDir:  make(map[string]int32),
 		events: make(chan watchEvent), errs: make(chan error),
@@ -105,14 +113,19 @@ func newInotifyWatch(restHook func()) (*inotifyWatch, error) {
 	return w, nil
 }
 
-// add watches dir (adding it again is harmless).
+// add watches dir (adding it again is harmless). The mapping is made under mu with the watch,
+// so the reader never meets an event of a watch it does not know yet.
 func (w *inotifyWatch) add(dir string) error {
-	wd, err := syscall.InotifyAddWatch(w.fd, dir, watchMask)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var wd int
+	var err error
+	if w.conn.Control(func(fd uintptr) { wd, err = syscall.InotifyAddWatch(int(fd), dir, watchMask) }) != nil {
+		err = os.ErrClosed // Control's one failure: the watch was closed
+	}
 	if err != nil {
 		return &os.PathError{Op: "inotify_add_watch", Path: dir, Err: err}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if old, ok := w.byWd[int32(wd)]; ok && old != dir {
 		delete(w.byDir, old) // the same directory under another path: the kernel keeps one watch
 	}
@@ -130,8 +143,25 @@ func (w *inotifyWatch) remove(dir string) {
 	}
 	w.mu.Unlock()
 	if ok {
-		_, _ = syscall.InotifyRmWatch(w.fd, uint32(wd)) // gone already: the kernel dropped it
+		w.rmWatch(wd)
 	}
+}
+
+// rmWatch removes watch descriptor wd from the kernel's instance; one the kernel dropped
+// already (its directory deleted), or a watch closed, is no error worth having.
+func (w *inotifyWatch) rmWatch(wd int32) {
+	_ = w.conn.Control(func(fd uintptr) { _, _ = syscall.InotifyRmWatch(int(fd), uint32(wd)) })
+}
+
+// dirs returns the directories watched now.
+func (w *inotifyWatch) dirs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.byDir))
+	for dir := range w.byDir {
+		out = append(out, dir)
+	}
+	return out
 }
 
 // has reports whether dir is watched now: the kernel drops a watch whose directory was deleted,
@@ -235,7 +265,7 @@ func (w *inotifyWatch) dirOf(wd int32, mask uint32) (string, bool) {
 			delete(w.byDir, dir)
 		}
 		if mask&syscall.IN_MOVE_SELF != 0 {
-			_, _ = syscall.InotifyRmWatch(w.fd, uint32(wd))
+			w.rmWatch(wd)
 		}
 	}
 	return dir, mask&syscall.IN_IGNORED == 0
@@ -270,20 +300,16 @@ func wakeWritten(wakeAt *map[string][]*follower, name []byte) {
 	}
 }
 
-func (w *inotifyWatch) send(ev watchEvent) bool {
-	select {
-	case w.events <- ev:
-		return true
-	case <-w.done:
-		return false
-	}
-}
+func (w *inotifyWatch) send(ev watchEvent) bool { return sendUnlessDone(w.events, ev, w.done) }
 
-func (w *inotifyWatch) sendErr(err error) bool {
+func (w *inotifyWatch) sendErr(err error) bool { return sendUnlessDone(w.errs, err, w.done) }
+
+// sendUnlessDone sends v on ch, and reports false instead if done is closed first.
+func sendUnlessDone[T any](ch chan<- T, v T, done <-chan struct{}) bool {
 	select {
-	case w.errs <- err:
+	case ch <- v:
 		return true
-	case <-w.done:
+	case <-done:
 		return false
 	}
 }

@@ -38,10 +38,9 @@ const watchDrain = 64
 // dirWatcher is the inotify side of discovery. Run's goroutine only, but for the watch's own
 // reader goroutine, which close stops.
 type dirWatcher struct {
-	w        *inotifyWatch   // nil: scans only
-	patterns []string        // the globs, cleaned as event names are
-	dirPats  []string        // their directory parts: an event on one of these may be a new or gone directory
-	watched  map[string]bool // directories watched now
+	w        *inotifyWatch // nil: scans only; it knows which directories are watched now
+	patterns []string      // the globs, cleaned as event names are
+	dirPats  []string      // their directory parts: an event on one of these may be a new or gone directory
 	// linkDirs are the watched directories that followed names which are symbolic links point
 	// into (linkTargetDirs): a name created, renamed or removed in one asks for a scan, since
 	// the link's own directory does not change when its target is renamed and replaced (the
@@ -58,7 +57,7 @@ type dirWatcher struct {
 // newDirWatcher opens an inotify instance, or returns a dirWatcher that watches nothing (the
 // scans do all the work) when watching is off or the system refuses one.
 func (t *Tailer) newDirWatcher() *dirWatcher {
-	d := &dirWatcher{watched: make(map[string]bool), failed: make(map[string]string)}
+	d := &dirWatcher{failed: make(map[string]string)}
 	if t.cfg.DisableWatch {
 		return d
 	}
@@ -163,10 +162,9 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 		}
 		d.leftOut = leftOut
 	}
-	for dir := range d.watched {
+	for _, dir := range d.w.dirs() {
 		if _, ok := slices.BinarySearch(dirs, dir); !ok {
-			d.w.remove(dir) // gone already, or no longer matched
-			delete(d.watched, dir)
+			d.w.remove(dir) // no longer matched
 		}
 	}
 	for dir := range d.failed {
@@ -175,8 +173,8 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 		}
 	}
 	for _, dir := range dirs {
-		if d.watched[dir] && d.w.has(dir) {
-			continue // (a directory deleted or moved away since is no longer: watched again)
+		if d.w.has(dir) {
+			continue // (one deleted or moved away since is no longer: watched again if it exists)
 		}
 		if err := d.w.add(dir); err != nil {
 			// A directory that does not exist yet is the scan's to find; any other reason
@@ -186,11 +184,9 @@ func (t *Tailer) syncWatches(d *dirWatcher, globs []string) {
 					"dir", dir, "rescan_interval", t.cfg.RescanInterval, "err", err)
 			}
 			d.failed[dir] = err.Error()
-			delete(d.watched, dir) // (watched before, and deleted since)
 			continue
 		}
 		delete(d.failed, dir)
-		d.watched[dir] = true
 	}
 }
 
@@ -265,11 +261,11 @@ func (t *Tailer) mapFollowers(d *dirWatcher) {
 	for i, fl := range fls {
 		p := filepath.Clean(fl.currentPath())
 		d.wakeAt[p] = append(d.wakeAt[p], fl)
-		watched := d.watched[filepath.Dir(p)]
+		watched := d.w.has(filepath.Dir(p))
 		if len(d.linkDirs) > 0 {
 			// A link's writes are its target's: the event names the target.
 			if target, err := filepath.EvalSymlinks(p); err == nil && target != p {
-				watched = d.linkDirs[filepath.Dir(target)]
+				watched = d.w.has(filepath.Dir(target))
 				if watched {
 					d.wakeAt[target] = append(d.wakeAt[target], fl)
 				}
